@@ -1,0 +1,36 @@
+# Two commands on a fresh machine with Python 3.10+:  `make demo`  and  `make test`.
+# Each creates .venv if missing and installs the package from constraints.txt.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.circuitop-installed
+export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.torchinductor
+export MPLBACKEND := Agg
+
+.PHONY: install demo test bench clean
+
+install: $(STAMP)
+
+# torch first, pinned: a torch you installed into .venv yourself (e.g. a CUDA build) is kept,
+# and the constraints then pin everything else (see README, "GPU users").
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$$(grep '^torch==' constraints.txt)"
+	$(PY) -c "import torch; print(f'torch {torch.__version__}')"
+	$(PY) -c "import torch; v = torch.__version__.split('+')[0]; \
+	  [print(l, end='') for l in open('constraints.txt') if not (l.startswith('torch==') and v != l.split('==')[1].strip())]" \
+	  > $(VENV)/constraints.txt
+	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .torchinductor *.egg-info

@@ -1,0 +1,44 @@
+"""The ``circuitop`` command: one module per subcommand, each exposing ``register(subparsers)``.
+
+Errors from a subcommand print one line (``circuitop CMD: error: ...``) and exit 1; ``--debug``
+shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+__all__ = ["main", "build_parser"]
+
+_SUBCOMMANDS = ("generate", "train", "evaluate", "bench", "info")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="circuitop",
+        description="Continuous-time neural cells as neural operators: generate PDE data, train, evaluate, benchmark.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in _SUBCOMMANDS:
+        importlib.import_module(f"operators.cli.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print(f"circuitop {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the CLI's one place that turns errors into messages
+        if args.debug:
+            raise
+        message = str(exc) or type(exc).__name__
+        print(f"circuitop {args.command}: error: {message} (--debug for the traceback)", file=sys.stderr)
+        return 1

@@ -1,0 +1,14 @@
+"""pde_data: the xarray data model, PDE generators and solvers, and file I/O (NetCDF, PDEBench).
+
+Lowest layer: imports nothing from ``circuitop``, ``evaluation`` or ``operators``.
+"""
+
+from pde_data import model
+from pde_data.io import atomic_path, open, parse_shard, save, shard_path, shard_range
+from pde_data.model import from_tensor, time_steps, to_tensor
+
+__all__ = [
+    "model",
+    "save", "open", "atomic_path", "shard_path", "shard_range", "parse_shard",
+    "to_tensor", "from_tensor", "time_steps",
+]

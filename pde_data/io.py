@@ -1,0 +1,119 @@
+"""NetCDF-4 files for the data model: compressed, written atomically, opened lazily.
+
+``save`` writes to a temporary file in the target's folder and renames it into place, so an
+interrupted write never leaves a file at the target path. ``open`` checks that the path exists and
+is NetCDF/HDF5 before handing it to xarray, and opens shard sets (``name-00000.nc``, ...) lazily.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import xarray as xr
+
+__all__ = ["save", "open", "atomic_path", "check_file", "shard_path", "shard_range", "parse_shard"]
+
+_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+_NETCDF3_MAGIC = b"CDF"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success rename it to ``path``, else delete it.
+
+    Example:
+        >>> with atomic_path("out.nc") as tmp:
+        ...     ds.to_netcdf(tmp)
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        with tmp_path.open("rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp_path, target)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def save(ds: xr.Dataset, path: str | os.PathLike, *, complevel: int = 4) -> Path:
+    """Write ``ds`` to NetCDF-4 at ``path`` with zlib compression, atomically. Returns the path."""
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"save: expected an xarray.Dataset, found {type(ds).__name__}")
+    encoding = {
+        name: {"zlib": True, "complevel": complevel}
+        for name, var in ds.variables.items()
+        if var.dtype.kind in "fiub"
+    }
+    with atomic_path(path) as tmp:
+        ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=encoding)
+    return Path(path)
+
+
+def check_file(path: str | os.PathLike) -> Path:
+    """Return ``path`` as a Path if it exists and starts like NetCDF/HDF5; else raise a clear error.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: the file is not NetCDF-3, NetCDF-4 or HDF5 (named with the bytes found).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"no such file: {p}")
+    with p.open("rb") as fh:
+        head = fh.read(8)
+    if not (head.startswith(_HDF5_MAGIC) or head.startswith(_NETCDF3_MAGIC)):
+        raise ValueError(f"{p}: expected a NetCDF or HDF5 file, found leading bytes {head!r}")
+    return p
+
+
+def open(path: str | os.PathLike, *, chunks: dict | None = None) -> xr.Dataset:  # noqa: A001
+    """Open a NetCDF file, or a set of shards given as a glob (``"set-*.nc"``), lazily.
+
+    Shards are concatenated along ``sample`` with ``xarray.open_mfdataset`` (dask-backed).
+    """
+    text = os.fspath(path)
+    if any(ch in text for ch in "*?["):
+        files = sorted(glob.glob(text))
+        if not files:
+            raise FileNotFoundError(f"no files match {text}")
+        for f in files:
+            check_file(f)
+        return xr.open_mfdataset(files, combine="nested", concat_dim="sample", engine="netcdf4",
+                                 data_vars="minimal", coords="minimal", compat="override")
+    p = check_file(path)
+    return xr.open_dataset(p, engine="netcdf4", chunks=chunks)
+
+
+def shard_path(path: str | os.PathLike, index: int) -> Path:
+    """``data.nc`` → ``data-00003.nc`` for shard 3."""
+    p = Path(path)
+    return p.with_name(f"{p.stem}-{index:05d}{p.suffix}")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """Parse ``"i/n"`` (as in ``--shard 2/8``) into ``(i, n)`` with ``0 <= i < n``."""
+    try:
+        i, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard: expected 'i/n' with integers, found {text!r}") from None
+    if not 0 <= i < n:
+        raise ValueError(f"--shard: expected 0 <= i < n, found i={i}, n={n}")
+    return i, n
+
+
+def shard_range(n_samples: int, index: int, count: int) -> range:
+    """The sample indices of shard ``index`` of ``count`` (contiguous, sizes differ by at most one)."""
+    if not 0 <= index < count:
+        raise ValueError(f"shard index: expected 0 <= index < {count}, found {index}")
+    start = index * n_samples // count
+    stop = (index + 1) * n_samples // count
+    return range(start, stop)

@@ -1,0 +1,54 @@
+"""The console command as a user runs it: a real subprocess."""
+
+import subprocess
+import sys
+
+import numpy as np
+import xarray as xr
+
+import pde_data
+
+
+def circuitop(*args, check=False):
+    return subprocess.run([sys.executable, "-m", "operators.cli", *args], capture_output=True, text=True,
+                          check=check, timeout=120)
+
+
+def test_help_lists_subcommands():
+    out = circuitop("--help", check=True).stdout
+    for name in ("generate", "train", "evaluate", "bench", "info"):
+        assert name in out
+
+
+def test_info_reports_versions_device_and_threads():
+    out = circuitop("info", check=True).stdout
+    assert "torch: 2." in out and "device: " in out and "torch threads: " in out
+
+
+def test_info_describes_a_data_file(tmp_path):
+    ds = xr.Dataset({"a": (("sample", "x", "y"), np.zeros((2, 4, 4)))}, attrs={"seed": 3})
+    pde_data.save(ds, tmp_path / "a.nc")
+    out = circuitop("info", str(tmp_path / "a.nc"), check=True).stdout
+    assert "kind: field" in out and "attr seed: 3" in out
+
+
+def _assert_one_line_error(result, *fragments):
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_inputs_give_one_line_errors(tmp_path):
+    _assert_one_line_error(circuitop("info", str(tmp_path / "missing.nc")), "no such file", "missing.nc")
+    (tmp_path / "notes.nc").write_text("not a netcdf file")
+    _assert_one_line_error(circuitop("info", str(tmp_path / "notes.nc")), "expected a NetCDF or HDF5 file")
+    xr.Dataset({"q": (("a", "b"), np.zeros((2, 2)))}).to_netcdf(tmp_path / "odd.nc")
+    _assert_one_line_error(circuitop("info", str(tmp_path / "odd.nc")), "expected a 'sample' dim", "('a', 'b')")
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    result = circuitop("--debug", "info", str(tmp_path / "missing.nc"))
+    assert result.returncode != 0 and "Traceback" in result.stderr
