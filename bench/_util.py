@@ -1,0 +1,79 @@
+"""Shared timing helpers for the benchmark scripts (not timed tests: scripts that print ratios)."""
+
+from __future__ import annotations
+
+import gc
+import resource
+import time
+import tracemalloc
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+__all__ = ["Row", "best_time", "peak_memory_mb", "print_table"]
+
+
+@dataclass
+class Row:
+    """One line of a benchmark table: ``ratio`` is ``baseline / candidate`` time unless ``detail`` says otherwise."""
+
+    benchmark: str
+    case: str
+    value: float
+    unit: str
+    detail: str = ""
+
+
+def best_time(fn: Callable[[], object], *, repeat: int = 5, warmup: int = 1) -> float:
+    """Minimum wall time of ``fn()`` in seconds over ``repeat`` runs after ``warmup`` runs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def peak_memory_mb(fn: Callable[[], object]) -> float:
+    """Peak memory of ``fn()`` in MB: CUDA's peak allocator counter on GPU, else the peak traced by
+    ``tracemalloc`` plus torch's CPU allocations (measured through the profiler's memory events)."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+        fn()
+        return torch.cuda.max_memory_allocated() / 2**20
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    current = peak = 0
+    events = sorted(
+        (e for e in prof.events() if getattr(e, "cpu_memory_usage", 0)),
+        key=lambda e: e.time_range.start,
+    )
+    for event in events:
+        current += event.cpu_memory_usage
+        peak = max(peak, current)
+    return peak / 2**20
+
+
+def max_rss_mb() -> float:
+    """The process's peak resident set size so far, in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def print_table(rows: list[Row], title: str = "") -> None:
+    """Print rows as an aligned text table."""
+    if title:
+        print(f"\n== {title}")
+    width = max((len(r.benchmark) + len(r.case) for r in rows), default=20) + 3
+    for r in rows:
+        label = f"{r.benchmark} | {r.case}"
+        print(f"{label:<{width}} {r.value:>12.4g} {r.unit:<10} {r.detail}")

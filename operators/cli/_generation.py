@@ -1,0 +1,42 @@
+"""Shared pieces of ``circuitop generate <problem>``: common options, shards, atomic output."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import xarray as xr
+
+import pde_data
+
+__all__ = ["add_common_options", "selected_samples", "output_path", "write"]
+
+
+def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_default: int = 0) -> None:
+    """``--out PATH --n N --seed S --shard i/n --device DEV``."""
+    p.add_argument("--out", type=Path, required=True, help="output NetCDF file (shards get -00003 suffixes)")
+    p.add_argument("--n", type=int, default=n_default, help=f"number of samples (default {n_default})")
+    p.add_argument("--seed", type=int, default=seed_default, help=f"random seed (default {seed_default})")
+    p.add_argument("--shard", type=pde_data.parse_shard, default=None, metavar="i/n",
+                   help="write only shard i of n (samples split contiguously; same bytes as the full set)")
+
+
+def selected_samples(args: argparse.Namespace) -> range:
+    """The sample indices this invocation generates (all, or the shard's slice)."""
+    if args.n < 1:
+        raise ValueError(f"--n: expected a positive number of samples, found {args.n}")
+    if args.shard is None:
+        return range(args.n)
+    return pde_data.shard_range(args.n, *args.shard)
+
+
+def output_path(args: argparse.Namespace) -> Path:
+    """``--out`` itself, or its shard name ``name-0000i.nc``."""
+    return args.out if args.shard is None else pde_data.shard_path(args.out, args.shard[0])
+
+
+def write(ds: xr.Dataset, args: argparse.Namespace) -> Path:
+    """Save atomically to the output path and print where it went."""
+    path = pde_data.save(ds, output_path(args))
+    print(f"wrote {path}: {dict(ds.sizes)}")
+    return path
