@@ -1,0 +1,138 @@
+"""Pointwise, spectral and derivative error metrics of the CHONN paper (Eqs. 48-50, 55, 59-61).
+
+Every metric takes ``pred`` and ``true`` with the sample axis first (numpy, torch or xarray; see
+``evaluation._inputs``), computes one value per sample over all other axes, and reduces over samples
+with ``reduce="mean" | "median" | "none"``. Given tensors, the result is a tensor on the same device and
+in the same autograd graph, so :func:`rel_l2` and :func:`rel_l1` serve as training losses.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from evaluation._grid import gradient_components
+from evaluation._inputs import as_pair, check_reduce, finish
+
+__all__ = ["rel_l2", "rel_l2_spectral", "rel_l2_derivative", "rel_l1", "nrmse_range", "max_mse"]
+
+
+def _flat(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(x.shape[0], -1)
+
+
+def _norm2(x: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.vector_norm(_flat(x), ord=2, dim=1)
+
+
+def rel_l2(pred, true, *, reduce: str = "mean"):
+    """Relative L2 error ``‖pred − true‖₂ / ‖true‖₂`` per sample (CHONN Eq. 48).
+
+    Continuous form: ``(∫|u_pred − u_true|² dx)^½ / (∫|u_true|² dx)^½``; on a uniform grid the
+    quadrature weight cancels, leaving the discrete norms over all non-sample axes.
+
+    Args:
+        pred, true: ``(batch, ...)``; numpy, torch or xarray (same type for both).
+        reduce: ``"mean"`` (default), ``"median"`` or ``"none"`` (per-sample values ``(batch,)``).
+
+    Example:
+        >>> loss = rel_l2(model(x), y)   # a differentiable scalar tensor
+    """
+    check_reduce(reduce)
+    pair = as_pair(pred, true)
+    values = _norm2(pair.pred - pair.true) / _norm2(pair.true)
+    return finish(values, reduce, pair.is_torch)
+
+
+def rel_l1(pred, true, *, reduce: str = "mean"):
+    """Relative L1 error ``‖pred − true‖₁ / ‖true‖₁`` per sample, as a fraction (CHONN Eqs. 55, 59).
+
+    Continuous form: ``∫|u_pred − u_true| dx / ∫|u_true| dx``. The paper reports it in percent
+    (multiply by 100); CNO-style tables report the **median** over the test set (``reduce="median"``).
+
+    Args:
+        pred, true: ``(batch, ...)``; numpy, torch or xarray.
+        reduce: ``"mean"``, ``"median"`` or ``"none"``.
+    """
+    check_reduce(reduce)
+    pair = as_pair(pred, true)
+    err = _flat(pair.pred - pair.true).abs().sum(dim=1)
+    values = err / _flat(pair.true).abs().sum(dim=1)
+    return finish(values, reduce, pair.is_torch)
+
+
+def rel_l2_spectral(pred, true, *, reduce: str = "mean"):
+    """Relative L2 error of the one-sided spectrum ``‖F(e)‖₂ / ‖F(true)‖₂`` per sample (CHONN Eq. 49).
+
+    ``F`` is ``rfftn`` over all non-sample axes: a full FFT on the leading axes and a real FFT on the
+    last, which keeps only modes ``0..n//2`` of the last axis. With a two-sided FFT this would equal
+    :func:`rel_l2` exactly (Parseval); the one-sided spectrum counts every mode except the zero (and,
+    for even ``n``, the Nyquist) mode of the last axis once instead of twice, so it is a different,
+    frequency-weighted measure that gives the mean and Nyquist content double relative weight.
+
+    Args:
+        pred, true: ``(batch, ...)`` with at least one non-sample axis.
+        reduce: ``"mean"``, ``"median"`` or ``"none"``.
+    """
+    check_reduce(reduce)
+    pair = as_pair(pred, true, min_ndim=2)
+    dims = tuple(range(1, pair.pred.ndim))
+    spectrum_err = torch.fft.rfftn(pair.pred - pair.true, dim=dims)
+    spectrum_true = torch.fft.rfftn(pair.true, dim=dims)
+    values = _norm2(spectrum_err) / _norm2(spectrum_true)
+    return finish(values, reduce, pair.is_torch)
+
+
+def rel_l2_derivative(pred, true, *, periodic: bool = True, reduce: str = "mean"):
+    """Relative L2 error of the gradient ``‖∇e‖₂ / ‖∇true‖₂`` per sample (CHONN Eq. 50).
+
+    Continuous form: ``(∫|∇u_pred − ∇u_true|² dx)^½ / (∫|∇u_true|² dx)^½``. ``∇`` is the
+    second-order central difference along every spatial axis, all components in one norm; a uniform
+    spacing cancels. ``periodic=True`` wraps around the edges; ``periodic=False`` uses one-sided
+    second-order differences at the edges (as ``numpy.gradient(..., edge_order=2)``).
+
+    Args:
+        pred, true: ``(batch, ..., *spatial)``. Arrays: every non-sample axis is spatial; xarray: its
+            spatial dims (``s``, ``x``, ``y``, ``z``), each at least 3 points long.
+        periodic: whether the domain wraps around.
+        reduce: ``"mean"``, ``"median"`` or ``"none"``.
+    """
+    check_reduce(reduce)
+    pair = as_pair(pred, true, min_ndim=2)
+    grad_err = gradient_components(pair.pred - pair.true, pair.n_spatial, periodic=periodic)
+    grad_true = gradient_components(pair.true, pair.n_spatial, periodic=periodic)
+    values = _norm2(grad_err) / _norm2(grad_true)
+    return finish(values, reduce, pair.is_torch)
+
+
+def nrmse_range(pred, true, *, reduce: str = "mean"):
+    """RMSE normalised by the range of the truth, per sample (CHONN Eq. 60).
+
+    ``sqrt(mean_p e(p)²) / (max_p true(p) − min_p true(p))``; continuous form
+    ``(|D|⁻¹ ∫ e² dx)^½ / (max u_true − min u_true)``.
+
+    Args:
+        pred, true: ``(batch, ...)``; points ``p`` are all non-sample entries.
+        reduce: ``"mean"``, ``"median"`` or ``"none"``.
+    """
+    check_reduce(reduce)
+    pair = as_pair(pred, true)
+    err = _flat(pair.pred - pair.true)
+    truth = _flat(pair.true)
+    spread = truth.amax(dim=1) - truth.amin(dim=1)
+    values = err.square().mean(dim=1).sqrt() / spread
+    return finish(values, reduce, pair.is_torch)
+
+
+def max_mse(pred, true, *, reduce: str = "mean"):
+    """Largest squared pointwise error ``max_p e(p)²`` per sample (CHONN Eq. 61).
+
+    Continuous form: ``‖u_pred − u_true‖²_∞``.
+
+    Args:
+        pred, true: ``(batch, ...)``.
+        reduce: ``"mean"``, ``"median"`` or ``"none"``.
+    """
+    check_reduce(reduce)
+    pair = as_pair(pred, true)
+    values = _flat(pair.pred - pair.true).square().amax(dim=1)
+    return finish(values, reduce, pair.is_torch)
