@@ -1,0 +1,299 @@
+"""Open PDEBench HDF5 files lazily as Datasets of the data model (``shared/specs/data.md``).
+
+=============  =============================================  ====================================
+layout         file keys                                      Dataset
+=============  =============================================  ====================================
+``darcy``      ``nu`` (N,X,Y), ``tensor`` (N,1,X,Y)           ``a``, ``u`` (sample, x, y)
+``group``      groups ``0000``... with ``data`` (T,X,Y,C),    one variable per channel
+               ``grid/x``, ``grid/y``, ``grid/t``, ``config``  (sample, time, x, y); config numbers
+                                                              as (sample,) coordinates
+``diff-react`` as ``group``, file axes (T, y, x, C)           ``u``, ``v`` (sample, time, x, y)
+``1d``         ``tensor`` (N,T,X), ``t-coordinate`` (T+1,)    ``u`` (sample, time, x)
+``cfd``        ``density``, ``pressure``, ``Vx``[, Vy, Vz]     same names (sample, time, x[, y, z])
+=============  =============================================  ====================================
+
+Nothing is read at open time except coordinates and attributes: every variable is an
+``xarray`` lazily indexed array over the h5py file, so ``ds.isel(sample=i).values`` reads sample
+``i`` only (one h5py read per sample), and each slice is checked for NaN when it is read. The
+``t-coordinate`` of the single-file layouts has one entry more than there are frames: ``time`` is
+its first T entries and the last is kept in ``attrs["t_final"]``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import h5py
+import numpy as np
+import xarray as xr
+from xarray.backends import BackendArray
+from xarray.core import indexing
+
+from pde_data.io import check_file
+from pde_data.model import SAMPLE, TIME, X, Y, Z
+
+__all__ = ["open_pdebench", "parse_config", "LAYOUTS"]
+
+LAYOUTS = ("darcy", "group", "diff-react", "1d", "cfd")
+_GROUP_NAMES = {"rdb": ("h",), "diff-react": ("u", "v")}
+_CFD_VARS = ("density", "pressure", "Vx", "Vy", "Vz")
+_COORD_KEYS = (("x-coordinate", X), ("y-coordinate", Y), ("z-coordinate", Z))
+_FILES: dict[tuple[str, int], h5py.File] = {}
+
+
+def _file(path: str) -> h5py.File:
+    """One read-only handle per file and process (datasets survive pickling into loader workers)."""
+    key = (path, os.getpid())
+    handle = _FILES.get(key)
+    if handle is None or not handle.id.valid:
+        handle = _FILES[key] = h5py.File(path, "r")
+    return handle
+
+
+def _close(path: str) -> None:
+    handle = _FILES.pop((path, os.getpid()), None)
+    if handle is not None and handle.id.valid:
+        handle.close()
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where sample ``i`` of one variable lives: ``key`` in group ``groups[i]`` or row ``i`` of ``key``."""
+
+    path: str
+    key: str
+    shape: tuple[int, ...]  # (sample, *rest) in data-model order
+    dtype: np.dtype
+    groups: tuple[str, ...] | None = None
+    lead: tuple[int, ...] = ()  # fixed indices after the sample axis (Darcy's tensor channel 0)
+    channel: int | None = None  # trailing channel of group data (T, X, Y, C)
+    swap_xy: bool = False  # the file stores (..., y, x)
+
+
+class _H5Array(BackendArray):
+    """Lazily indexed h5py-backed array: reads one sample at a time, refuses NaN slices."""
+
+    def __init__(self, source: _Source):
+        self.source = source
+        self.shape = source.shape
+        self.dtype = source.dtype
+
+    def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.BASIC, self._get)
+
+    def _get(self, key: tuple) -> np.ndarray:
+        rest = tuple(slice(k, k + 1) if isinstance(k, (int, np.integer)) else k for k in key[1:])
+        drop = tuple(i + 1 for i, k in enumerate(key[1:]) if isinstance(k, (int, np.integer)))
+        samples = range(self.shape[0])[key[0]]
+        indices = samples if isinstance(samples, range) else [samples]
+        sizes = tuple(len(range(n)[s]) for n, s in zip(self.shape[1:], rest))
+        out = np.empty((len(indices),) + sizes, self.dtype)
+        for row, i in enumerate(indices):
+            out[row] = self._read(i, rest)
+        out = out.squeeze(axis=drop) if drop else out
+        return out[0] if not isinstance(samples, range) else out
+
+    def _read(self, i: int, rest: tuple[slice, ...]) -> np.ndarray:
+        src = self.source
+        file_rest = rest[:-2] + (rest[-1], rest[-2]) if src.swap_xy else rest
+        if src.groups is not None:
+            name = f"{src.groups[i]}/{src.key}"
+            block = _file(src.path)[name][file_rest + (src.channel,)]
+        else:
+            name = src.key
+            block = _file(src.path)[name][(i,) + src.lead + file_rest]
+        if src.swap_xy:
+            block = np.swapaxes(block, -1, -2)
+        if np.isnan(block).any():
+            raise ValueError(f"{src.path}: key '{name}', sample {i}: expected finite values, found NaN")
+        return block
+
+
+def _lazy(source: _Source, dims: tuple[str, ...]) -> xr.Variable:
+    return xr.Variable(dims, indexing.LazilyIndexedArray(_H5Array(source)))
+
+
+def _dataset(f: h5py.File, path: str, key: str, ndim: int) -> h5py.Dataset:
+    """``f[key]`` if it is a dataset with ``ndim`` axes, else a clear error."""
+    if key not in f or not isinstance(f[key], h5py.Dataset):
+        raise ValueError(f"{path}: expected key '{key}' (a dataset); found keys {sorted(f.keys())}")
+    if f[key].ndim != ndim:
+        raise ValueError(f"{path}: key '{key}': expected {ndim} axes, found shape {f[key].shape}")
+    return f[key]
+
+
+def _axis(f: h5py.File, path: str, key: str, size: int) -> np.ndarray:
+    values = _dataset(f, path, key, 1)[()]
+    if values.shape != (size,):
+        raise ValueError(f"{path}: key '{key}': expected shape ({size},), found {values.shape}")
+    return values
+
+
+def _coords(f: h5py.File, path: str, sizes: tuple[int, ...]) -> dict[str, xr.Variable]:
+    return {dim: xr.Variable(dim, _axis(f, path, key, n), {"grid": "cell centres"})
+            for (key, dim), n in zip(_COORD_KEYS, sizes)}
+
+
+def _time(f: h5py.File, path: str, n_frames: int) -> tuple[dict, dict]:
+    """``time`` = first T entries of the (T+1,) ``t-coordinate``; ``t_final`` its last entry."""
+    if "t-coordinate" not in f:
+        return {}, {}
+    t = _axis(f, path, "t-coordinate", n_frames + 1)
+    return {TIME: xr.Variable(TIME, t[:-1])}, {"t_final": float(t[-1])}
+
+
+def _read_darcy(f: h5py.File, path: str) -> xr.Dataset:
+    nu = _dataset(f, path, "nu", 3)
+    tensor = _dataset(f, path, "tensor", 4)
+    expected = (nu.shape[0], 1) + nu.shape[1:]
+    if tensor.shape != expected:
+        raise ValueError(f"{path}: key 'tensor': expected shape {expected} (from 'nu'), found {tensor.shape}")
+    dims = (SAMPLE, X, Y)
+    data = {"a": _lazy(_Source(path, "nu", nu.shape, nu.dtype), dims),
+            "u": _lazy(_Source(path, "tensor", nu.shape, tensor.dtype, lead=(0,)), dims)}
+    attrs = {"beta": float(f.attrs["beta"])} if "beta" in f.attrs else {}
+    return xr.Dataset(data, coords=_coords(f, path, nu.shape[1:]), attrs=attrs)
+
+
+def _read_single(f: h5py.File, path: str, names: tuple[str, ...], keys: tuple[str, ...]) -> xr.Dataset:
+    """The 1D (``tensor`` → ``u``) and CFD (one key per variable) single-file layouts."""
+    first = _dataset(f, path, keys[0], f[keys[0]].ndim if keys[0] in f else 3)
+    if first.ndim not in (3, 4, 5):
+        raise ValueError(f"{path}: key '{keys[0]}': expected (N, T, X[, Y, Z]), found shape {first.shape}")
+    data = {}
+    for name, key in zip(names, keys):
+        arr = _dataset(f, path, key, first.ndim)
+        if arr.shape != first.shape:
+            raise ValueError(f"{path}: key '{key}': expected shape {first.shape}, found {arr.shape}")
+        dims = (SAMPLE, TIME) + (X, Y, Z)[: first.ndim - 2]
+        data[name] = _lazy(_Source(path, key, first.shape, arr.dtype), dims)
+    time, attrs = _time(f, path, first.shape[1])
+    attrs.update({k: float(f.attrs[k]) for k in ("eta", "zeta", "M") if k in f.attrs})
+    return xr.Dataset(data, coords={**_coords(f, path, first.shape[2:]), **time}, attrs=attrs)
+
+
+def parse_config(text: str) -> dict[str, object]:
+    """Flatten the indented ``key: value`` YAML subset PDEBench stores as ``config`` into dotted keys.
+
+    Example:
+        >>> parse_config("sim:\\n  dam_radius: 0.5\\n")
+        {'sim.dam_radius': 0.5}
+    """
+    out: dict[str, object] = {}
+    stack: list[tuple[int, str]] = []
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#") or ":" not in line:
+            continue
+        indent = len(line) - len(line.lstrip())
+        key, _, value = line.strip().partition(":")
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        dotted = ".".join([k for _, k in stack] + [key.strip()])
+        if value.strip():
+            out[dotted] = _scalar(value.strip())
+        else:
+            stack.append((indent, key.strip()))
+    return out
+
+
+def _scalar(text: str) -> object:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text.strip("'\"")
+
+
+def _config_coords(f: h5py.File, groups: list[str]) -> dict[str, xr.Variable]:
+    """Numbers found in every group's ``config`` become (sample,) coordinates (``sim.`` dropped)."""
+    configs = [parse_config(str(f[g].attrs.get("config", ""))) for g in groups]
+    keys = [k for k, v in configs[0].items() if isinstance(v, (int, float))
+            and all(isinstance(c.get(k), (int, float)) for c in configs)]
+    names = {k: k.removeprefix("sim.").replace(".", "_") for k in keys}
+    return {names[k]: xr.Variable(SAMPLE, np.array([c[k] for c in configs])) for k in keys}
+
+
+def _read_group(f: h5py.File, path: str, names: tuple[str, ...] | None, swap_xy: bool) -> xr.Dataset:
+    groups = sorted(k for k in f.keys() if isinstance(f[k], h5py.Group))
+    if not groups:
+        raise ValueError(f"{path}: expected per-sample groups '0000', ...; found keys {sorted(f.keys())}")
+    shape = _dataset(f[groups[0]], f"{path}:{groups[0]}", "data", f[groups[0]]["data"].ndim
+                     if "data" in f[groups[0]] else 4).shape
+    for g in groups:
+        found = _dataset(f[g], f"{path}:{g}", "data", len(shape)).shape
+        if found != shape:
+            raise ValueError(f"{path}: key '{g}/data': expected shape {shape} (as '{groups[0]}'), found {found}")
+    spatial = shape[1:-1][::-1] if swap_xy else shape[1:-1]
+    names = names or _default_names(f, path, shape[-1])
+    if len(names) != shape[-1]:
+        raise ValueError(f"{path}: key '{groups[0]}/data': expected {len(names)} channels {names}, found {shape[-1]}")
+    grid = f[groups[0]]
+    coords = {dim: xr.Variable(dim, _axis(grid, f"{path}:{groups[0]}", f"grid/{dim}", n), {"grid": "cell centres"})
+              for dim, n in zip((X, Y, Z), spatial)}
+    coords[TIME] = xr.Variable(TIME, _axis(grid, f"{path}:{groups[0]}", "grid/t", shape[0]))
+    coords.update(_config_coords(f, groups))
+    dims = (SAMPLE, TIME) + (X, Y, Z)[: len(spatial)]
+    full = (len(groups), shape[0]) + spatial
+    data = {name: _lazy(_Source(path, "data", full, f[groups[0]]["data"].dtype, tuple(groups), channel=c,
+                                swap_xy=swap_xy), dims) for c, name in enumerate(names)}
+    return xr.Dataset(data, coords=coords)
+
+
+def _default_names(f: h5py.File, path: str, n_channels: int) -> tuple[str, ...]:
+    if "variables" in f.attrs:
+        return tuple(str(f.attrs["variables"]).split(","))
+    for tag, names in _GROUP_NAMES.items():
+        if tag in os.path.basename(path) and len(names) == n_channels:
+            return names
+    return tuple(f"c{i}" for i in range(n_channels))
+
+
+def _detect(f: h5py.File, path: str) -> str:
+    keys = set(f.keys())
+    if {"nu", "tensor"} <= keys:
+        return "darcy"
+    if "density" in keys:
+        return "cfd"
+    if "tensor" in keys:
+        return "1d"
+    if keys and all(isinstance(f[k], h5py.Group) for k in keys):
+        return "diff-react" if "diff-react" in os.path.basename(path) else "group"
+    raise ValueError(f"{path}: expected PDEBench keys ('nu'+'tensor', 'tensor', 'density', or per-sample "
+                     f"groups); found keys {sorted(keys)}")
+
+
+def open_pdebench(path: str | os.PathLike, *, layout: str | None = None,
+                  variables: tuple[str, ...] | None = None) -> xr.Dataset:
+    """Open a PDEBench file lazily in the data model (layouts in the module docstring).
+
+    Args:
+        path: the ``.h5``/``.hdf5`` file.
+        layout: one of ``LAYOUTS``; inferred from the keys (and ``diff-react`` from the name) if omitted.
+        variables: names for the channels of a group file (default: the file's ``variables`` attribute,
+            ``h`` for rdb, ``u, v`` for diff-react, else ``c0, c1, ...``); for ``1d`` the variable name.
+
+    Raises:
+        FileNotFoundError / ValueError: missing file, not HDF5, unreadable, or a key/shape not as the layout says.
+    """
+    p = os.fspath(check_file(path))
+    try:
+        f = _file(p)
+    except OSError as err:
+        raise ValueError(f"{p}: expected a readable HDF5 file, found it unreadable ({err})") from None
+    layout = layout or _detect(f, p)
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout: expected one of {LAYOUTS}, found {layout!r}")
+    if layout == "darcy":
+        ds = _read_darcy(f, p)
+    elif layout == "1d":
+        ds = _read_single(f, p, tuple(variables or ("u",)), ("tensor",))
+    elif layout == "cfd":
+        names = _CFD_VARS[:3] + tuple(k for k in _CFD_VARS[3:] if k in f)
+        ds = _read_single(f, p, names, names)
+    else:
+        ds = _read_group(f, p, tuple(variables) if variables else None, swap_xy=layout == "diff-react")
+    ds.attrs.update({"source_file": p, "pdebench_layout": layout})
+    ds.set_close(lambda: _close(p))
+    return ds

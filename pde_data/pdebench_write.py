@@ -1,0 +1,148 @@
+"""Write Datasets of the data model in PDEBench's HDF5 layouts (the inverse of :func:`open_pdebench`).
+
+Tests and demos use small files written here that look exactly like the real ones: same keys, axis
+orders, ``t-coordinate`` of T+1 entries and per-sample ``config`` YAML. Samples are copied one at a
+time (a lazy Dataset is never loaded whole) into a temporary file renamed into place at the end.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+import xarray as xr
+
+from pde_data.io import atomic_path
+from pde_data.model import SAMPLE, TIME, X, Y, Z, check_dims
+from pde_data.pdebench_read import LAYOUTS
+
+__all__ = ["write_pdebench", "format_config"]
+
+_LAYOUT_ALIASES = {"rdb": "group", "ns": "group"}
+_COORD_KEYS = ((X, "x-coordinate"), (Y, "y-coordinate"), (Z, "z-coordinate"))
+
+
+def format_config(values: dict[str, float]) -> str:
+    """YAML text ``sim:\\n  key: value`` for per-sample parameters (floats written exactly with ``repr``).
+
+    Example:
+        >>> format_config({"dam_radius": 0.5})
+        'sim:\\n  dam_radius: 0.5\\n'
+    """
+    lines = ["sim:"] + [f"  {k}: {v!r}" for k, v in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _axis(ds: xr.Dataset, dim: str, dtype: np.dtype) -> np.ndarray:
+    values = ds[dim].values if dim in ds.coords else np.arange(ds.sizes[dim], dtype=np.float64)
+    return np.asarray(values, dtype=dtype)
+
+
+def _time_with_final(ds: xr.Dataset, dtype: np.dtype) -> np.ndarray:
+    """The (T+1,) ``t-coordinate``: ``time`` plus ``attrs['t_final']`` (or one more step)."""
+    t = _axis(ds, TIME, np.float64)
+    final = ds.attrs.get("t_final", t[-1] + (t[-1] - t[-2] if t.size > 1 else 1.0))
+    return np.append(t, final).astype(dtype)
+
+
+def _copy_samples(dset: h5py.Dataset, da: xr.DataArray, order: tuple[str, ...], lead: tuple = ()) -> None:
+    for i in range(da.sizes[SAMPLE]):
+        dset[(i,) + lead] = da.isel({SAMPLE: i}).transpose(*order).values
+
+
+def _write_darcy(f: h5py.File, ds: xr.Dataset, dtype: np.dtype) -> None:
+    for name in ("a", "u"):
+        if name not in ds.data_vars:
+            raise ValueError(f"write_pdebench(layout='darcy'): expected variables 'a' and 'u'; found {list(ds.data_vars)}")
+        check_dims(ds[name], (SAMPLE, X, Y), name=name)
+    n, nx, ny = ds.sizes[SAMPLE], ds.sizes[X], ds.sizes[Y]
+    _copy_samples(f.create_dataset("nu", (n, nx, ny), dtype), ds["a"], (X, Y))
+    _copy_samples(f.create_dataset("tensor", (n, 1, nx, ny), dtype), ds["u"], (X, Y), lead=(0,))
+    f.create_dataset("x-coordinate", data=_axis(ds, X, dtype))
+    f.create_dataset("y-coordinate", data=_axis(ds, Y, dtype))
+    f.attrs["beta"] = float(ds.attrs.get("beta", 1.0))
+
+
+def _write_single(f: h5py.File, ds: xr.Dataset, keys: dict[str, str], dtype: np.dtype) -> None:
+    """``1d`` (one variable → ``tensor``) and ``cfd`` (each variable under its own name)."""
+    first = ds[next(iter(keys))]
+    spatial = tuple(d for d in (X, Y, Z) if d in first.dims)
+    order = (TIME,) + spatial
+    for name, key in keys.items():
+        check_dims(ds[name], (SAMPLE,) + order, name=name)
+        _copy_samples(f.create_dataset(key, (ds.sizes[SAMPLE],) + tuple(ds.sizes[d] for d in order), dtype),
+                      ds[name], order)
+    for dim, key in _COORD_KEYS:
+        if dim in spatial:
+            f.create_dataset(key, data=_axis(ds, dim, dtype))
+    f.create_dataset("t-coordinate", data=_time_with_final(ds, dtype))
+    for key in ("eta", "zeta", "M"):
+        if key in ds.attrs:
+            f.attrs[key] = float(ds.attrs[key])
+
+
+def _per_sample(ds: xr.Dataset) -> list[str]:
+    """Variables and coordinates with dims exactly ``(sample,)`` (they go into ``config``)."""
+    return [k for k, v in ds.variables.items() if v.dims == (SAMPLE,) and k != SAMPLE]
+
+
+def _write_group(f: h5py.File, ds: xr.Dataset, names: list[str], swap_xy: bool, dtype: np.dtype) -> None:
+    spatial = tuple(d for d in (X, Y, Z) if d in ds[names[0]].dims)
+    for name in names:
+        check_dims(ds[name], (SAMPLE, TIME) + spatial, name=name)
+    file_spatial = spatial[:-2] + spatial[::-1][:2] if swap_xy else spatial
+    order = (TIME,) + file_spatial
+    shape = tuple(ds.sizes[d] for d in order) + (len(names),)
+    params = _per_sample(ds)
+    grids = {dim: _axis(ds, dim, dtype) for dim in spatial}
+    t = _axis(ds, TIME, dtype)
+    f.attrs["variables"] = ",".join(names)
+    for i in range(ds.sizes[SAMPLE]):
+        sample = ds.isel({SAMPLE: i})
+        group = f.create_group(f"{i:04d}")
+        data = np.stack([sample[n].transpose(*order).values for n in names], axis=-1)
+        group.create_dataset("data", data=data.astype(dtype), shape=shape)
+        for dim, values in grids.items():
+            group.create_dataset(f"grid/{dim}", data=values)
+        group.create_dataset("grid/t", data=t)
+        group.attrs["config"] = format_config({k: sample[k].item() for k in params})
+
+
+def write_pdebench(ds: xr.Dataset, path: str | os.PathLike, *, layout: str,
+                   variables: list[str] | None = None, dtype: np.dtype = np.float32) -> Path:
+    """Write ``ds`` to ``path`` in a PDEBench layout, atomically. Returns the path.
+
+    Args:
+        ds: ``darcy``: ``a``, ``u`` (sample, x, y). ``group``/``rdb``/``ns``/``diff-react``: variables
+            (sample, time, x, y) become the channels of ``data`` (T, X, Y, C) (``diff-react``: (T, Y, X, C));
+            (sample,) variables/coordinates go into each group's ``config`` under ``sim``.
+            ``1d``: one variable (sample, time, x). ``cfd``: ``density``, ``pressure``, ``Vx``[, ``Vy``, ``Vz``].
+        layout: one of ``darcy, group, rdb, ns, diff-react, 1d, cfd``.
+        variables: the variables to write for ``group``/``1d`` (default: all with a ``time`` dim).
+        dtype: stored dtype (PDEBench files are float32).
+    """
+    layout = _LAYOUT_ALIASES.get(layout, layout)
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout: expected one of {LAYOUTS + tuple(_LAYOUT_ALIASES)}, found {layout!r}")
+    names = list(variables) if variables is not None else [k for k, v in ds.data_vars.items() if TIME in v.dims]
+    missing = [n for n in names if n not in ds.data_vars]
+    if missing or (layout in ("group", "diff-react", "1d") and not names):
+        raise ValueError(f"write_pdebench: expected variables {names or '(with a time dim)'}; "
+                         f"missing {missing}, found {list(ds.data_vars)}")
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        if layout == "darcy":
+            _write_darcy(f, ds, dtype)
+        elif layout == "1d":
+            if len(names) != 1:
+                raise ValueError(f"write_pdebench(layout='1d'): expected one variable, found {names}")
+            _write_single(f, ds, {names[0]: "tensor"}, dtype)
+        elif layout == "cfd":
+            keys = [k for k in ("density", "pressure", "Vx", "Vy", "Vz") if k in ds.data_vars]
+            if not {"density", "pressure", "Vx"} <= set(keys):
+                raise ValueError(f"write_pdebench(layout='cfd'): expected density, pressure, Vx; found {list(ds.data_vars)}")
+            _write_single(f, ds, {k: k for k in keys}, dtype)
+        else:
+            _write_group(f, ds, names, layout == "diff-react", dtype)
+    return Path(path)
