@@ -3,4 +3,6 @@
 Top layer: may import ``pde_data``, ``circuitop`` and ``evaluation``.
 """
 
-__all__: list[str] = []
+from operators.models import MODELS, build, make_config, model_spec, rebuild
+
+__all__ = ["MODELS", "build", "make_config", "model_spec", "rebuild"]

@@ -1,0 +1,74 @@
+"""CHONN backbones: the FNO and U-Net hosts carrying Cascaded Kirchhoff Blocks (003, Fig. 2d-e).
+
+``chonn_fno`` puts a CKB of the chosen ``order`` on the local (``w0``) branch of every Fourier layer;
+``chonn_unet`` puts one in the deepest encoder and the deepest decoder stage. ``order = 0`` hosts no
+block, which is the host architecture exactly (same parameters, same output).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from functools import partial
+
+import circuitop
+from torch import nn
+
+from operators.models.hosts import SpectralFNO, SpectralFNOConfig
+from operators.models.unet import UNet, UNetConfig
+
+__all__ = ["ChonnFNOConfig", "ChonnUNetConfig", "build_chonn_fno", "build_chonn_unet", "ckb_factory", "host_config"]
+
+_CKB_CLASSES = {1: "CascadedKirchhoffBlock1d", 2: "CascadedKirchhoffBlock2d"}
+
+
+@dataclass(frozen=True)
+class ChonnFNOConfig(SpectralFNOConfig):
+    """The host FNO's sizes plus the CKB's: ``order`` cascaded KNCs (0 = no block), ``d_state``."""
+
+    order: int = 2
+    d_state: int = 16
+    expand: int = 2
+
+
+@dataclass(frozen=True)
+class ChonnUNetConfig(UNetConfig):
+    """The host U-Net's sizes plus the CKB's: ``order`` cascaded KNCs (0 = no block), ``d_state``."""
+
+    order: int = 2
+    d_state: int = 16
+    expand: int = 2
+
+
+def host_config(config, host_cls):
+    """The host's own config (the fields of ``host_cls``) taken from a derived config."""
+    return host_cls(**{f.name: getattr(config, f.name) for f in fields(host_cls)})
+
+
+def _ckb(channels: int, *, n_dim: int, order: int, d_state: int, expand: int) -> nn.Module:
+    name = _CKB_CLASSES.get(n_dim)
+    cls = getattr(circuitop, name, None) if name else None
+    if cls is None:
+        raise NotImplementedError(
+            f"a {n_dim}D Cascaded Kirchhoff Block ({name or 'none for this n_dim'}) is not available in circuitop"
+        )
+    return cls(channels, order=order, d_state=d_state, expand=expand)
+
+
+def ckb_factory(config, n_dim: int):
+    """``channels -> CKB`` for a config with ``order``, ``d_state``, ``expand``; ``None`` at order 0."""
+    if config.order < 0:
+        raise ValueError(f"order: expected a non-negative number of cascaded KNCs, found {config.order}")
+    if config.order == 0:
+        return None
+    return partial(_ckb, n_dim=n_dim, order=config.order, d_state=config.d_state, expand=config.expand)
+
+
+def build_chonn_fno(in_channels: int, out_channels: int, config: ChonnFNOConfig) -> nn.Module:
+    """FNO host with a CKB on each Fourier layer's local branch; ``(batch, channels, *spatial)``."""
+    return SpectralFNO(in_channels, out_channels, host_config(config, SpectralFNOConfig),
+                       ckb_factory(config, config.n_dim))
+
+
+def build_chonn_unet(in_channels: int, out_channels: int, config: ChonnUNetConfig) -> nn.Module:
+    """U-Net with CKBs in the deepest encoder and decoder stages; ``(batch, channels, *spatial)``."""
+    return UNet(in_channels, out_channels, host_config(config, UNetConfig), ckb_factory(config, config.n_dim))

@@ -1,0 +1,97 @@
+"""Host backbones assembled from neuraloperator's ``SpectralConv``: a thin FNO layer stack that can
+carry a block (CKB, NAC) in each Fourier layer.
+
+One Fourier layer (Li et al. 2021, Eq. 2, with the hosted block ``B`` on the local branch)::
+
+    v ← σ( K(v) + W(B(v)) )        K = SpectralConv, W = 1×1 convolution, B = block or identity
+
+With ``B = identity`` this is exactly the FNO-paper layer; the CHONN paper's FNO variant puts the
+cascaded evolution operator on this ``w0`` branch (003, Methods, Navier–Stokes). Because the block is
+an identity when absent, a host built with no block and one built with an order-0 block have the
+same parameters and compute the same function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from neuralop.layers.embeddings import GridEmbeddingND
+from neuralop.layers.spectral_convolution import SpectralConv
+from torch import nn
+from torch.nn import functional as F
+
+from operators.models.fno import expand_modes, neuralop_modes
+
+__all__ = ["SpectralFNOConfig", "SpectralFNO", "conv_nd", "BlockFactory"]
+
+#: ``make_block(channels) -> nn.Module`` mapping ``(batch, channels, *spatial)`` to the same shape.
+BlockFactory = Callable[[int], nn.Module]
+
+
+@dataclass(frozen=True)
+class SpectralFNOConfig:
+    """Host FNO: ``n_modes`` kept per dimension (FNO-paper meaning), ``width`` latent channels."""
+
+    n_modes: int | tuple[int, ...] = 12
+    width: int = 20
+    n_layers: int = 4
+    n_dim: int = 2
+    projection_ratio: float = 2.0
+    grid: bool = True
+
+
+def conv_nd(n_dim: int, in_channels: int, out_channels: int, kernel_size: int = 1, **kwargs) -> nn.Module:
+    """``nn.Conv1d`` / ``nn.Conv2d`` / ``nn.Conv3d`` by ``n_dim``."""
+    if n_dim not in (1, 2, 3):
+        raise ValueError(f"n_dim: expected 1, 2 or 3 spatial dimensions, found {n_dim}")
+    cls = (nn.Conv1d, nn.Conv2d, nn.Conv3d)[n_dim - 1]
+    return cls(in_channels, out_channels, kernel_size, **kwargs)
+
+
+class SpectralFNO(nn.Module):
+    """FNO built of ``SpectralConv`` + 1×1 skip layers, optionally hosting a block in each layer.
+
+    Args:
+        in_channels, out_channels: channels of the input ``(batch, in_channels, *spatial)`` and the
+            output ``(batch, out_channels, *spatial)``.
+        config: the host's sizes.
+        make_block: builds the hosted block for ``width`` channels; ``None`` = plain FNO.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, config: SpectralFNOConfig,
+                 make_block: BlockFactory | None = None):
+        super().__init__()
+        self.config = config
+        n_dim, width = config.n_dim, config.width
+        modes = neuralop_modes(expand_modes(config.n_modes, n_dim))
+        self.grid = GridEmbeddingND(in_channels, dim=n_dim, grid_boundaries=[[0.0, 1.0]] * n_dim) if config.grid else None
+        self.lift = conv_nd(n_dim, in_channels + (n_dim if config.grid else 0), width)
+        self.spectral = nn.ModuleList(SpectralConv(width, width, modes) for _ in range(config.n_layers))
+        self.skips = nn.ModuleList(conv_nd(n_dim, width, width) for _ in range(config.n_layers))
+        self.blocks = nn.ModuleList(
+            (make_block(width) if make_block else nn.Identity()) for _ in range(config.n_layers)
+        )
+        hidden = int(config.projection_ratio * width)
+        self.project = nn.Sequential(conv_nd(n_dim, width, hidden), nn.GELU(), conv_nd(n_dim, hidden, out_channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(batch, in_channels, *spatial)`` → ``(batch, out_channels, *spatial)``."""
+        _check_input(x, self.config.n_dim, self.lift.in_channels - (self.config.n_dim if self.grid else 0))
+        if self.grid is not None:
+            x = self.grid(x)
+        v = self.lift(x)
+        last = len(self.spectral) - 1
+        for i, (spectral, skip, block) in enumerate(zip(self.spectral, self.skips, self.blocks)):
+            v = spectral(v) + skip(block(v))
+            if i < last:
+                v = F.gelu(v)
+        return self.project(v)
+
+
+def _check_input(x: torch.Tensor, n_dim: int, channels: int) -> None:
+    if x.ndim != n_dim + 2 or x.shape[1] != channels:
+        raise ValueError(
+            f"input: expected shape (batch, {channels}, {', '.join(['n'] * n_dim)}), found {tuple(x.shape)}"
+        )

@@ -1,0 +1,92 @@
+"""Models of the 1D order benchmark (003, Eqs. 39-47, Methods): one block of ``n`` serial KNCs
+against ``n`` stacked first-order blocks, and the composite ``k × m`` stacks.
+
+All share one shape: lift (1×1 convolution) → ``n_blocks`` CKBs of ``order`` serial KNCs each on
+``(batch, length, d_model)`` → project. The paper's chain uses expansion ratio 16 and ``d_state = 8``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import circuitop
+import torch
+from torch import nn
+
+__all__ = ["CKBChainConfig", "DepthStackConfig", "CKBStackConfig", "CascadeStack",
+           "build_ckb_chain", "build_depth_stack", "build_ckb_stack"]
+
+
+@dataclass(frozen=True)
+class CKBChainConfig:
+    """One CKB with ``order`` serial KNCs (the matched-order CHONN model)."""
+
+    order: int = 2
+    d_model: int = 16
+    d_state: int = 8
+    expand: int = 16
+
+
+@dataclass(frozen=True)
+class DepthStackConfig:
+    """``depth`` stacked first-order CKBs (the depth-stacked baseline)."""
+
+    depth: int = 2
+    d_model: int = 16
+    d_state: int = 8
+    expand: int = 16
+
+
+@dataclass(frozen=True)
+class CKBStackConfig:
+    """``n_blocks`` stacked CKBs of ``order`` serial KNCs each (the paper's ``order × n_blocks``)."""
+
+    order: int = 2
+    n_blocks: int = 2
+    d_model: int = 16
+    d_state: int = 8
+    expand: int = 16
+
+
+class CascadeStack(nn.Module):
+    """Lift → ``n_blocks`` × CKB(``order``) → project, on ``(batch, channels, length)``."""
+
+    def __init__(self, in_channels: int, out_channels: int, *, order: int, n_blocks: int,
+                 d_model: int, d_state: int, expand: int):
+        super().__init__()
+        if order < 1 or n_blocks < 1:
+            raise ValueError(f"expected order >= 1 and n_blocks >= 1, found order={order}, n_blocks={n_blocks}")
+        cls = getattr(circuitop, "CascadedKirchhoffBlock", None)
+        if cls is None:
+            raise NotImplementedError("circuitop.CascadedKirchhoffBlock is not available in circuitop")
+        self.in_channels = in_channels
+        self.lift = nn.Conv1d(in_channels, d_model, 1)
+        self.blocks = nn.ModuleList(
+            cls(d_model, order=order, d_state=d_state, expand=expand) for _ in range(n_blocks)
+        )
+        self.project = nn.Conv1d(d_model, out_channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(batch, in_channels, length)`` → ``(batch, out_channels, length)``."""
+        if x.ndim != 3 or x.shape[1] != self.in_channels:
+            raise ValueError(f"input: expected shape (batch, {self.in_channels}, length), found {tuple(x.shape)}")
+        h = self.lift(x).transpose(1, 2)
+        for block in self.blocks:
+            h = block(h)
+        return self.project(h.transpose(1, 2))
+
+
+def _kwargs(c) -> dict:
+    return {"d_model": c.d_model, "d_state": c.d_state, "expand": c.expand}
+
+
+def build_ckb_chain(in_channels: int, out_channels: int, config: CKBChainConfig) -> nn.Module:
+    return CascadeStack(in_channels, out_channels, order=config.order, n_blocks=1, **_kwargs(config))
+
+
+def build_depth_stack(in_channels: int, out_channels: int, config: DepthStackConfig) -> nn.Module:
+    return CascadeStack(in_channels, out_channels, order=1, n_blocks=config.depth, **_kwargs(config))
+
+
+def build_ckb_stack(in_channels: int, out_channels: int, config: CKBStackConfig) -> nn.Module:
+    return CascadeStack(in_channels, out_channels, order=config.order, n_blocks=config.n_blocks, **_kwargs(config))

@@ -1,0 +1,88 @@
+"""The model registry: an explicit table from names to (config class, builder), and ``build``.
+
+A model is fully described by ``{"name", "in_channels", "out_channels", "config"}`` (plain Python
+values), which is what checkpoints store and :func:`rebuild` turns back into a module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from torch import nn
+
+from operators.models import chonn, nac, order_models
+from operators.models.fno import FNOConfig, build_fno
+from operators.models.unet import UNet, UNetConfig
+
+__all__ = ["ModelEntry", "MODELS", "build", "make_config", "model_spec", "rebuild"]
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One registered model: its frozen config class, ``build(in, out, config)`` and a summary."""
+
+    config: type
+    build: Callable[[int, int, Any], nn.Module]
+    summary: str
+
+
+def _build_unet(in_channels: int, out_channels: int, config: UNetConfig) -> nn.Module:
+    return UNet(in_channels, out_channels, config)
+
+
+MODELS: dict[str, ModelEntry] = {
+    "fno": ModelEntry(FNOConfig, build_fno, "neuraloperator FNO baseline (1D/2D)"),
+    "chonn_fno": ModelEntry(chonn.ChonnFNOConfig, chonn.build_chonn_fno, "FNO hosting a CKB in each Fourier layer"),
+    "nac_fno": ModelEntry(nac.NACFNOConfig, nac.build_nac_fno, "FNO hosting a spatial NAC in each Fourier layer"),
+    "unet": ModelEntry(UNetConfig, _build_unet, "U-Net neural-operator backbone"),
+    "chonn_unet": ModelEntry(chonn.ChonnUNetConfig, chonn.build_chonn_unet, "U-Net with CKBs in the deepest stages"),
+    "nac_unet": ModelEntry(nac.NACUNetConfig, nac.build_nac_unet, "U-Net with NACs in the deepest stages"),
+    "ckb_chain": ModelEntry(order_models.CKBChainConfig, order_models.build_ckb_chain, "1D: one CKB of n serial KNCs"),
+    "depth_stack": ModelEntry(order_models.DepthStackConfig, order_models.build_depth_stack, "1D: n stacked 1st-order CKBs"),
+    "ckb_stack": ModelEntry(order_models.CKBStackConfig, order_models.build_ckb_stack, "1D: k stacked CKBs of m KNCs each"),
+}
+
+
+def _entry(name: str) -> ModelEntry:
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; expected one of {sorted(MODELS)}")
+    return MODELS[name]
+
+
+def make_config(name: str, **config: Any):
+    """The frozen config of model ``name`` from keyword values; unknown keys are an error naming the valid ones."""
+    cls = _entry(name).config
+    valid = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(config) - set(valid))
+    if unknown:
+        raise ValueError(f"model {name!r}: unknown config keys {unknown}; expected some of {valid}")
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
+    return cls(**values)
+
+
+def build(name: str, in_channels: int, out_channels: int, **config: Any) -> nn.Module:
+    """Build model ``name`` for ``(batch, in_channels, *spatial)`` → ``(batch, out_channels, *spatial)``.
+
+    Example:
+        >>> model = build("chonn_fno", 1, 1, n_modes=12, width=20, order=2)
+    """
+    if in_channels < 1 or out_channels < 1:
+        raise ValueError(f"expected positive in_channels and out_channels, found {in_channels}, {out_channels}")
+    return _entry(name).build(in_channels, out_channels, make_config(name, **config))
+
+
+def model_spec(name: str, in_channels: int, out_channels: int, **config: Any) -> dict:
+    """Plain-value description of a model (validated), as stored in checkpoints and run folders."""
+    cfg = make_config(name, **config)
+    return {"name": name, "in_channels": in_channels, "out_channels": out_channels,
+            "config": dataclasses.asdict(cfg)}
+
+
+def rebuild(spec: dict) -> nn.Module:
+    """The module described by a :func:`model_spec` dict."""
+    missing = {"name", "in_channels", "out_channels", "config"} - set(spec)
+    if missing:
+        raise ValueError(f"model spec: missing keys {sorted(missing)}, found {sorted(spec)}")
+    return build(spec["name"], spec["in_channels"], spec["out_channels"], **spec["config"])

@@ -1,0 +1,114 @@
+"""Backbones: shapes at two resolutions, the FNO-paper mode convention, order 0 = host, the registry."""
+
+import math
+
+import pytest
+import torch
+
+import circuitop
+import operators
+from operators.models import SpectralFNO, SpectralFNOConfig, UNet, UNetConfig
+from operators.models.fno import neuralop_modes
+from neuralop.layers.spectral_convolution import SpectralConv
+
+HAS_CKB = hasattr(circuitop, "CascadedKirchhoffBlock2d")
+HAS_CKB_SEQ = hasattr(circuitop, "CascadedKirchhoffBlock")
+HAS_NAC = hasattr(circuitop, "NeuronalAttentionCircuit")
+
+TINY_FNO = dict(n_modes=4, width=8, n_layers=2)
+TINY_UNET = dict(n_layers=2, n_res=1, n_res_neck=1, channel_multiplier=8)
+TINY_ORDER = dict(d_model=8, d_state=4, expand=2)
+
+CASES = [
+    ("fno", TINY_FNO, 2, True),
+    ("unet", TINY_UNET, 2, True),
+    ("chonn_fno", {**TINY_FNO, "order": 2, "d_state": 4}, 2, HAS_CKB),
+    ("chonn_unet", {**TINY_UNET, "order": 2, "d_state": 4}, 2, HAS_CKB),
+    ("nac_fno", {**TINY_FNO, "num_heads": 2, "topk": 4}, 2, HAS_NAC),
+    ("nac_unet", {**TINY_UNET, "num_heads": 2, "topk": 4}, 2, HAS_NAC),
+    ("fno", {**TINY_FNO, "n_dim": 1}, 1, True),
+    ("unet", {**TINY_UNET, "n_dim": 1}, 1, True),
+    ("ckb_chain", {**TINY_ORDER, "order": 3}, 1, HAS_CKB_SEQ),
+    ("depth_stack", {**TINY_ORDER, "depth": 2}, 1, HAS_CKB_SEQ),
+    ("ckb_stack", {**TINY_ORDER, "order": 2, "n_blocks": 2}, 1, HAS_CKB_SEQ),
+]
+
+
+@pytest.mark.parametrize("name,config,n_dim,available", CASES, ids=[f"{c[0]}-{c[2]}d" for c in CASES])
+def test_model_runs_at_two_resolutions(name, config, n_dim, available):
+    if not available:
+        pytest.skip(f"{name}: its circuitop block has not landed")
+    torch.manual_seed(0)
+    model = operators.build(name, 3, 2, **config)
+    for n in (16, 32):
+        x = torch.randn(2, 3, *([n] * n_dim))
+        y = model(x)
+        assert y.shape == (2, 2, *([n] * n_dim))
+        assert torch.isfinite(y).all()
+    y.square().mean().backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+def test_n_modes_means_modes_per_dimension_as_in_the_fno_paper():
+    """k = 4 keeps wavenumbers -4..3 on x and 0..3 on y (last, real-FFT axis)."""
+    torch.manual_seed(0)
+    conv = SpectralConv(1, 1, neuralop_modes((4, 4)), bias=False)
+    with torch.no_grad():
+        for p in conv.parameters():  # the dense spectral weight (a tltorch DenseTensor's one tensor)
+            p.fill_(1.0)
+    n = 16
+    x, y = torch.meshgrid(torch.arange(n) / n, torch.arange(n) / n, indexing="ij")
+
+    def passes(a, b):
+        wave = torch.cos(2 * math.pi * (a * x + b * y))[None, None]
+        return torch.allclose(conv(wave), wave, atol=1e-5)
+
+    def blocked(a, b):
+        wave = torch.cos(2 * math.pi * (a * x + b * y))[None, None]
+        return conv(wave).abs().max() < 1e-5
+
+    assert passes(3, 3) and passes(-3, 2) and passes(0, 0) and passes(1, 3)
+    assert blocked(5, 0) and blocked(0, 4) and blocked(2, 6)
+    assert conv.weight.shape[-2:] == (8, 4)
+
+
+@pytest.mark.parametrize("name,host_cls,host_config,config", [
+    ("chonn_fno", SpectralFNO, SpectralFNOConfig(**TINY_FNO), TINY_FNO),
+    ("chonn_unet", UNet, UNetConfig(**TINY_UNET), TINY_UNET),
+])
+def test_order_zero_equals_host(name, host_cls, host_config, config):
+    torch.manual_seed(1)
+    host = host_cls(3, 2, host_config)
+    chonn = operators.build(name, 3, 2, **config, order=0)
+    assert type(chonn) is host_cls
+    assert chonn.state_dict().keys() == host.state_dict().keys()
+    chonn.load_state_dict(host.state_dict(), strict=True)
+    x = torch.randn(2, 3, 16, 16)
+    assert torch.equal(chonn(x), host(x))
+
+
+@pytest.mark.skipif(not HAS_CKB, reason="CascadedKirchhoffBlock2d has not landed")
+def test_positive_order_adds_ckb_parameters():
+    base = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=0)
+    counts = [sum(p.numel() for p in operators.build("chonn_fno", 1, 1, **TINY_FNO, order=k, d_state=4).parameters())
+              for k in (1, 2)]
+    n0 = sum(p.numel() for p in base.parameters())
+    assert n0 < counts[0] < counts[1]
+
+
+def test_unknown_model_and_key_errors_name_the_choices():
+    with pytest.raises(ValueError, match="expected one of.*'fno'"):
+        operators.build("fnoo", 1, 1)
+    with pytest.raises(ValueError, match="unknown config keys \\['widht'\\].*'width'"):
+        operators.build("fno", 1, 1, widht=8)
+    with pytest.raises(ValueError, match="n_modes"):
+        operators.build("fno", 1, 1, n_modes=(4, 4, 4))
+    with pytest.raises(ValueError, match="expected shape"):
+        operators.build("unet", 2, 1, **TINY_UNET)(torch.zeros(1, 3, 16, 16))
+
+
+def test_rebuild_from_spec_gives_same_architecture():
+    spec = operators.model_spec("unet", 2, 1, **TINY_UNET)
+    a, b = operators.rebuild(spec), operators.build("unet", 2, 1, **TINY_UNET)
+    assert a.state_dict().keys() == b.state_dict().keys()
+    assert all(isinstance(v, (int, float, str, bool, tuple)) for v in spec["config"].values())
