@@ -21,6 +21,7 @@ its first T entries and the last is kept in ``attrs["t_final"]``.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -295,5 +296,5 @@ def open_pdebench(path: str | os.PathLike, *, layout: str | None = None,
     else:
         ds = _read_group(f, p, tuple(variables) if variables else None, swap_xy=layout == "diff-react")
     ds.attrs.update({"source_file": p, "pdebench_layout": layout})
-    ds.set_close(lambda: _close(p))
+    ds.set_close(functools.partial(_close, p))
     return ds
