@@ -4,6 +4,12 @@ Depends on ``pde_data`` and ``circuitop`` only; never on ``operators``.
 """
 
 from evaluation.metrics import max_mse, nrmse_range, rel_l1, rel_l2, rel_l2_derivative, rel_l2_spectral
+from evaluation.localized import boundary_rmse, frequency_band_errors
+from evaluation.pdebench import PDEBENCH_KEYS, pdebench_metrics
+from evaluation.phm import phm_score
+from evaluation.rollout import rollout_errors
 
 __all__: list[str] = []
 __all__ += ["rel_l2", "rel_l2_spectral", "rel_l2_derivative", "rel_l1", "nrmse_range", "max_mse"]
+__all__ += ["pdebench_metrics", "PDEBENCH_KEYS", "frequency_band_errors", "boundary_rmse", "phm_score",
+            "rollout_errors"]

@@ -200,3 +200,42 @@ def test_empty_and_mismatched_xarray_and_bad_reduce():
         rel_l2(np.ones((2, 8)), np.ones((2, 8)), reduce="sum")
     with pytest.raises(ValueError, match="at least 3 points"):
         rel_l2_derivative(np.ones((2, 2)), np.ones((2, 2)))
+
+
+# --- PHM score (NAC Eq. 58) and rollouts --------------------------------------------------------
+
+def test_phm_score_by_hand():
+    from evaluation import phm_score
+
+    true = np.array([50.0, 50.0, 50.0, 50.0])
+    pred = np.array([37.0, 50.0, 60.0, 48.0])          # d = -13, 0, 10, -2
+    expected = (np.e - 1) + 0.0 + (np.e - 1) + (np.exp(2 / 13) - 1)
+    assert phm_score(pred, true) == pytest.approx(expected, rel=1e-12)
+    assert phm_score(pred, true, reduce="mean") == pytest.approx(expected / 4, rel=1e-12)
+    terms = phm_score(torch.tensor(pred), torch.tensor(true), reduce="none")
+    np.testing.assert_allclose(terms.numpy(), [np.e - 1, 0.0, np.e - 1, np.exp(2 / 13) - 1], rtol=1e-12)
+    assert phm_score(np.array([55.0]), np.array([50.0])) > phm_score(np.array([45.0]), np.array([50.0]))
+    with pytest.raises(ValueError, match="reduce"):
+        phm_score(pred, true, reduce="median")
+
+
+def test_rollout_errors_per_step():
+    from evaluation import rollout_errors
+
+    _, true = _random((3, 6, 8, 8))
+    growth = 0.01 * np.arange(6)[None, :, None, None]
+    per_step, mean = rollout_errors(true * (1 + growth), true)
+    np.testing.assert_allclose(per_step, 0.01 * np.arange(6), atol=1e-14)
+    assert mean == pytest.approx(0.025)
+    pred = true + np.random.default_rng(3).normal(size=true.shape)
+    per_step, _ = rollout_errors(pred, true, metric=rel_l1, reduce="median")
+    expected = [rel_l1(pred[:, t], true[:, t], reduce="median") for t in range(6)]
+    np.testing.assert_allclose(per_step, expected, rtol=1e-12)
+    dims = ("sample", "time", "x", "y")
+    got_xr, _ = rollout_errors(xr.DataArray(pred, dims=dims), xr.DataArray(true, dims=dims))
+    np.testing.assert_allclose(got_xr, rollout_errors(pred, true)[0], rtol=1e-12)
+    got_t, mean_t = rollout_errors(torch.tensor(pred), torch.tensor(true))
+    assert isinstance(got_t, torch.Tensor) and got_t.shape == (6,) and mean_t.ndim == 0
+    with pytest.raises(ValueError, match="'time' dim"):
+        rollout_errors(xr.DataArray(pred[:, 0], dims=dims[::2] + ("y",)),
+                       xr.DataArray(true[:, 0], dims=dims[::2] + ("y",)))
