@@ -3,4 +3,17 @@
 Depends only on ``pde_data`` (for the xarray adapter); never on ``evaluation`` or ``operators``.
 """
 
+from circuitop.nac import NeuronalAttentionCircuit, sequence_timestamps
+from circuitop.nac_ref import nac_attention_ref
+from circuitop.ncp import NCPBackbone, NCPProjection, ncp_wiring
+
+from .apply import apply
+from .ckb import CascadedKirchhoffBlock, CascadedKirchhoffBlock1d, CascadedKirchhoffBlock2d
+from .knc import KirchhoffCell, zoh_coefficients
+from .scan import selective_scan, selective_scan_ref
+
 __all__: list[str] = []
+__all__ += ["selective_scan", "selective_scan_ref", "KirchhoffCell", "zoh_coefficients"]
+__all__ += ["CascadedKirchhoffBlock", "CascadedKirchhoffBlock1d", "CascadedKirchhoffBlock2d", "apply"]
+__all__ += ["NeuronalAttentionCircuit", "sequence_timestamps", "nac_attention_ref",
+            "NCPBackbone", "NCPProjection", "ncp_wiring"]

@@ -1,0 +1,70 @@
+"""Apply a circuitop module to xarray sequences and fields, keeping their coordinates.
+
+All conversion goes through :mod:`pde_data.model` (``to_tensor`` / ``from_tensor`` / ``time_steps``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Sequence
+
+import torch
+import xarray as xr
+from torch import nn
+
+from pde_data.model import TIME, from_tensor, kind_of, time_steps, to_tensor
+
+__all__ = ["apply"]
+
+
+def apply(
+    module: nn.Module,
+    obj: xr.Dataset | xr.DataArray,
+    *,
+    variables: Sequence[str] | None = None,
+    use_time: bool = True,
+) -> xr.Dataset | xr.DataArray:
+    """Run ``module`` on a data-model object and wrap the result with the same dims and coords.
+
+    - sequences ``(sample, time[, feature])`` become ``(batch, time, channels)``; if ``module.forward``
+      takes ``dt`` and ``use_time`` is set, the step sizes from the ``time`` coordinate
+      (:func:`pde_data.model.time_steps`) are passed as ``dt (batch, time)`` — irregular sampling.
+    - fields ``(sample, [time], x[, y])`` become ``(batch, channels, x[, y])``; a ``time`` dim is
+      folded into the batch (each frame is mapped on its own).
+
+    The module must map channels to channels with the same shape. Runs without gradients.
+
+    Args:
+        module: e.g. a :class:`~circuitop.KirchhoffCell`, :class:`~circuitop.CascadedKirchhoffBlock`
+            or :class:`~circuitop.CascadedKirchhoffBlock2d`.
+        obj: a Dataset (its variables become channels) or DataArray.
+        variables: data variables to use, in channel order (default: all).
+        use_time: pass ``dt`` from the time coordinate to modules that accept it.
+
+    Example:
+        >>> out = apply(CascadedKirchhoffBlock2d(1, d_state=4), field_dataarray)
+    """
+    param = next(module.parameters(), None)
+    dtype = param.dtype if param is not None else torch.float32
+    device = param.device if param is not None else None
+    x = to_tensor(obj, variables, dtype=dtype, device=device)
+    with torch.no_grad():
+        if kind_of(obj) == "sequence":
+            kwargs = {}
+            if use_time and TIME in obj.coords and _takes_dt(module):
+                kwargs["dt"] = time_steps(obj, dtype=dtype, device=device)
+            y = module(x, **kwargs)
+        elif TIME in obj.dims:  # (batch, time, channels, *spatial): frames as a batch
+            y = module(x.flatten(0, 1)).unflatten(0, x.shape[:2])
+        else:
+            y = module(x)
+    if y.shape != x.shape:
+        raise ValueError(
+            f"module: expected an output of the input's shape {tuple(x.shape)} (channels to channels), "
+            f"found {tuple(y.shape)}"
+        )
+    return from_tensor(y, obj, variables)
+
+
+def _takes_dt(module: nn.Module) -> bool:
+    return "dt" in inspect.signature(module.forward).parameters

@@ -1,0 +1,180 @@
+"""Cascaded Kirchhoff Block (CKB): ``order`` serial Kirchhoff cells inside one residual block.
+
+Following 003_df0c3e3c952076d3.txt, Eqs. 29–38 (and Eqs. 5–7 / 24–28 for why a cascade of N first-order
+cells is an N-th-order operator):
+
+    X̃ = Norm(X);  u = SiLU(DSConv(W_u X̃));  g = SiLU(W_g X̃)                    (Eq. 31)
+    y⁽¹⁾ = K₁(u),  y⁽ʳ⁾ = K_r(y⁽ʳ⁻¹⁾), r = 2..N                                  (Eq. 35)
+    ȳ = Σ_r y⁽ʳ⁾ (Eq. 36);   Y = X + W_out(ȳ ⊙ g)                               (Eqs. 37–38)
+
+The output projection W_out maps the expanded width ``expand · d_model`` back to ``d_model``
+(the paper writes Y = X + ȳ ⊙ g, which needs ``expand = 1``; W_out is Mamba's out_proj).
+The depthwise-separable convolution is causal (left padding), so the block is causal along the
+sequence. ``order = 0`` is the 0-order baseline of the Poisson ablation (Fig. 4g): no cell at all,
+and the block is exactly the identity Y = X.
+
+:class:`CascadedKirchhoffBlock1d` and :class:`CascadedKirchhoffBlock2d` apply the block to fields
+``(batch, channels, *spatial)`` by scanning the flattened (row-major) spatial length, as the paper does.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .knc import KirchhoffCell, _check_dt, _check_sequence
+
+__all__ = ["CascadedKirchhoffBlock", "CascadedKirchhoffBlock1d", "CascadedKirchhoffBlock2d"]
+
+
+class CascadedKirchhoffBlock(nn.Module):
+    """Residual block of ``order`` cascaded Kirchhoff cells on ``(batch, length, d_model)`` (Eqs. 29–38).
+
+    Args:
+        d_model: channels in and out.
+        order: number N of serial Kirchhoff cells; 0 makes the block the identity.
+        d_state: latent potentials per channel in each cell.
+        expand: inner width is ``expand * d_model``.
+        conv_kernel: kernel of the causal depthwise convolution.
+        dt_min, dt_max: range of the cells' initial step sizes.
+
+    Example:
+        >>> block = CascadedKirchhoffBlock(16, order=2, d_state=8)
+        >>> block(torch.randn(2, 64, 16)).shape
+        torch.Size([2, 64, 16])
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        order: int = 2,
+        d_state: int = 16,
+        expand: int = 2,
+        conv_kernel: int = 4,
+        dt_min: float = 1e-3,
+        dt_max: float = 1e-1,
+    ):
+        super().__init__()
+        if order < 0:
+            raise ValueError(f"order: expected a non-negative number of cells, found {order}")
+        if d_model < 1 or expand < 1 or conv_kernel < 1:
+            raise ValueError(
+                f"d_model, expand, conv_kernel: expected positive, found {d_model}, {expand}, {conv_kernel}"
+            )
+        self.d_model, self.order = d_model, order
+        if order == 0:
+            return
+        d_inner = expand * d_model
+        self.norm = nn.LayerNorm(d_model)
+        self.in_proj = nn.Linear(d_model, 2 * d_inner)  # W_u and W_g, fused
+        self.conv_depthwise = nn.Conv1d(d_inner, d_inner, conv_kernel, groups=d_inner)
+        self.conv_pointwise = nn.Conv1d(d_inner, d_inner, 1)
+        cell = dict(d_state=d_state, dt_min=dt_min, dt_max=dt_max)
+        self.cells = nn.ModuleList(KirchhoffCell(d_inner, **cell) for _ in range(order))
+        self.out_proj = nn.Linear(d_inner, d_model)
+
+    def forward(self, x: torch.Tensor, dt: torch.Tensor | None = None) -> torch.Tensor:
+        """Map ``x (batch, length, d_model)`` to the same shape; ``dt (batch, length)`` is passed to
+        every cell as the real step sizes (irregular sampling)."""
+        _check_sequence(x, self.d_model, "x")
+        _check_dt(dt, x.shape[:2])
+        if self.order == 0:
+            return x
+        return x + self.out_proj(self._cascade(x, dt))
+
+    def _cascade(self, x: torch.Tensor, dt: torch.Tensor | None) -> torch.Tensor:
+        """ȳ ⊙ g of Eqs. 31–37, ``(batch, length, expand * d_model)``."""
+        u, g = self.in_proj(self.norm(x)).chunk(2, dim=-1)
+        u = F.pad(u.transpose(1, 2), (self.conv_depthwise.kernel_size[0] - 1, 0))  # causal: left pad
+        u = F.silu(self.conv_pointwise(self.conv_depthwise(u))).transpose(1, 2)
+        total, y = 0, u
+        for cell in self.cells:
+            y = cell(y, dt)
+            total = total + y
+        return total * F.silu(g)
+
+
+class _FieldBlock(nn.Module):
+    """A :class:`CascadedKirchhoffBlock` on fields ``(batch, channels, *spatial)`` with ``n_spatial`` axes.
+
+    The field is flattened row-major (last spatial axis fastest) into a sequence of length
+    prod(spatial). With ``transpose`` the reversed axis order (column-major for 2D) is scanned too;
+    with ``bidirectional`` every order is also scanned backwards. The block (shared weights) runs on
+    every scan order and the outputs are averaged, so Y = X + mean of the branch outputs.
+    """
+
+    n_spatial = 0
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        order: int = 2,
+        d_state: int = 16,
+        expand: int = 2,
+        conv_kernel: int = 4,
+        dt_min: float = 1e-3,
+        dt_max: float = 1e-1,
+        bidirectional: bool = False,
+        transpose: bool = False,
+    ):
+        super().__init__()
+        self.block = CascadedKirchhoffBlock(
+            d_model, order=order, d_state=d_state, expand=expand, conv_kernel=conv_kernel,
+            dt_min=dt_min, dt_max=dt_max,
+        )
+        self.bidirectional, self.transpose = bidirectional, transpose
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Map ``x (batch, d_model, *spatial)`` to the same shape."""
+        n, d_model = self.n_spatial, self.block.d_model
+        if x.dim() != 2 + n or x.shape[1] != d_model:
+            dims = ", ".join(["batch", str(d_model)] + [f"s{i}" for i in range(n)])
+            raise ValueError(f"x: expected shape ({dims}), found {tuple(x.shape)}")
+        axes = list(range(2, 2 + n))
+        orders = [axes] + ([axes[::-1]] if self.transpose and n > 1 else [])
+        outputs = []
+        for order in orders:
+            perm = [0] + order + [1]
+            seq = x.permute(perm).reshape(x.shape[0], -1, d_model)
+            flips = [False, True] if self.bidirectional else [False]
+            for flip in flips:
+                y = self.block(seq.flip(1)).flip(1) if flip else self.block(seq)
+                shape = [x.shape[i] for i in perm]
+                outputs.append(y.reshape(shape).permute(_inverse(perm)))
+        return outputs[0] if len(outputs) == 1 else torch.stack(outputs).mean(0)
+
+
+def _inverse(perm: list[int]) -> list[int]:
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p] = i
+    return inverse
+
+
+class CascadedKirchhoffBlock1d(_FieldBlock):
+    """Cascaded Kirchhoff Block on 1D fields ``(batch, d_model, length)`` (scan along the length).
+
+    Keyword arguments are those of :class:`CascadedKirchhoffBlock` plus ``bidirectional``
+    (also scan right-to-left and average).
+    """
+
+    n_spatial = 1
+
+
+class CascadedKirchhoffBlock2d(_FieldBlock):
+    """Cascaded Kirchhoff Block on 2D fields ``(batch, d_model, x, y)``, scanning the row-major
+    flattened length x·y (Eq. 29: L is the flattened spatial length).
+
+    Keyword arguments are those of :class:`CascadedKirchhoffBlock` plus ``transpose`` (also scan
+    the column-major order) and ``bidirectional`` (also scan each order backwards); outputs are averaged.
+
+    Example:
+        >>> block = CascadedKirchhoffBlock2d(8, order=2, d_state=4, transpose=True)
+        >>> block(torch.randn(2, 8, 16, 16)).shape
+        torch.Size([2, 8, 16, 16])
+    """
+
+    n_spatial = 2

@@ -1,0 +1,189 @@
+"""The first-order linear recurrence h_t = a_t * h_{t-1} + b_t, as a fast chunked scan and a plain loop.
+
+This is the discrete state update of the Kirchhoff Neural Cell, v_k = ᾱ_k v_{k-1} + β̄_k u_k
+(003_df0c3e3c952076d3.txt, Eqs. 21 and 32). The fast path never multiplies more than one chunk of
+coefficients together and never forms a cumulative product over the whole sequence, so nothing
+overflows for any length; products of coefficients with |a| <= 1 can only underflow to 0, which is
+exact enough (the contribution they weigh is that small).
+
+Algorithm (three levels, no Python loop over time steps; T = time, Q = chunk length, n = T / Q):
+
+1. *Chunk summaries.* For every chunk at once (vectorised over batch, chunks and channels), the
+   product A_c of its Q coefficients and the state S_c it ends in when started from zero — Q fused
+   multiply-adds over tensors of size (batch, n, channels).
+2. *Across chunks.* The pairs (A_c, S_c) compose like the recurrence itself, so the states entering
+   the chunks come from a Hillis–Steele scan over n chunks: log2(n) vectorised steps.
+3. *Within chunks.* The recurrence is re-run inside every chunk from its entering state, writing h.
+
+Total work is O(T) (two passes over a and b, one write of h); the Python overhead is O(Q + log n)
+operations. The backward pass is the same scan run in reverse (``_ScanFn``):
+g_t = dL/dh_t + a_{t+1} g_{t+1},  dL/db_t = g_t,  dL/da_t = g_t h_{t-1},  dL/dh0 = a_0 g_0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["selective_scan", "selective_scan_ref"]
+
+#: Default chunk length on CPU, tuned with ``bench/bench_scan.py`` (see ``_chunk_length``).
+_MIN_CHUNK, _MAX_CHUNK = 16, 128
+
+
+def _check_inputs(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None) -> None:
+    if a.dim() < 2:
+        raise ValueError(f"a: expected shape (batch, time, ...) with rank >= 2, found {tuple(a.shape)}")
+    if a.shape != b.shape:
+        raise ValueError(f"b: expected the shape of a {tuple(a.shape)}, found {tuple(b.shape)}")
+    if a.shape[1] == 0:
+        raise ValueError(f"a: expected at least one time step, found shape {tuple(a.shape)}")
+    if h0 is not None and h0.shape != a.shape[:1] + a.shape[2:]:
+        expected = tuple(a.shape[:1] + a.shape[2:])
+        raise ValueError(f"h0: expected shape (batch, ...) = {expected}, found {tuple(h0.shape)}")
+
+
+def selective_scan_ref(
+    a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Reference twin of :func:`selective_scan`: a plain Python loop over time, autograd through it.
+
+    ====  ===========================  =====================================
+    name  shape                        meaning
+    ====  ===========================  =====================================
+    a     ``(batch, time, *channels)``  retention coefficients ᾱ_t
+    b     ``(batch, time, *channels)``  injections β̄_t u_t
+    h0    ``(batch, *channels)``        state before the first step (or 0)
+    out   ``(batch, time, *channels)``  states h_t
+    ====  ===========================  =====================================
+    """
+    _check_inputs(a, b, h0)
+    h = torch.zeros_like(b[:, 0]) if h0 is None else h0
+    states = []
+    for t in range(a.shape[1]):
+        h = a[:, t] * h + b[:, t]
+        states.append(h)
+    return torch.stack(states, dim=1)
+
+
+def selective_scan(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    h0: torch.Tensor | None = None,
+    *,
+    chunk_size: int | None = None,
+) -> torch.Tensor:
+    """Scan h_t = a_t * h_{t-1} + b_t along dim 1 (Eq. 32 of 003_df0c3e3c952076d3.txt), in parallel.
+
+    ====  ===========================  =====================================
+    name  shape                        meaning
+    ====  ===========================  =====================================
+    a     ``(batch, time, *channels)``  retention coefficients ᾱ_t
+    b     ``(batch, time, *channels)``  injections β̄_t u_t
+    h0    ``(batch, *channels)``        state before the first step (or 0)
+    out   ``(batch, time, *channels)``  states h_t
+    ====  ===========================  =====================================
+
+    Any real ``a`` is accepted (zeros and negative values included); the scan is stable whenever
+    the recurrence is, i.e. for |a_t| <= 1 — the KNC's ᾱ = exp(-Δλ) lies in (0, 1). Differentiable in
+    ``a``, ``b`` and ``h0`` through a reverse scan; the same code runs on CPU and GPU.
+
+    Args:
+        a: ``(batch, time, *channels)`` coefficients.
+        b: ``(batch, time, *channels)`` inputs, same shape as ``a``.
+        h0: optional ``(batch, *channels)`` initial state.
+        chunk_size: chunk length Q (default: about sqrt(time), between 16 and 128).
+
+    Example:
+        >>> a, b = torch.full((1, 4, 1), 0.5), torch.ones(1, 4, 1)
+        >>> selective_scan(a, b)[0, :, 0]
+        tensor([1.0000, 1.5000, 1.7500, 1.8750])
+    """
+    _check_inputs(a, b, h0)
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size: expected a positive integer, found {chunk_size}")
+    q = chunk_size or _chunk_length(a.shape[1])
+    return _ScanFn.apply(a, b, h0, min(q, a.shape[1]))
+
+
+def _chunk_length(length: int) -> int:
+    """About sqrt(length) as a power of two in [16, 128]: balances the Q per-position operations
+    of levels 1 and 3 against the size of each (batch, length / Q, channels) operation."""
+    q = 2 ** round(math.log2(max(length, 1)) / 2)
+    return max(_MIN_CHUNK, min(_MAX_CHUNK, q))
+
+
+class _ScanFn(torch.autograd.Function):
+    """Chunked scan with a reverse-scan backward (no autograd graph through the chunks)."""
+
+    @staticmethod
+    def forward(ctx, a, b, h0, q):
+        shape = a.shape
+        a3, b3 = a.reshape(shape[0], shape[1], -1), b.reshape(shape[0], shape[1], -1)
+        h03 = None if h0 is None else h0.reshape(shape[0], -1)
+        h = _chunked_scan(a3, b3, h03, q, reverse=False)
+        ctx.save_for_backward(a3, h, h03)
+        ctx.q, ctx.shape, ctx.has_h0 = q, shape, h0 is not None
+        return h.view(shape)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_h):
+        a, h, h0 = ctx.saved_tensors
+        shape = ctx.shape
+        grad_h = grad_h.reshape(a.shape)
+        a_next = torch.zeros_like(a)
+        a_next[:, :-1] = a[:, 1:]
+        g = _chunked_scan(a_next, grad_h, None, ctx.q, reverse=True)
+        grad_a = torch.empty_like(a)
+        torch.mul(g[:, 1:], h[:, :-1], out=grad_a[:, 1:])
+        if h0 is None:
+            grad_a[:, 0] = 0
+        else:
+            torch.mul(g[:, 0], h0, out=grad_a[:, 0])
+        grad_h0 = (a[:, 0] * g[:, 0]).view(shape[:1] + shape[2:]) if ctx.has_h0 else None
+        return grad_a.view(shape), g.view(shape), grad_h0, None
+
+
+def _chunked_scan(a, b, h0, q: int, *, reverse: bool) -> torch.Tensor:
+    """Levels 1–3 of the module docstring on ``(batch, time, channels)``; ``reverse`` runs from the
+    last step to the first (h_t = a_t h_{t+1} + b_t with h0 entering after the end)."""
+    batch, length, channels = a.shape
+    n = -(-length // q)
+    if n * q != length:  # pad the end with a = b = 0: harmless in both directions
+        pad = (0, 0, 0, n * q - length)
+        a, b = torch.nn.functional.pad(a, pad), torch.nn.functional.pad(b, pad)
+    av, bv = a.view(batch, n, q, channels), b.view(batch, n, q, channels)
+    positions = range(q - 1, -1, -1) if reverse else range(q)
+    # Level 1: chunk products A_c and chunk states S_c from a zero start.
+    prod = av.prod(dim=2)
+    state = torch.zeros_like(prod)
+    for i in positions:
+        state = torch.addcmul(bv[:, :, i], av[:, :, i], state)
+    # Level 2: states entering each chunk.
+    carry = _chunk_carries(prod, state, h0, reverse=reverse)
+    # Level 3: re-run every chunk from its entering state, writing h in place.
+    h = torch.empty_like(av)
+    for i in positions:
+        torch.addcmul(bv[:, :, i], av[:, :, i], carry, out=h[:, :, i])
+        carry = h[:, :, i]
+    h = h.view(batch, n * q, channels)
+    return h[:, :length] if n * q != length else h
+
+
+def _chunk_carries(prod, state, h0, *, reverse: bool) -> torch.Tensor:
+    """States entering each of the n chunks, from chunk maps x -> prod_c * x + state_c, by an
+    inclusive Hillis–Steele scan along dim 1 (log2(n) vectorised steps)."""
+    if reverse:
+        prod, state = prod.flip(1), state.flip(1)
+    shift = 1
+    while shift < prod.shape[1]:
+        state = torch.cat([state[:, :shift], torch.addcmul(state[:, shift:], prod[:, shift:], state[:, :-shift])], 1)
+        prod = torch.cat([prod[:, :shift], prod[:, shift:] * prod[:, :-shift]], 1)
+        shift *= 2
+    first = torch.zeros_like(state[:, :1]) if h0 is None else h0.unsqueeze(1)
+    if h0 is not None:
+        state = torch.addcmul(state, prod, first)
+    carry = torch.cat([first, state[:, :-1]], 1)
+    return carry.flip(1) if reverse else carry
