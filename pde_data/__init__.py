@@ -8,16 +8,19 @@ from pde_data.io import atomic_path, open, parse_shard, save, shard_path, shard_
 from pde_data.model import from_tensor, time_steps, to_tensor
 from pde_data.grf import gaussian_random_field_2d
 from pde_data.navier_stokes import simulate_navier_stokes
+from pde_data.navier_stokes_data import generate_navier_stokes
 from pde_data.pdebench_read import open_pdebench
 from pde_data.pdebench_write import write_pdebench
 from pde_data.datasets import PairDataset, WindowDataset, split_indices
 from pde_data.normalize import Normalizer, fit_normalizer
+from pde_data.order_benchmark import generate_order_benchmark, generate_order_splits
 
 __all__ = [
     "model",
     "save", "open", "atomic_path", "shard_path", "shard_range", "parse_shard",
     "to_tensor", "from_tensor", "time_steps",
     "open_pdebench", "write_pdebench",
-    "gaussian_random_field_2d", "simulate_navier_stokes",
+    "gaussian_random_field_2d", "simulate_navier_stokes", "generate_navier_stokes",
     "PairDataset", "WindowDataset", "split_indices", "Normalizer", "fit_normalizer",
+    "generate_order_benchmark", "generate_order_splits",
 ]
