@@ -1,0 +1,165 @@
+"""Figures for reports (CHONN Fig. 4c-d, 5b-c, 5e-f style): fields, rollout curves, spectra, metric bars.
+
+Every function builds a ``matplotlib.figure.Figure`` directly (no pyplot, no display, Agg rendering),
+returns it, and writes a PNG atomically when ``path`` is given. This is the only module of the
+toolkit that imports matplotlib.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+import xarray as xr
+from matplotlib.figure import Figure
+
+from pde_data import atomic_path
+from evaluation.spectra import radial_counts, radial_power
+
+__all__ = ["plot_fields", "plot_rollout", "plot_spectra", "plot_metric_bars"]
+
+
+def _numpy(x, name: str) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    elif isinstance(x, (xr.DataArray, xr.Dataset)):
+        if isinstance(x, xr.Dataset):
+            raise ValueError(f"{name}: expected one field (a DataArray or array), found a Dataset")
+        x = x.values
+    return np.asarray(x, dtype=np.float64)
+
+
+def _save(fig: Figure, path: str | os.PathLike | None) -> Figure:
+    if path is not None:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    return fig
+
+
+def plot_fields(pred, true, *, title: str = "", path: str | os.PathLike | None = None) -> Figure:
+    """True, predicted and error (pred − true) fields side by side.
+
+    Args:
+        pred, true: one field, ``(x,)`` (line plots) or ``(x, y)`` (images, ``x`` down the rows).
+        title: a suptitle.
+        path: where to write the PNG (optional).
+    """
+    p, t = _numpy(pred, "pred"), _numpy(true, "true")
+    if p.shape != t.shape or p.ndim not in (1, 2):
+        raise ValueError(f"pred and true: expected one field (x,) or (x, y) each, found pred shape "
+                         f"{p.shape} and true shape {t.shape}")
+    err = p - t
+    fig = Figure(figsize=(12, 3.6), layout="constrained")
+    axes = fig.subplots(1, 3)
+    lo, hi = min(t.min(), p.min()), max(t.max(), p.max())
+    bound = max(np.abs(err).max(), 1e-300)
+    labels = ("true", "predicted", f"error (pred − true), max |e| = {np.abs(err).max():.3g}")
+    for ax, data, label in zip(axes, (t, p, err), labels):
+        ax.set_title(label)
+        if p.ndim == 1:
+            ax.plot(data, color="tab:red" if data is err else "tab:blue")
+            ax.set_xlabel("x index")
+            continue
+        cmap, limits = ("RdBu_r", (-bound, bound)) if data is err else ("viridis", (lo, hi))
+        image = ax.imshow(data, cmap=cmap, vmin=limits[0], vmax=limits[1], origin="lower")
+        fig.colorbar(image, ax=ax, shrink=0.85)
+        ax.set_xlabel("y index")
+        ax.set_ylabel("x index")
+    if p.ndim == 1:
+        axes[0].sharey(axes[1])
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_rollout(curves: Mapping[str, Sequence[float]], *, metric_name: str = "relative L2 error",
+                 log: bool = True, path: str | os.PathLike | None = None) -> Figure:
+    """Error per rollout step for several models (CHONN Fig. 5e-f).
+
+    Args:
+        curves: model name -> errors per step ``(time,)`` (e.g. ``rollout_errors(...)[0]``).
+        metric_name: the y-axis label.
+        log: logarithmic y axis.
+        path: where to write the PNG (optional).
+    """
+    if not curves:
+        raise ValueError("curves: expected at least one model's errors, found none")
+    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+    ax = fig.subplots()
+    for name, values in curves.items():
+        v = _numpy(values, f"curves[{name!r}]").ravel()
+        ax.plot(np.arange(1, v.size + 1), v, marker="o", markersize=3, label=f"{name} (mean {v.mean():.3g})")
+    ax.set_xlabel("rollout step")
+    ax.set_ylabel(metric_name)
+    if log:
+        ax.set_yscale("log")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_spectra(pred, true, *, path: str | os.PathLike | None = None) -> Figure:
+    """Radially averaged power spectra of true and predicted fields, and of their error (log-log).
+
+    Uses the radial binning of :mod:`evaluation.spectra` (the one behind fRMSE); power is averaged over
+    the modes of each radius and over samples.
+
+    Args:
+        pred, true: ``(batch, *spatial)`` with 1 or 2 spatial axes (pass ``field[None]`` for one).
+        path: where to write the PNG (optional).
+    """
+    p, t = _numpy(pred, "pred"), _numpy(true, "true")
+    if p.shape != t.shape or p.ndim not in (2, 3):
+        raise ValueError(f"pred and true: expected (batch, x) or (batch, x, y), found pred shape "
+                         f"{p.shape} and true shape {t.shape}")
+    n_spatial = p.ndim - 1
+    counts = radial_counts(p.shape[1:]).double().clamp(min=1)
+    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+    ax = fig.subplots()
+    for data, label, style in ((t, "true", "-"), (p, "predicted", "--"), (p - t, "error", ":")):
+        power = (radial_power(torch.from_numpy(data), n_spatial) / counts).mean(dim=0).numpy()
+        ax.loglog(np.arange(1, power.size), np.maximum(power[1:], 1e-300), style, label=label)
+    ax.set_xlabel("wavenumber radius r")
+    ax.set_ylabel("mean |F|² per mode")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_metric_bars(results: Mapping[str, Mapping[str, float]], *, log: bool = False,
+                     path: str | os.PathLike | None = None) -> Figure:
+    """One small bar chart per metric comparing models (CHONN Fig. 4c-d, 5b-c); lower is better.
+
+    Args:
+        results: model name -> {metric name -> value}, e.g. ``pdebench_metrics`` per model.
+        log: logarithmic value axes.
+        path: where to write the PNG (optional).
+    """
+    models = list(results)
+    if not models:
+        raise ValueError("results: expected at least one model, found none")
+    metrics = list(results[models[0]])
+    missing = {m: sorted(set(metrics) - set(results[m])) for m in models if set(metrics) - set(results[m])}
+    if missing:
+        raise ValueError(f"results: expected every model to report {metrics}; missing {missing}")
+    ncols = min(4, len(metrics))
+    nrows = math.ceil(len(metrics) / ncols)
+    fig = Figure(figsize=(3.2 * ncols, 2.8 * nrows), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
+    colors = [f"C{i % 10}" for i in range(len(models))]
+    for ax, metric in zip(axes, metrics):
+        values = [float(results[m][metric]) for m in models]
+        bars = ax.bar(range(len(models)), values, color=colors)
+        ax.bar_label(bars, labels=[f"{v:.3g}" for v in values], fontsize=7)
+        ax.set_xticks(range(len(models)), models, rotation=30, ha="right", fontsize=8)
+        ax.set_title(metric)
+        ax.margins(y=0.15)
+        if log:
+            ax.set_yscale("log")
+    for ax in axes[len(metrics):]:
+        ax.set_visible(False)
+    fig.suptitle("lower is better")
+    return _save(fig, path)
