@@ -14,6 +14,7 @@ from pde_data.pdebench_write import write_pdebench
 from pde_data.datasets import PairDataset, WindowDataset, split_indices
 from pde_data.normalize import Normalizer, fit_normalizer
 from pde_data.order_benchmark import generate_order_benchmark, generate_order_splits
+from pde_data.poisson import generate_poisson, generate_poisson_splits, solve_poisson
 
 __all__ = [
     "model",
@@ -23,4 +24,5 @@ __all__ = [
     "gaussian_random_field_2d", "simulate_navier_stokes", "generate_navier_stokes",
     "PairDataset", "WindowDataset", "split_indices", "Normalizer", "fit_normalizer",
     "generate_order_benchmark", "generate_order_splits",
+    "generate_poisson", "generate_poisson_splits", "solve_poisson",
 ]

@@ -1,0 +1,108 @@
+"""Poisson benchmark (paper 003, Eqs. 56-58; the CNO data): ``-Δu = f`` on [0,1]², ``u = 0`` on the boundary.
+
+Sources (Eq. 58 with r = -1/2) and their exact solutions:
+
+    f = (pi / K^2) sum_{i,j=1..K} a_ij (i^2 + j^2)^(1/2) sin(pi i x) sin(pi j y),   a_ij ~ U[-1, 1],
+    u = (1 / (pi K^2)) sum_{i,j=1..K} a_ij (i^2 + j^2)^(-1/2) sin(pi i x) sin(pi j y),
+
+since ``-Δ sin(pi i x) sin(pi j y) = pi^2 (i^2 + j^2) sin(pi i x) sin(pi j y)``.
+
+Grid: ``n_grid`` points per axis **including both boundaries**, ``x_p = p / (n_grid - 1)``, p = 0..n-1
+(64 points on [0, 1] as in the CNO data), ``"ij"`` indexing. The boundary rows hold u = 0; the interior
+points ``p / ((n-2) + 1)`` are exactly the DST-I grid, so :func:`solve_poisson` inverts the Laplacian
+mode by mode (eigenvalues ``pi^2 (p^2 + q^2)``) and reproduces the analytic ``u`` to round-off whenever
+``K <= n_grid - 2``. Each sample draws its coefficients from ``np.random.default_rng([seed, sample])``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import scipy.fft
+import xarray as xr
+
+from pde_data.model import SAMPLE, X, Y
+
+__all__ = ["generate_poisson", "generate_poisson_splits", "solve_poisson", "poisson_grid", "POISSON_SPLITS"]
+
+#: name → (samples, K, seed): 1024/128/256 in distribution (K = 16), 256 out of distribution (K = 20).
+POISSON_SPLITS = {"train": (1024, 16, 0), "val": (128, 16, 1), "test": (256, 16, 2), "test_ood": (256, 20, 3)}
+
+
+def poisson_grid(n_grid: int) -> np.ndarray:
+    """The ``n_grid`` points ``p / (n_grid - 1)`` on [0, 1], boundaries included."""
+    if n_grid < 3:
+        raise ValueError(f"n_grid: expected at least 3 points (one interior), found {n_grid}")
+    return np.arange(n_grid) / (n_grid - 1)
+
+
+def _eigenvalues(n_interior: int) -> np.ndarray:
+    p = np.arange(1, n_interior + 1)
+    return np.pi**2 * (p[:, None] ** 2 + p[None, :] ** 2)
+
+
+def solve_poisson(f: np.ndarray) -> np.ndarray:
+    """Solve ``-Δu = f`` (Eq. 56), ``u = 0`` on the boundary, by the sine transform (DST-I).
+
+    Args:
+        f: ``(..., n, n)`` source on the grid of :func:`poisson_grid` (boundary values are ignored).
+
+    Returns:
+        u: ``(..., n, n)`` with zero boundary rows and columns; exact for sources in the span of
+        ``sin(pi p x) sin(pi q y)``, p, q <= n - 2.
+    """
+    f = np.asarray(f, dtype=np.float64)
+    if f.ndim < 2 or f.shape[-1] != f.shape[-2] or f.shape[-1] < 3:
+        raise ValueError(f"f: expected shape (..., n, n) with n >= 3, found {f.shape}")
+    interior = f[..., 1:-1, 1:-1]
+    coefficients = scipy.fft.dstn(interior, type=1, axes=(-2, -1)) / _eigenvalues(interior.shape[-1])
+    u = np.zeros_like(f)
+    u[..., 1:-1, 1:-1] = scipy.fft.idstn(coefficients, type=1, axes=(-2, -1))
+    return u
+
+
+def _fields(coef: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """f and u (Eq. 58 and its solution) for coefficients ``(batch, K, K)`` on grid ``x``."""
+    k = coef.shape[-1]
+    modes = np.arange(1, k + 1)
+    sines = np.sin(np.pi * modes[:, None] * x[None])  # (K, n)
+    radius = np.sqrt(modes[:, None] ** 2 + modes[None, :] ** 2)
+    f = np.pi / k**2 * np.einsum("ip,bij,jq->bpq", sines, coef * radius, sines)
+    u = 1.0 / (np.pi * k**2) * np.einsum("ip,bij,jq->bpq", sines, coef / radius, sines)
+    return f, u
+
+
+def generate_poisson(
+    n_samples: int, *, K: int = 16, n_grid: int = 64, seed: int = 0, samples: Sequence[int] | None = None,
+) -> xr.Dataset:
+    """Poisson pairs ``f → u`` with their coefficients: ``f``, ``u`` (sample, x, y), ``coef`` (sample, i, j).
+
+    Args:
+        n_samples: size of the full set. K: modes per axis (16 in distribution, 20 out of distribution).
+        n_grid: points per axis, boundaries included. seed: the set's seed.
+        samples: generate only these sample indices (a shard); default ``range(n_samples)``.
+    """
+    if not isinstance(K, (int, np.integer)) or K < 1:
+        raise ValueError(f"K: expected an integer >= 1, found {K!r}")
+    x = poisson_grid(n_grid)
+    idx = np.arange(n_samples) if samples is None else np.asarray(samples)
+    if n_samples < 1 or (idx.size and (idx.min() < 0 or idx.max() >= n_samples)):
+        raise ValueError(f"samples: expected indices in [0, {n_samples}) with n_samples >= 1, found n_samples={n_samples}")
+    coef = np.stack([np.random.default_rng([seed, int(i)]).uniform(-1, 1, (K, K)) for i in idx])
+    f, u = _fields(coef, x)
+    grid = {"grid": "points p/(n-1) on [0, 1], boundaries included (u = 0 there)"}
+    dims = (SAMPLE, X, Y)
+    return xr.Dataset(
+        {"f": (dims, f, {"long_name": "source f (003 Eq. 58, r = -1/2)"}),
+         "u": (dims, u, {"long_name": "solution u of -Laplace(u) = f, u = 0 on the boundary"}),
+         "coef": ((SAMPLE, "i", "j"), coef, {"long_name": "a_ij ~ U[-1, 1]"})},
+        coords={SAMPLE: idx, X: (X, x, grid), Y: (Y, x.copy(), grid), "i": np.arange(1, K + 1), "j": np.arange(1, K + 1)},
+        attrs={"problem": "Poisson (003, Eqs. 56-58)", "K": int(K), "r": -0.5, "seed": int(seed), "n_grid": int(n_grid)},
+    )
+
+
+def generate_poisson_splits(*, n_grid: int = 64, splits: dict | None = None) -> dict[str, xr.Dataset]:
+    """The standard sets of :data:`POISSON_SPLITS` (train/val/test with K = 16, test_ood with K = 20)."""
+    return {name: generate_poisson(n, K=k, n_grid=n_grid, seed=seed)
+            for name, (n, k, seed) in (splits or POISSON_SPLITS).items()}
