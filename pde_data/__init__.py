@@ -15,6 +15,7 @@ from pde_data.datasets import PairDataset, WindowDataset, split_indices
 from pde_data.normalize import Normalizer, fit_normalizer
 from pde_data.order_benchmark import generate_order_benchmark, generate_order_splits
 from pde_data.poisson import generate_poisson, generate_poisson_splits, solve_poisson
+from pde_data.darcy import generate_darcy, solve_darcy
 
 __all__ = [
     "model",
@@ -25,4 +26,5 @@ __all__ = [
     "PairDataset", "WindowDataset", "split_indices", "Normalizer", "fit_normalizer",
     "generate_order_benchmark", "generate_order_splits",
     "generate_poisson", "generate_poisson_splits", "solve_poisson",
+    "generate_darcy", "solve_darcy",
 ]
