@@ -1,7 +1,75 @@
-"""``circuitop generate ns``: filled in by issue 5."""
+"""``circuitop generate ns``: the FNO Navier–Stokes vorticity set (sharded, atomic, with progress)."""
 
-from operators.cli._pending import register_pending
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+from tqdm import tqdm
+
+import pde_data
+from operators.cli._generation import add_common_options, selected_samples, write
+
+__all__ = ["register", "add_device_options", "resolve_device"]
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-def register(problems):
-    register_pending(problems, "ns", "generate the ns data set", "issue 5")
+def add_device_options(p: argparse.ArgumentParser) -> None:
+    """``--device`` (default: cuda when available, else cpu) and ``--dtype`` (float32 or float64)."""
+    if "--device" not in p._option_string_actions:  # the shared options may add it one day
+        p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--dtype", choices=sorted(_DTYPES), default="float32", help="simulation dtype (default float32)")
+
+
+def resolve_device(name: str | None) -> torch.device:
+    """The ``--device`` argument as a torch device; cuda by default when present."""
+    if name is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device: expected an available device, found {name!r} but CUDA is not available")
+    return device
+
+
+def register(problems: argparse._SubParsersAction) -> None:
+    p = problems.add_parser("ns", help="2D Navier-Stokes vorticity (FNO benchmark, 003 Eqs. 66-70)")
+    add_common_options(p, n_default=1200, seed_default=0)
+    add_device_options(p)
+    p.add_argument("--visc", type=float, default=1e-3, help="viscosity (default 1e-3)")
+    p.add_argument("--n-sim", type=int, default=256, help="simulation grid size (default 256)")
+    p.add_argument("--n-out", type=int, default=64, help="stored grid size, every n_sim/n_out-th point (default 64)")
+    p.add_argument("--t-final", type=float, default=50.0, help="final time (default 50)")
+    p.add_argument("--records", type=int, default=None, help="records after t=0 (default: one per time unit)")
+    p.add_argument("--record-initial", action="store_true", help="also store the initial vorticity (t=0)")
+    p.add_argument("--dt", type=float, default=1e-4, help="largest time step (default 1e-4)")
+    p.add_argument("--batch-size", type=int, default=8,
+                   help="samples simulated together (results depend on it at round-off level; default 8)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    samples = selected_samples(args)
+    n_records = args.records
+    with tqdm(total=len(samples) * args.t_final, unit="t", file=sys.stderr, desc="ns", dynamic_ncols=True) as bar:
+        last: dict[int, float] = {}
+
+        def progress(start: int, t: float) -> None:  # simulated sample-time units
+            bar.update((t - last.get(start, 0.0)) * _kept(samples, start, args.batch_size))
+            last[start] = t
+            bar.set_postfix_str(f"chunk from sample {start}, t={t:.4g}")
+
+        ds = pde_data.generate_navier_stokes(
+            len(samples), visc=args.visc, n_sim=args.n_sim, n_out=args.n_out, t_final=args.t_final,
+            n_records=n_records, record_initial=args.record_initial, dt=args.dt, seed=args.seed,
+            first_sample=samples.start, batch_size=args.batch_size, dtype=_DTYPES[args.dtype],
+            device=resolve_device(args.device), callback=progress,
+        )
+    write(ds, args)
+    return 0
+
+
+def _kept(samples: range, start: int, batch_size: int) -> int:
+    """How many of the chunk's samples belong to this invocation (for the progress total)."""
+    return max(0, min(samples.stop, start + batch_size) - max(samples.start, start))
