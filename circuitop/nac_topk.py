@@ -9,8 +9,9 @@ candidates, and the top K of those are returned. Padded, masked and (with ``caus
 
 With ``causal``, a query i may use only blocks wholly in its past plus its own (diagonal) block, which is
 always a candidate, so the selection never depends on future keys. Selection is discrete (no gradient) and
-runs over query chunks whose candidate buffers stay below a fixed element budget, so the T_q × T_k score
-matrix is never held; when the candidates are all blocks the exact scores come from one matmul per chunk.
+runs over query chunks whose buffers stay below a fixed element budget, so the T_q × T_k score matrix is
+never held. When the candidates cover at least half the keys, their scores are read from one matmul of the
+chunk against all keys (at most twice the candidate work, no gather; identical result).
 """
 
 from __future__ import annotations
@@ -100,41 +101,31 @@ def select_topk(q: torch.Tensor, k: torch.Tensor, topk: int, *, block_multiple: 
         indices ``(G, T_q, K_eff)`` (long) and valid ``(G, T_q, K_eff)`` (bool; False where fewer than K_eff
         usable keys exist).
     """
-    g, t_q, _ = q.shape
+    g, t_q, d = q.shape
     t_k = k.shape[1]
     k_eff = min(topk, t_k)
     key_ok = key_valid if key_valid is not None else torch.ones(1, t_k, dtype=torch.bool, device=q.device)
     bs, nb, kb, coarse = _coarse_scores(q, k, key_ok.expand(g, -1), causal)
     m = min(nb, math.ceil(block_multiple * topk))
-    full = m == nb
-    per_query = t_k if full else m * bs * q.shape[-1]
-    chunk = max(1, _CHUNK_ELEMENTS // max(1, g * per_query))
-    ok_all = _key_ok(key_ok, t_q, t_k, causal, q.device)
-    ok_all = ok_all.expand(ok_all.shape[0], t_q, t_k)
+    # Candidates covering at least half the keys: one matmul against all keys costs at most twice the
+    # candidate multiply-adds and avoids gathering M·B_s·D key entries per query; the result is identical.
+    dense = 2 * m * bs >= t_k
+    chunk = max(1, _CHUNK_ELEMENTS // max(1, g * (nb * bs if dense else m * bs * d)))
+    ok_pad = torch.nn.functional.pad(key_ok, (0, nb * bs - t_k))
     out_idx, out_val = [], []
-    for s in range(0, t_q, chunk):
+    for s in range(0, t_q, chunk):  # bounded buffers: ⌈T_q / chunk⌉ iterations, one when T_q·T_k is small
         qc = q[:, s: s + chunk]
-        ok = ok_all[:, s: s + chunk]
-        if full:
-            fine = (qc @ k.transpose(-1, -2)).masked_fill(~ok, float("-inf"))
-            values, idx = fine.topk(k_eff, dim=-1)
+        blocks = coarse[:, s: s + chunk].topk(m, dim=-1).indices  # (G, C, M)
+        key = (blocks[..., None] * bs + torch.arange(bs, device=q.device)).flatten(2)  # (G, C, M·B_s)
+        if dense:
+            fine = torch.gather(qc @ kb.flatten(1, 2).transpose(-1, -2), 2, key)
         else:
-            idx, values = _candidate_topk(qc, kb, coarse[:, s: s + chunk], ok, m, bs, k_eff)
-        out_idx.append(idx)
+            cand = kb[torch.arange(g, device=q.device)[:, None, None], blocks]  # (G, C, M, B_s, D)
+            fine = torch.einsum("gcd,gcmjd->gcmj", qc, cand).flatten(2)
+        usable = torch.gather(ok_pad.expand(g, -1), 1, key.flatten(1)).view_as(key)
+        if causal:
+            usable = usable & (key <= torch.arange(s, s + qc.shape[1], device=q.device)[:, None])
+        values, pos = fine.masked_fill(~usable, float("-inf")).topk(k_eff, dim=-1)
+        out_idx.append(torch.gather(key, 2, pos))
         out_val.append(values > float("-inf"))
     return torch.cat(out_idx, 1), torch.cat(out_val, 1)
-
-
-def _candidate_topk(qc, kb, coarse, ok, m, bs, k_eff):
-    """Exact scores inside the M candidate blocks of each query in the chunk, then their top K_eff."""
-    g, c, d = qc.shape
-    t_k = ok.shape[-1]
-    blocks = coarse.topk(m, dim=-1).indices  # (G, C, M)
-    cand = kb[torch.arange(g, device=qc.device)[:, None, None], blocks]  # (G, C, M, Bs, D)
-    fine = torch.einsum("gcd,gcmjd->gcmj", qc, cand)
-    key = blocks[..., None] * bs + torch.arange(bs, device=qc.device)
-    usable = torch.gather(
-        torch.nn.functional.pad(ok, (0, kb.shape[1] * bs - t_k)).expand(g, c, -1), 2, key.reshape(g, c, -1))
-    fine = fine.reshape(g, c, -1).masked_fill(~usable, float("-inf"))
-    values, pos = fine.topk(k_eff, dim=-1)
-    return torch.gather(key.reshape(g, c, -1), 2, pos), values

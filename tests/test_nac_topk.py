@@ -97,3 +97,18 @@ def test_selection_is_chunked_beyond_the_buffer(monkeypatch):
     monkeypatch.setattr(topk_module, "_CHUNK_ELEMENTS", 2000)  # forces many query chunks
     chunked = select_topk(q, k, 3, block_multiple=1)
     assert torch.equal(full[0], chunked[0]) and torch.equal(full[1], chunked[1])
+
+
+@pytest.mark.parametrize("t_k, multiple", [(400, 1), (400, 4)])  # gathered (8/20 blocks), dense-scored (12/20)
+def test_result_is_exact_topk_within_the_candidate_blocks(t_k, multiple):
+    from circuitop.nac_topk import _coarse_scores
+    q, k = _rand(2, 50, 8, 18), _rand(2, t_k, 8, 19)
+    idx, _ = select_topk(q, k, 3, block_multiple=multiple)
+    bs, nb, _, coarse = _coarse_scores(q, k, torch.ones(2, t_k, dtype=torch.bool), False)
+    m = min(nb, 3 * multiple)
+    assert m < nb
+    in_cand = torch.zeros(2, 50, nb, dtype=torch.bool).scatter_(2, coarse.topk(m, -1).indices, True)
+    in_cand = in_cand.repeat_interleave(bs, dim=2)[..., :t_k]
+    scores = (q @ k.transpose(1, 2)).masked_fill(~in_cand, float("-inf"))
+    expected = scores.topk(3, -1).indices
+    assert torch.equal(idx.sort(-1).values, expected.sort(-1).values)
