@@ -8,8 +8,10 @@ from evaluation.localized import boundary_rmse, frequency_band_errors
 from evaluation.pdebench import PDEBENCH_KEYS, pdebench_metrics
 from evaluation.phm import phm_score
 from evaluation.rollout import rollout_errors
+from evaluation.summary import summarize
 
 __all__: list[str] = []
 __all__ += ["rel_l2", "rel_l2_spectral", "rel_l2_derivative", "rel_l1", "nrmse_range", "max_mse"]
 __all__ += ["pdebench_metrics", "PDEBENCH_KEYS", "frequency_band_errors", "boundary_rmse", "phm_score",
             "rollout_errors"]
+__all__ += ["summarize"]

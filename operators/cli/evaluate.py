@@ -1,7 +1,84 @@
-"""``circuitop evaluate``: filled in by the evaluation issue."""
+"""``circuitop evaluate``: the metric table for a predicted and a true file, or for a trained run.
 
-from operators.cli._pending import register_pending
+    circuitop evaluate --pred P.nc --true T.nc [--initial-step N] [--json]
+    circuitop evaluate --run RUN_DIR --data FILE [--rollout 40] [--json]   (operators issue)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+
+import pde_data
+from evaluation import summarize
+
+_RUN_MODULE = "operators.cli.evaluate_run"
 
 
-def register(sub):
-    register_pending(sub, "evaluate", "evaluate predictions or a trained run", "issue 3")
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="evaluate predictions against the truth, or a trained run",
+                       description="Print every applicable metric for two data-model files (--pred, --true), "
+                                   "or evaluate a trained run on a data file (--run, --data).")
+    files = p.add_argument_group("predictions in a file")
+    files.add_argument("--pred", metavar="P.nc", help="predicted data set (NetCDF, data model)")
+    files.add_argument("--true", metavar="T.nc", help="true data set with the same dims and variables")
+    runs = p.add_argument_group("a trained run")
+    runs.add_argument("--run", metavar="RUN_DIR", help="a training run directory")
+    runs.add_argument("--data", metavar="FILE", help="the data set to evaluate the run on")
+    runs.add_argument("--rollout", type=int, metavar="STEPS", help="autoregressive rollout length")
+    p.add_argument("--initial-step", type=int, default=0, metavar="N",
+                   help="leading time frames that were model inputs, excluded from scoring (default 0)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.set_defaults(func=run)
+
+
+def _check_mode(args: argparse.Namespace) -> str:
+    files = (args.pred is not None, args.true is not None)
+    runs = (args.run is not None, args.data is not None)
+    if all(files) and not any(runs):
+        if args.rollout is not None:
+            raise ValueError("--rollout applies to --run/--data only; found it with --pred/--true")
+        return "files"
+    if all(runs) and not any(files):
+        return "run"
+    given = [f"--{n}" for n in ("pred", "true", "run", "data") if getattr(args, n) is not None]
+    raise ValueError(f"expected exactly one of (--pred and --true) or (--run and --data); found {given or 'none'}")
+
+
+def _run_module():
+    try:
+        return importlib.import_module(_RUN_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != _RUN_MODULE:
+            raise
+        raise ValueError(f"evaluate --run needs the operators issue ({_RUN_MODULE} is not there yet)") from None
+
+
+def format_table(table: dict[str, float]) -> str:
+    """Aligned ``name  value`` lines."""
+    width = max(len(k) for k in table)
+    return "\n".join(f"{name:<{width}}  {value:.6g}" for name, value in table.items())
+
+
+def _json_safe(table: dict[str, float]) -> dict[str, float | None]:
+    return {k: (None if math.isnan(v) else v) for k, v in table.items()}
+
+
+def run(args: argparse.Namespace) -> int:
+    if _check_mode(args) == "run":
+        return _run_module().run(args)
+    if args.initial_step < 0:
+        raise ValueError(f"--initial-step: expected a non-negative integer, found {args.initial_step}")
+    pred, true = pde_data.open(args.pred), pde_data.open(args.true)
+    try:
+        table = summarize(pred, true, initial_step=args.initial_step)
+    except ValueError as exc:
+        raise ValueError(f"--pred {args.pred} / --true {args.true}: {exc}") from None
+    if args.json:
+        print(json.dumps(_json_safe(table)))
+    else:
+        print(f"pred: {args.pred}\ntrue: {args.true}\ninitial step: {args.initial_step}")
+        print(format_table(table))
+    return 0

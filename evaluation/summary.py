@@ -1,0 +1,54 @@
+"""Every applicable metric for a predicted and a true data set, as one flat table (``circuitop evaluate``)."""
+
+from __future__ import annotations
+
+import xarray as xr
+
+from pde_data import model
+from evaluation.metrics import max_mse, nrmse_range, rel_l1, rel_l2, rel_l2_derivative, rel_l2_spectral
+from evaluation.pdebench import pdebench_metrics
+
+__all__ = ["summarize"]
+
+
+def _scored_frames(ds: xr.Dataset, initial_step: int, name: str) -> xr.Dataset:
+    if model.TIME in ds.dims:
+        n_time = ds.sizes[model.TIME]
+        if not 0 <= initial_step < n_time:
+            raise ValueError(f"initial_step: expected an integer in [0, {n_time}) for {n_time} time steps "
+                             f"in {name}, found {initial_step}")
+        return ds.isel({model.TIME: slice(initial_step, None)})
+    if initial_step:
+        raise ValueError(f"initial_step: {initial_step} input frames were given, but {name} has no "
+                         f"'{model.TIME}' dim (found dims {dict(ds.sizes)})")
+    return ds
+
+
+def summarize(pred: xr.Dataset, true: xr.Dataset, *, initial_step: int = 0) -> dict[str, float]:
+    """The CHONN metrics (means over samples, plus the median relative L1) and, for fields, PDEBench's.
+
+    The first ``initial_step`` time frames were model inputs and are excluded everywhere. Sequences
+    (no spatial dims) get the pointwise metrics only.
+
+    Args:
+        pred, true: data-model Datasets with the same dims and data variables.
+        initial_step: number of leading input frames to exclude.
+
+    Returns:
+        ``{metric name: value}``, in print order.
+    """
+    kind = model.kind_of(true)
+    p = _scored_frames(pred, initial_step, "pred")
+    t = _scored_frames(true, initial_step, "true")
+    table = {
+        "rel_l2": rel_l2(p, t),
+        "rel_l1": rel_l1(p, t),
+        "rel_l1_median": rel_l1(p, t, reduce="median"),
+        "nrmse_range": nrmse_range(p, t),
+        "max_mse": max_mse(p, t),
+    }
+    if kind == "field":
+        table["rel_l2_spectral"] = rel_l2_spectral(p, t)
+        table["rel_l2_derivative"] = rel_l2_derivative(p, t)
+        table.update(pdebench_metrics(pred, true, initial_step=initial_step))
+    return table
