@@ -239,3 +239,14 @@ def test_rollout_errors_per_step():
     with pytest.raises(ValueError, match="'time' dim"):
         rollout_errors(xr.DataArray(pred[:, 0], dims=dims[::2] + ("y",)),
                        xr.DataArray(true[:, 0], dims=dims[::2] + ("y",)))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_tensors_stay_on_their_device():
+    pred, true = _random((3, 8, 8))
+    gpu_pred = torch.tensor(pred, device="cuda", requires_grad=True)
+    loss = rel_l2(gpu_pred, torch.tensor(true, device="cuda"))
+    assert loss.device.type == "cuda" and loss.item() == pytest.approx(rel_l2(pred, true), rel=1e-12)
+    loss.backward()
+    assert gpu_pred.grad.device.type == "cuda"
+    assert rel_l1(gpu_pred, true).device.type == "cuda"  # numpy partner joins the tensor's device
