@@ -9,6 +9,8 @@ from pde_data.model import from_tensor, time_steps, to_tensor
 from pde_data.grf import gaussian_random_field_2d
 from pde_data.navier_stokes import simulate_navier_stokes
 from pde_data.navier_stokes_data import generate_navier_stokes
+from pde_data.shallow_water import simulate_shallow_water
+from pde_data.dam_break import generate_dam_break
 from pde_data.pdebench_read import open_pdebench
 from pde_data.pdebench_write import write_pdebench
 from pde_data.datasets import PairDataset, WindowDataset, split_indices
@@ -23,6 +25,7 @@ __all__ = [
     "to_tensor", "from_tensor", "time_steps",
     "open_pdebench", "write_pdebench",
     "gaussian_random_field_2d", "simulate_navier_stokes", "generate_navier_stokes",
+    "simulate_shallow_water", "generate_dam_break",
     "PairDataset", "WindowDataset", "split_indices", "Normalizer", "fit_normalizer",
     "generate_order_benchmark", "generate_order_splits",
     "generate_poisson", "generate_poisson_splits", "solve_poisson",

@@ -74,7 +74,8 @@ def test_records_land_on_the_record_times():
 def _forced_run(n, dt, t_final=1.0):
     w0 = _low_modes(pde_data.gaussian_random_field_2d(1, 64, seed=3), 2) * 4.0
     w0 = w0[:, :: 64 // n, :: 64 // n]
-    return simulate_navier_stokes(w0, visc=1e-2, t_final=t_final, n_records=1, dt=dt)[:, -1]
+    # smooth, viscous flow: CNAB2 is stable here beyond the default CFL guard (checked by the slopes)
+    return simulate_navier_stokes(w0, visc=1e-2, t_final=t_final, n_records=1, dt=dt, max_cfl=0.5)[:, -1]
 
 
 def test_spectral_convergence_in_space():
