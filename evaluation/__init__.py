@@ -1,6 +1,7 @@
 """evaluation: physics metrics, rollout evaluation and plots.
 
 Depends on ``pde_data`` and ``circuitop`` only; never on ``operators``.
+Plots live in ``evaluation.plots``, imported on demand (it is the one module that loads matplotlib).
 """
 
 from evaluation.metrics import max_mse, nrmse_range, rel_l1, rel_l2, rel_l2_derivative, rel_l2_spectral

@@ -162,3 +162,15 @@ def test_bad_input():
     b = xr.Dataset({"v": (("sample", "time", "x"), true[..., 0])})
     with pytest.raises(ValueError, match=r"same data variables, found \['u'\] and \['v'\]"):
         pdebench_metrics(a, b)
+
+
+def test_band_and_boundary_errors_average_time_and_channels_of_xarray_fields():
+    pred, true = _data((2, 3, 26, 28, 2))
+    dims = ("sample", "time", "x", "y")
+    ds = [xr.Dataset({"h": (dims, a[..., 0]), "u": (dims, a[..., 1])}) for a in (pred, true)]
+    frames = [(t, c) for t in range(3) for c in range(2)]
+    brmse = np.mean([boundary_rmse(pred[:, t, ..., c], true[:, t, ..., c], reduce="none") for t, c in frames], axis=0)
+    np.testing.assert_allclose(boundary_rmse(*ds, reduce="none"), brmse, rtol=1e-12)
+    high = np.mean([frequency_band_errors(pred[:, t, ..., c], true[:, t, ..., c], reduce="none")["high"]
+                    for t, c in frames], axis=0)
+    np.testing.assert_allclose(frequency_band_errors(*ds, reduce="none")["high"], high, rtol=1e-12)
