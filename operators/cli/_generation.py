@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import Callable
 
 import xarray as xr
+from tqdm import tqdm
 
 import pde_data
 
-__all__ = ["add_common_options", "selected_samples", "output_path", "write"]
+__all__ = ["add_common_options", "selected_samples", "output_path", "write", "generate_chunked"]
 
 
 def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_default: int = 0) -> None:
@@ -40,3 +43,19 @@ def write(ds: xr.Dataset, args: argparse.Namespace) -> Path:
     path = pde_data.save(ds, output_path(args))
     print(f"wrote {path}: {dict(ds.sizes)}")
     return path
+
+
+def generate_chunked(make: Callable[[range], xr.Dataset], samples: range, *, desc: str,
+                     chunk_size: int = 64) -> xr.Dataset:
+    """``make(sub_range)`` chunk by chunk under a tqdm progress bar (stderr), concatenated along ``sample``.
+
+    For generators that seed each sample on its own, the result does not depend on ``chunk_size``.
+    """
+    parts = []
+    with tqdm(total=len(samples), unit="sample", file=sys.stderr, desc=desc, dynamic_ncols=True) as bar:
+        for start in range(samples.start, samples.stop, chunk_size):
+            parts.append(make(range(start, min(start + chunk_size, samples.stop))))
+            bar.update(parts[-1].sizes["sample"])
+    if len(parts) == 1:
+        return parts[0]
+    return xr.concat(parts, dim="sample", data_vars="minimal", coords="minimal", compat="override", join="exact")

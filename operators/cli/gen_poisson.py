@@ -1,7 +1,28 @@
-"""``circuitop generate poisson``: filled in by issue 4."""
+"""``circuitop generate poisson``: Poisson pairs f → u with their coefficients (003, Eqs. 56-58)."""
 
-from operators.cli._pending import register_pending
+from __future__ import annotations
+
+import argparse
+
+import pde_data
+from operators.cli._generation import add_common_options, generate_chunked, selected_samples, write
+
+__all__ = ["register"]
 
 
-def register(problems):
-    register_pending(problems, "poisson", "generate the poisson data set", "issue 4")
+def register(problems: argparse._SubParsersAction) -> None:
+    p = problems.add_parser("poisson", help="Poisson -Laplace(u) = f on [0,1]^2, CNO sources (003 Eqs. 56-58)")
+    add_common_options(p, n_default=1024, seed_default=0)
+    p.add_argument("--K", type=int, default=16, help="modes per axis (16 in distribution, 20 out; default 16)")
+    p.add_argument("--n-grid", type=int, default=64, help="points per axis, boundaries included (default 64)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    samples = selected_samples(args)
+
+    def make(chunk: range):
+        return pde_data.generate_poisson(args.n, K=args.K, n_grid=args.n_grid, seed=args.seed, samples=chunk)
+
+    write(generate_chunked(make, samples, desc=f"poisson K={args.K}", chunk_size=128), args)
+    return 0

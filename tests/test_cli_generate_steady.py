@@ -1,0 +1,84 @@
+"""``circuitop generate order|poisson|darcy`` run as real subprocesses with tiny sizes."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pde_data
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _generate(*args):
+    return subprocess.run([sys.executable, "-m", "operators.cli", "generate", *map(str, args)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def _values(path, name):
+    with pde_data.open(path) as ds:
+        return ds[name].values
+
+
+def _main(*args):
+    """The same command in-process (each subprocess pays the package import again; two of them suffice)."""
+    from operators.cli import main
+
+    return main(["generate", *map(str, args)])
+
+
+def test_order_shard_matches_full_set(tmp_path):
+    extra = ["--order", "3", "--n-points", "128", "--n", "5", "--seed", "3"]
+    full = _generate("order", "--out", tmp_path / "full.nc", *extra)
+    assert full.returncode == 0, full.stderr
+    assert "wrote" in full.stdout and "100%" in full.stderr  # progress bar on stderr
+    shard = _generate("order", "--out", tmp_path / "part.nc", "--shard", "1/2", *extra)
+    assert shard.returncode == 0, shard.stderr
+    assert not (tmp_path / "part.nc").exists()
+    part = _values(tmp_path / "part-00001.nc", "target")
+    assert part.tobytes() == _values(tmp_path / "full.nc", "target")[2:5].tobytes()
+    with pde_data.open(tmp_path / "full.nc") as ds:
+        assert ds.attrs["seed"] == 3 and ds.attrs["order"] == 3 and ds.sizes == {"sample": 5, "s": 128}
+
+
+def test_darcy_shard_and_poisson_refusal(tmp_path):
+    out = _generate("darcy", "--out", tmp_path / "d.nc", "--n", 5, "--n-grid", 12, "--beta", 2.0, "--shard", "2/3")
+    assert out.returncode == 0, out.stderr
+    full = pde_data.generate_darcy(5, n_grid=12, beta=2.0, seed=0)
+    with pde_data.open(tmp_path / "d-00002.nc") as ds:
+        assert ds["u"].values.tobytes() == full["u"].isel(sample=[3, 4]).values.tobytes()
+        assert ds.attrs["beta"] == 2.0 and list(ds["sample"].values) == [3, 4]
+    bad = _generate("poisson", "--out", tmp_path / "x.nc", "--n", 2, "--K", 0)
+    assert bad.returncode == 1
+    assert "K: expected an integer >= 1, found 0" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (tmp_path / "x.nc").exists()
+
+
+def test_poisson_command(tmp_path):
+    assert _main("poisson", "--out", tmp_path / "p.nc", "--n", 3, "--K", 4, "--n-grid", 16, "--seed", 1) == 0
+    with pde_data.open(tmp_path / "p.nc") as ds:
+        assert ds.attrs["K"] == 4 and ds["coef"].shape == (3, 4, 4)
+        assert np.max(np.abs(pde_data.solve_poisson(ds["f"].values) - ds["u"].values)) < 1e-10
+        np.testing.assert_array_equal(ds["u"].values, pde_data.generate_poisson(3, K=4, n_grid=16, seed=1)["u"].values)
+
+
+def test_order_standard_splits(tmp_path):
+    assert _main("order", "--out", tmp_path / "sets", "--splits", "--sizes", 3, 2, 2, "--n-points", 128) == 0
+    files = sorted(p.name for p in (tmp_path / "sets").iterdir())
+    assert files == sorted(f"order_T{n}_{s}.nc" for n in range(1, 5) for s in ("train", "val", "test"))
+    with pde_data.open(tmp_path / "sets" / "order_T4_val.nc") as ds:
+        assert ds.attrs["seed"] == 43 and ds.attrs["order"] == 4 and ds.sizes == {"sample": 2, "s": 128}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["order", "--n", 2, "--order", 0], "order: expected an integer >= 1, found 0"),
+    (["order", "--n", 2, "--tau", -0.5], "tau: expected a positive number, found -0.5"),
+    (["darcy", "--n", 2, "--beta", 0], "beta: expected a positive forcing, found 0.0"),
+    (["order", "--splits", "--shard", "0/2"], "--shard: not supported with --splits"),
+])
+def test_invalid_parameters_refused(tmp_path, capsys, args, message):
+    assert _main(*args[:1], "--out", tmp_path / "x.nc", *args[1:]) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x.nc").exists()
