@@ -11,9 +11,15 @@ from .apply import apply
 from .ckb import CascadedKirchhoffBlock, CascadedKirchhoffBlock1d, CascadedKirchhoffBlock2d
 from .knc import KirchhoffCell, zoh_coefficients
 from .scan import selective_scan, selective_scan_ref
+from .cfc import CfC, CfCCell
+from .ltc import LTC, LTCCell, ltc_scan, ltc_scan_ref
+from .pdna import PDNA
+from .sequence import SequenceModel, steps_from_timestamps
 
 __all__: list[str] = []
 __all__ += ["selective_scan", "selective_scan_ref", "KirchhoffCell", "zoh_coefficients"]
 __all__ += ["CascadedKirchhoffBlock", "CascadedKirchhoffBlock1d", "CascadedKirchhoffBlock2d", "apply"]
 __all__ += ["NeuronalAttentionCircuit", "sequence_timestamps", "nac_attention_ref",
             "NCPBackbone", "NCPProjection", "ncp_wiring"]
+__all__ += ["LTCCell", "LTC", "ltc_scan", "ltc_scan_ref", "CfCCell", "CfC", "PDNA", "SequenceModel",
+            "steps_from_timestamps"]

@@ -1,0 +1,86 @@
+"""A sequence model for classification and regression: linear encoder -> sequence core -> readout -> head.
+
+The core is any module mapping ``(batch, time, d_in)`` to ``(batch, time, d_out)`` (or a tuple whose first
+element is that), optionally taking step sizes ``dt`` ``(batch, time)`` as second argument: :class:`LTC`,
+:class:`CfC`, :class:`PDNA`, or the NAC / Kirchhoff blocks. ``d_in`` and ``d_out`` are read from the core's
+``in_channels`` / ``out_channels`` attributes unless given.
+
+Example:
+    >>> model = SequenceModel(CfC(32, 64), in_features=8, out_features=10)
+    >>> logits = model(torch.randn(4, 8, 8))                       # (4, 10)
+    >>> logits = model(torch.randn(4, 8, 8), timestamps=torch.rand(4, 8).cumsum(1))
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from circuitop.ltc import check_sequence
+
+__all__ = ["SequenceModel", "steps_from_timestamps"]
+
+READOUTS = ("last", "mean")
+
+
+def steps_from_timestamps(timestamps: torch.Tensor) -> torch.Tensor:
+    """Step sizes ``(batch, time)`` from strictly increasing ``timestamps`` ``(batch, time)``.
+
+    ``dt[:, k] = t[:, k] - t[:, k-1]``; the first step repeats the second (1 for length 1), as
+    :func:`pde_data.model.time_steps` does without an origin.
+    """
+    if timestamps.dim() != 2:
+        raise ValueError(f"timestamps: expected shape (batch, time), found {tuple(timestamps.shape)}")
+    if timestamps.shape[1] == 1:
+        return torch.ones_like(timestamps)
+    diffs = timestamps.diff(dim=1)
+    return torch.cat([diffs[:, :1], diffs], 1)
+
+
+class SequenceModel(nn.Module):
+    """``head(readout(core(encoder(x), dt)))``: ``(batch, time, in_features)`` -> ``(batch, out_features)``.
+
+    Args:
+        core: the sequence module (see the module docstring).
+        in_features: input features per step. out_features: classes (logits) or regression targets.
+        readout: ``"last"`` (state after the last step) or ``"mean"`` (mean over time).
+        dropout: dropout before the head. core_in / core_out: the core's widths if it lacks the attributes.
+    """
+
+    def __init__(self, core: nn.Module, in_features: int, out_features: int, *, readout: str = "last",
+                 dropout: float = 0.0, core_in: int | None = None, core_out: int | None = None):
+        super().__init__()
+        if readout not in READOUTS:
+            raise ValueError(f"readout: expected one of {READOUTS}, found {readout!r}")
+        core_in = core_in if core_in is not None else getattr(core, "in_channels", None)
+        core_out = core_out if core_out is not None else getattr(core, "out_channels", None)
+        if core_in is None or core_out is None:
+            raise ValueError(f"core: expected in_channels/out_channels attributes or core_in/core_out, "
+                             f"found {core_in}/{core_out}")
+        self.in_features, self.out_features, self.readout = in_features, out_features, readout
+        self.encoder = nn.Linear(in_features, core_in)
+        self.core = core
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(core_out, out_features)
+
+    def forward(self, x: torch.Tensor, dt: torch.Tensor | None = None, *,
+                timestamps: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits or predictions ``(batch, out_features)``.
+
+        Args:
+            x: ``(batch, time, in_features)``. dt: step sizes ``(batch, time)`` (> 0), or
+            timestamps: ``(batch, time)``, strictly increasing (not both).
+        """
+        if timestamps is not None:
+            if dt is not None:
+                raise ValueError("dt, timestamps: expected at most one of them, found both")
+            dt = steps_from_timestamps(timestamps)
+        if dt is not None:
+            dt = check_sequence(x, dt, self.in_features)
+        else:
+            check_sequence(x, None, self.in_features)
+        z = self.encoder(x)
+        y = self.core(z) if dt is None else self.core(z, dt)
+        y = y[0] if isinstance(y, tuple) else y
+        pooled = y[:, -1] if self.readout == "last" else y.mean(1)
+        return self.head(self.dropout(pooled))
