@@ -43,3 +43,25 @@ def test_ns_float64_and_bad_options_give_one_line_errors(tmp_path, capsys):
     assert main([*NS, "--out", str(tmp_path / "e.nc"), "--t-final", "-1"]) == 1
     assert "t_final" in capsys.readouterr().err
     assert not (tmp_path / "e.nc").exists()
+
+
+SWE = ["generate", "swe", "--n", "3", "--n-grid", "12", "--t-final", "0.2", "--frames", "3", "--batch-size", "2",
+       "--seed", "4", "--device", "cpu"]
+
+
+def test_swe_shards_reproduce_the_full_set(tmp_path, capsys):
+    assert main([*SWE, "--out", str(tmp_path / "full.nc"), "--momenta"]) == 0
+    for i in range(3):
+        assert main([*SWE, "--out", str(tmp_path / "swe.nc"), "--momenta", "--shard", f"{i}/3"]) == 0
+    full = pde_data.open(tmp_path / "full.nc").load()
+    xr.testing.assert_identical(full, pde_data.open(str(tmp_path / "swe-*.nc")).load())
+    assert set(full.data_vars) == {"h", "hu", "hv", "dam_radius"} and full.h.shape == (3, 3, 12, 12)
+    assert "t=0.2" in capsys.readouterr().err
+
+
+def test_swe_writes_the_pdebench_layout(tmp_path, capsys):
+    assert main([*SWE, "--out", str(tmp_path / "rdb.h5"), "--pdebench"]) == 0
+    ds = pde_data.open_pdebench(tmp_path / "rdb.h5")
+    assert ds.h.sizes["sample"] == 3 and ds.h.sizes["time"] == 3
+    assert main([*SWE, "--out", str(tmp_path / "bad.nc"), "--frames", "1"]) == 1
+    assert "n_frames" in capsys.readouterr().err.strip().splitlines()[-1]

@@ -11,16 +11,16 @@ from tqdm import tqdm
 import pde_data
 from operators.cli._generation import add_common_options, selected_samples, write
 
-__all__ = ["register", "add_device_options", "resolve_device"]
+__all__ = ["register", "add_device_options", "resolve_device", "DTYPES"]
 
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 def add_device_options(p: argparse.ArgumentParser) -> None:
     """``--device`` (default: cuda when available, else cpu) and ``--dtype`` (float32 or float64)."""
     if "--device" not in p._option_string_actions:  # the shared options may add it one day
         p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
-    p.add_argument("--dtype", choices=sorted(_DTYPES), default="float32", help="simulation dtype (default float32)")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="simulation dtype (default float32)")
 
 
 def resolve_device(name: str | None) -> torch.device:
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         ds = pde_data.generate_navier_stokes(
             len(samples), visc=args.visc, n_sim=args.n_sim, n_out=args.n_out, t_final=args.t_final,
             n_records=n_records, record_initial=args.record_initial, dt=args.dt, seed=args.seed,
-            first_sample=samples.start, batch_size=args.batch_size, dtype=_DTYPES[args.dtype],
+            first_sample=samples.start, batch_size=args.batch_size, dtype=DTYPES[args.dtype],
             device=resolve_device(args.device), callback=progress,
         )
     write(ds, args)
