@@ -1,7 +1,106 @@
-"""``circuitop train``: filled in by the operators issue."""
+"""``circuitop train --data FILE --model NAME --out RUN_DIR``: train a neural operator on a data file.
 
-from operators.cli._pending import register_pending
+Steady problems pick variables with ``--input``/``--target`` (e.g. Darcy ``--input a --target u``);
+time-dependent data trains ``m`` frames → next frame with ``--window m`` (``--unroll k`` trains on
+``k``-step rollouts). Model sizes go in ``--config KEY=VALUE`` (e.g. ``--config width=20 n_modes=12``).
+Works under ``torchrun`` (DDP). ``--resume`` continues ``RUN_DIR/last.pt`` to the same result as an
+uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+
+import torch
+
+from operators.models import MODELS
+
+__all__ = ["register", "run", "parse_config"]
 
 
-def register(sub):
-    register_pending(sub, "train", "train a neural operator", "issue 9")
+def parse_config(items: list[str] | None) -> dict:
+    """``["width=20", "n_modes=(12,12)"]`` → ``{"width": 20, "n_modes": (12, 12)}`` (literals only)."""
+    config = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--config: expected KEY=VALUE, found {item!r}")
+        try:
+            config[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            config[key] = text
+    return config
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected TRAIN,VAL,TEST integers, found {text!r}") from None
+    if len(sizes) != 3:
+        raise argparse.ArgumentTypeError(f"expected three sizes TRAIN,VAL,TEST, found {text!r}")
+    return sizes
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a neural operator on a data file (NetCDF or PDEBench HDF5)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True, help="NetCDF file, shard glob or PDEBench .h5/.hdf5 file")
+    p.add_argument("--model", choices=sorted(MODELS), help="backbone (required unless --resume)")
+    p.add_argument("--out", required=True, help="run folder (checkpoints, history.json, run.json)")
+    p.add_argument("--config", nargs="*", metavar="KEY=VALUE", help="model config values")
+    p.add_argument("--input", nargs="+", help="input variables (steady) or the variables (time windows)")
+    p.add_argument("--target", nargs="+", help="target variables (steady)")
+    p.add_argument("--window", type=int, help="time-dependent: m given frames -> next frame")
+    p.add_argument("--unroll", type=int, default=1, help="train on k-step rollouts (default 1)")
+    p.add_argument("--pushforward", action="store_true", help="back-propagate the last unrolled step only")
+    p.add_argument("--split", type=_sizes, metavar="TRAIN,VAL,TEST", help="split sizes (default 80/10/10 %%)")
+    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--normalize", choices=["gaussian", "minmax", "none"], default="gaussian")
+    _optimisation_options(p)
+    p.add_argument("--resume", action="store_true", help="continue RUN_DIR/last.pt")
+    p.add_argument("--device", help="torch device (default: cuda:LOCAL_RANK if available, else cpu)")
+    p.add_argument("--threads", type=int, help="torch CPU threads per process")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def _optimisation_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=20, help="global batch size (split over processes)")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--weight-decay", type=float, default=1e-4)
+    p.add_argument("--optimizer", choices=["adam", "adamw"], default="adamw")
+    p.add_argument("--scheduler", choices=["step", "cosine", "none"], default="step")
+    p.add_argument("--step-size", type=int, default=100, help="StepLR step in epochs")
+    p.add_argument("--gamma", type=float, default=0.5, help="StepLR decay")
+    p.add_argument("--loss", choices=["rel_l2", "rel_l1"], default="rel_l2")
+    p.add_argument("--grad-clip", type=float, help="clip the gradient norm to this value")
+    p.add_argument("--amp", action="store_true", help="bfloat16 autocast on GPU")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    from operators.training import TrainConfig, train_run  # heavy imports only when training
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if not args.resume and not args.model:
+        raise ValueError("--model is required (unless --resume); expected one of " + ", ".join(sorted(MODELS)))
+    config = TrainConfig(
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
+        optimizer=args.optimizer, scheduler=args.scheduler, step_size=args.step_size, gamma=args.gamma,
+        loss=args.loss, grad_clip=args.grad_clip, amp=args.amp, seed=args.seed, pushforward=args.pushforward,
+        progress=not args.no_progress,
+    )
+    history = train_run(
+        args.data, args.model, args.out, model_config=parse_config(args.config), train_config=config,
+        inputs=args.input, targets=args.target, window=args.window, horizon=args.unroll, sizes=args.split,
+        split_seed=args.split_seed, normalize=None if args.normalize == "none" else args.normalize,
+        resume=args.resume, device=args.device,
+    )
+    if history:
+        print(f"trained {history[-1]['epoch']} epochs into {args.out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,56 @@
+"""Autoregressive prediction: ``m`` given frames → the next frame, fed back for any number of steps.
+
+A one-step model maps the last ``m`` frames stacked along channels, ``(batch, m·channels, *spatial)``,
+to the next frame ``(batch, channels, *spatial)``. :func:`rollout` slides that window forward; it is
+vectorized over the batch (one model call per step for the whole batch).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["step", "rollout"]
+
+
+def step(model: nn.Module, frames: torch.Tensor) -> torch.Tensor:
+    """One step: ``frames (batch, m, channels, *spatial)`` → next frame ``(batch, channels, *spatial)``."""
+    if frames.ndim < 4:
+        raise ValueError(f"frames: expected (batch, m, channels, *spatial), found shape {tuple(frames.shape)}")
+    out = model(frames.flatten(1, 2))
+    if out.shape[1:] != frames.shape[2:]:
+        raise ValueError(
+            f"model: expected a next frame of shape (batch, {', '.join(map(str, frames.shape[2:]))}), "
+            f"found {tuple(out.shape)}; build it with in_channels = m·channels and out_channels = channels"
+        )
+    return out
+
+
+def rollout(model: nn.Module, frames: torch.Tensor, n_steps: int, *, pushforward: bool = False) -> torch.Tensor:
+    """Predict ``n_steps`` frames autoregressively from the ``m`` given ones.
+
+    Args:
+        model: one-step model, ``(batch, m·channels, *spatial)`` → ``(batch, channels, *spatial)``.
+        frames: the given frames ``(batch, m, channels, *spatial)``, oldest first.
+        n_steps: number of frames to predict (any length).
+        pushforward: compute every step but the last without gradient (the pushforward trick of
+            Brandstetter et al. 2022: train on the model's own inputs, back-propagate one step).
+
+    Returns:
+        ``(batch, n_steps, channels, *spatial)``.
+
+    Example:
+        >>> pred = rollout(model, given, 40)      # given: (batch, 10, 1, 64, 64)
+    """
+    if n_steps < 1:
+        raise ValueError(f"n_steps: expected a positive number of steps, found {n_steps}")
+    window, out = frames, []
+    for k in range(n_steps):
+        if pushforward and k < n_steps - 1:
+            with torch.no_grad():
+                nxt = step(model, window)
+        else:
+            nxt = step(model, window)
+        out.append(nxt)
+        window = torch.cat([window[:, 1:], nxt.unsqueeze(1)], dim=1)
+    return torch.stack(out, dim=1)

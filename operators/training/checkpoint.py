@@ -1,0 +1,67 @@
+"""Checkpoints: written atomically (temporary file + rename), read with ``weights_only=True`` only.
+
+A checkpoint holds plain values and tensors: model/optimizer/scheduler state dicts, normalizer
+statistics, the model and data descriptions, the training config as a dict and the RNG states as
+tensors. Nothing in it needs a custom class to be unpickled, and a file that does is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import torch
+
+from pde_data import atomic_path
+
+__all__ = ["save_checkpoint", "load_checkpoint", "rng_state", "set_rng_state", "CheckpointError"]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, unreadable or not a plain-values checkpoint."""
+
+
+def save_checkpoint(path: str | os.PathLike, state: dict) -> Path:
+    """``torch.save(state)`` to a temporary file beside ``path``, then rename it into place."""
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+    return Path(path)
+
+
+def load_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device = "cpu") -> dict:
+    """Load a checkpoint with ``torch.load(weights_only=True)``; never unpickles arbitrary objects.
+
+    Raises:
+        CheckpointError: the file is missing, truncated, or holds objects that need unpickling.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise CheckpointError(f"no checkpoint at {p}")
+    try:
+        state = torch.load(p, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(
+            f"{p}: refusing to load a checkpoint that contains objects needing arbitrary unpickling ({first})"
+        ) from None
+    except (RuntimeError, EOFError) as exc:
+        raise CheckpointError(f"{p}: not a readable checkpoint ({exc})") from None
+    if not isinstance(state, dict) or "model" not in state:
+        raise CheckpointError(f"{p}: expected a dict with a 'model' state, found {type(state).__name__}")
+    return state
+
+
+def rng_state() -> dict:
+    """The torch CPU (and CUDA) RNG states as tensors."""
+    state = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = [s for s in torch.cuda.get_rng_state_all()]
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    """Restore what :func:`rng_state` returned."""
+    torch.set_rng_state(state["torch"].cpu())
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])

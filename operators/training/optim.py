@@ -1,0 +1,29 @@
+"""Optimizers (Adam, AdamW) and schedules (StepLR, cosine, none) named in a :class:`TrainConfig`."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["make_optimizer", "make_scheduler", "OPTIMIZERS", "SCHEDULERS"]
+
+OPTIMIZERS = ("adam", "adamw")
+SCHEDULERS = ("step", "cosine", "none")
+
+
+def make_optimizer(params, config) -> torch.optim.Optimizer:
+    """``Adam`` or ``AdamW`` with ``config.lr`` and ``config.weight_decay``."""
+    if config.optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer: expected one of {OPTIMIZERS}, found {config.optimizer!r}")
+    cls = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
+    return cls(params, lr=config.lr, weight_decay=config.weight_decay)
+
+
+def make_scheduler(optimizer, config) -> torch.optim.lr_scheduler.LRScheduler:
+    """Stepped once per epoch: ``StepLR(step_size, gamma)``, cosine annealing over ``epochs``, or constant."""
+    if config.scheduler not in SCHEDULERS:
+        raise ValueError(f"scheduler: expected one of {SCHEDULERS}, found {config.scheduler!r}")
+    if config.scheduler == "step":
+        return torch.optim.lr_scheduler.StepLR(optimizer, step_size=config.step_size, gamma=config.gamma)
+    if config.scheduler == "cosine":
+        return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(config.epochs, 1))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 1.0)
