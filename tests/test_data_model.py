@@ -121,3 +121,12 @@ def test_shard_helpers():
     assert pde_data.parse_shard("1/4") == (1, 4)
     with pytest.raises(ValueError, match="0 <= i < n"):
         pde_data.parse_shard("4/4")
+
+
+def test_atomic_files_get_default_permissions(tmp_path):
+    import os
+
+    path = pde_data.save(_field_dataset(), tmp_path / "set.nc")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask
