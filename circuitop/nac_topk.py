@@ -64,24 +64,66 @@ def select_topk_ref(q: torch.Tensor, k: torch.Tensor, topk: int, *, key_valid: t
     return indices, values > float("-inf")
 
 
-def _coarse_scores(q, k, ok_keys, causal):
-    """Block size, block count, and coarse scores ``(G, T_q, N_b)`` against valid-key centroids."""
+def _blocks(k, ok_keys):
+    """Block size, count, blocked keys ``(G, N_b, B_s, D)``, blocked usability and valid-key centroids."""
     g, t_k, d = k.shape
     bs = max(math.isqrt(t_k), 1)
     nb = -(-t_k // bs)
     pad = nb * bs - t_k
     kb = torch.nn.functional.pad(k, (0, 0, 0, pad)).reshape(g, nb, bs, d)
     okb = torch.nn.functional.pad(ok_keys, (0, pad)).reshape(ok_keys.shape[0], nb, bs)
-    count = okb.sum(-1)
-    centroid = (kb * okb[..., None]).sum(2) / count.clamp(min=1)[..., None]
-    coarse = (q @ centroid.transpose(-1, -2)).masked_fill((count == 0)[:, None, :], float("-inf"))
+    count = okb.sum(-1, keepdim=True)
+    centroid = (kb * okb[..., None]).sum(2) / count.clamp(min=1)
+    centroid = centroid.masked_fill(count == 0, float("nan"))  # no usable key: never preferred
+    return bs, nb, kb, okb, centroid
+
+
+def _coarse_scores(qc, centroid, s, bs, t_k, causal):
+    """Coarse scores ``(G, C, N_b)`` of queries s… against block centroids (−∞ for unusable blocks)."""
+    coarse = torch.nan_to_num(qc @ centroid.transpose(-1, -2), nan=float("-inf"))
     if causal:
-        pos = torch.arange(q.shape[1], device=q.device)[:, None]
-        start = torch.arange(nb, device=q.device)[None, :] * bs
+        pos = torch.arange(s, s + qc.shape[1], device=qc.device)[:, None]
+        start = torch.arange(centroid.shape[1], device=qc.device)[None, :] * bs
         end = (start + bs - 1).clamp(max=t_k - 1)
         coarse = coarse.masked_fill(start > pos, float("-inf"))
-        coarse = coarse.masked_fill((start <= pos) & (pos <= end), float("inf"))
-    return bs, nb, kb, coarse
+        coarse = coarse.masked_fill((start <= pos) & (pos <= end), float("inf"))  # own block: always
+    return coarse
+
+
+def _usable(okb, key, s, causal):
+    """Usability ``(G, C, P)`` of key indices ``key`` for the queries s… of a chunk."""
+    flat = okb.flatten(1).expand(key.shape[0], -1)
+    usable = torch.gather(flat, 1, key.flatten(1)).view_as(key)
+    if causal:
+        usable = usable & (key <= torch.arange(s, s + key.shape[1], device=key.device)[:, None])
+    return usable
+
+
+def _grouped_topk(qc, kb, okb, blocks, s, causal, k_eff):
+    """Exact candidate scores grouped by key block: each block's selecting queries form one matmul.
+
+    Pairs (query, candidate block) are sorted by block; block b's queries fill rows of a padded
+    ``(G·N_b, cap, D)`` tensor multiplied by that block's keys, so no key is copied per query. The top
+    min(K, B_s) of each pair's block row are returned per query as ``(G, C, M·k)`` values and key indices.
+    """
+    g, c, d = qc.shape
+    nb, bs, m = kb.shape[1], kb.shape[2], blocks.shape[-1]
+    group = (blocks + nb * torch.arange(g, device=qc.device)[:, None, None]).flatten()
+    order = torch.argsort(group, stable=True)
+    sorted_group = group[order]
+    counts = torch.bincount(sorted_group, minlength=g * nb)
+    slot = torch.arange(group.numel(), device=qc.device) - (counts.cumsum(0) - counts)[sorted_group]
+    rows = qc.new_zeros(g * nb, int(counts.max()), d)
+    rows[sorted_group, slot] = qc.reshape(g * c, d)[order // m]
+    scores = torch.bmm(rows, kb.reshape(g * nb, bs, d).transpose(1, 2))[sorted_group, slot]  # (P, B_s)
+    key = (sorted_group % nb)[:, None] * bs + torch.arange(bs, device=qc.device)
+    usable = okb.flatten(1).expand(g, -1)[(order // (c * m))[:, None], key]
+    if causal:
+        usable = usable & (key <= (s + (order // m) % c)[:, None])
+    values, pos = scores.masked_fill(~usable, float("-inf")).topk(min(k_eff, bs), dim=-1)
+    out_v, out_k = torch.empty_like(values), torch.empty_like(pos)
+    out_v[order], out_k[order] = values, torch.gather(key, 1, pos)
+    return out_v.view(g, c, -1), out_k.view(g, c, -1)
 
 
 @torch.no_grad()
@@ -105,27 +147,27 @@ def select_topk(q: torch.Tensor, k: torch.Tensor, topk: int, *, block_multiple: 
     t_k = k.shape[1]
     k_eff = min(topk, t_k)
     key_ok = key_valid if key_valid is not None else torch.ones(1, t_k, dtype=torch.bool, device=q.device)
-    bs, nb, kb, coarse = _coarse_scores(q, k, key_ok.expand(g, -1), causal)
+    bs, nb, kb, okb, centroid = _blocks(k, key_ok)
     m = min(nb, math.ceil(block_multiple * topk))
     # Candidates covering at least half the keys: one matmul against all keys costs at most twice the
-    # candidate multiply-adds and avoids gathering M·B_s·D key entries per query; the result is identical.
+    # candidate multiply-adds and needs no grouping; the result is identical.
     dense = 2 * m * bs >= t_k
-    chunk = max(1, _CHUNK_ELEMENTS // max(1, g * (nb * bs if dense else m * bs * d)))
-    ok_pad = torch.nn.functional.pad(key_ok, (0, nb * bs - t_k))
+    chunk = max(1, _CHUNK_ELEMENTS // (g * nb * bs))  # worst case: every query of a chunk in one block
     out_idx, out_val = [], []
     for s in range(0, t_q, chunk):  # bounded buffers: ⌈T_q / chunk⌉ iterations, one when T_q·T_k is small
         qc = q[:, s: s + chunk]
-        blocks = coarse[:, s: s + chunk].topk(m, dim=-1).indices  # (G, C, M)
-        key = (blocks[..., None] * bs + torch.arange(bs, device=q.device)).flatten(2)  # (G, C, M·B_s)
-        if dense:
-            fine = torch.gather(qc @ kb.flatten(1, 2).transpose(-1, -2), 2, key)
+        if m == nb:
+            key = torch.arange(t_k, device=q.device).expand(g, qc.shape[1], t_k)
+            fine = (qc @ k.transpose(-1, -2)).masked_fill(~_usable(okb, key, s, causal), float("-inf"))
         else:
-            cand = kb[torch.arange(g, device=q.device)[:, None, None], blocks]  # (G, C, M, B_s, D)
-            fine = torch.einsum("gcd,gcmjd->gcmj", qc, cand).flatten(2)
-        usable = torch.gather(ok_pad.expand(g, -1), 1, key.flatten(1)).view_as(key)
-        if causal:
-            usable = usable & (key <= torch.arange(s, s + qc.shape[1], device=q.device)[:, None])
-        values, pos = fine.masked_fill(~usable, float("-inf")).topk(k_eff, dim=-1)
+            blocks = _coarse_scores(qc, centroid, s, bs, t_k, causal).topk(m, dim=-1).indices  # (G, C, M)
+            if dense:
+                key = (blocks[..., None] * bs + torch.arange(bs, device=q.device)).flatten(2)
+                fine = torch.gather(qc @ kb.flatten(1, 2).transpose(-1, -2), 2, key)
+                fine = fine.masked_fill(~_usable(okb, key, s, causal), float("-inf"))
+            else:
+                fine, key = _grouped_topk(qc, kb, okb, blocks, s, causal, k_eff)
+        values, pos = fine.topk(k_eff, dim=-1)
         out_idx.append(torch.gather(key, 2, pos))
         out_val.append(values > float("-inf"))
     return torch.cat(out_idx, 1), torch.cat(out_val, 1)

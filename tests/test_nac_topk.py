@@ -56,8 +56,8 @@ def test_ragged_last_block_keys_are_selectable():
 
 
 def test_masked_keys_never_selected_and_short_rows_flagged():
-    q, k = _rand(2, 64, 8, 9), _rand(2, 100, 8, 10)
-    key_valid = torch.ones(2, 100, dtype=torch.bool)
+    q, k = _rand(2, 64, 8, 9), _rand(2, 400, 8, 10)  # multiple 1: grouped candidates; 4: dense-scored
+    key_valid = torch.ones(2, 400, dtype=torch.bool)
     key_valid[0, ::2] = False
     key_valid[1, 3:] = False  # only 3 usable keys
     for multiple in (1, 4):
@@ -99,12 +99,13 @@ def test_selection_is_chunked_beyond_the_buffer(monkeypatch):
     assert torch.equal(full[0], chunked[0]) and torch.equal(full[1], chunked[1])
 
 
-@pytest.mark.parametrize("t_k, multiple", [(400, 1), (400, 4)])  # gathered (8/20 blocks), dense-scored (12/20)
+@pytest.mark.parametrize("t_k, multiple", [(400, 1), (400, 4)])  # grouped (8/20 blocks), dense-scored (12/20)
 def test_result_is_exact_topk_within_the_candidate_blocks(t_k, multiple):
-    from circuitop.nac_topk import _coarse_scores
+    from circuitop.nac_topk import _blocks, _coarse_scores
     q, k = _rand(2, 50, 8, 18), _rand(2, t_k, 8, 19)
     idx, _ = select_topk(q, k, 3, block_multiple=multiple)
-    bs, nb, _, coarse = _coarse_scores(q, k, torch.ones(2, t_k, dtype=torch.bool), False)
+    bs, nb, _, _, centroid = _blocks(k, torch.ones(2, t_k, dtype=torch.bool))
+    coarse = _coarse_scores(q, centroid, 0, bs, t_k, False)
     m = min(nb, 3 * multiple)
     assert m < nb
     in_cand = torch.zeros(2, 50, nb, dtype=torch.bool).scatter_(2, coarse.topk(m, -1).indices, True)
