@@ -17,13 +17,13 @@ __all__ = ["LIMITERS", "face_states", "hll_flux", "max_rate"]
 
 def _minmod(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """minmod(a, b): the smaller magnitude when a and b share a sign, else 0."""
-    return torch.where(a * b > 0, torch.sign(a) * torch.minimum(a.abs(), b.abs()), torch.zeros_like(a))
+    return 0.5 * (torch.sign(a) + torch.sign(b)) * torch.minimum(a.abs(), b.abs())
 
 
 def _mc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Monotonized-central slope minmod(2a, (a + b)/2, 2b) (van Leer 1977; PyClaw's MC limiter)."""
     mag = torch.minimum(2.0 * torch.minimum(a.abs(), b.abs()), 0.5 * (a + b).abs())
-    return torch.where(a * b > 0, torch.sign(a) * mag, torch.zeros_like(a))
+    return 0.5 * (torch.sign(a) + torch.sign(b)) * mag  # ½(sign a + sign b) is 0 unless the signs agree
 
 
 #: slope limiters by name; both keep face values between neighbouring cell averages (so h stays > 0)
