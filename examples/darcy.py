@@ -1,0 +1,94 @@
+"""Darcy flow: FNO vs U-Net vs CHONN (a U-Net hosting 2nd-order CKBs) on PDEBench's beta = 1 problem,
+with PDEBench's multi-metric comparison and the relative-gain chart (CHONN paper 003, Fig. 4c-d).
+
+Claim under test (anchors.md, CHONN claim 4): CHONN beats FNO and U-Net on RMSE, nRMSE, CSV, Max,
+boundary RMSE and the low/mid/high frequency-band errors.
+
+Scales (data from ``pde_data.generate_darcy``, our finite-volume solver of PDEBench's problem):
+
+- full: 10,000 samples at 128² (PDEBench's set size), split 9,000 / 500 / 500; the paper's model sizes
+  (U-Net 3 levels × 4 residual blocks, 32 channels; FNO 12 modes, width 20; CKB order 2, d_state 16);
+  one protocol for all models, PDEBench's: AdamW lr 1e-3, StepLR(100, 0.5), 500 epochs, batch 50 (the
+  CHONN paper's own CHONN schedule, 1000 epochs at batch 4, is not used, so all models train alike).
+  Estimated run time (extrapolated from the quick run, not measured): several GPU-days on one GPU
+  (≈ 90,000 steps per model per 10 epochs); not practical on CPU.
+- ``--quick``: 320 samples at 32² (240 / 40 / 40), small models, 15 epochs: ≈ 3-5 minutes on 2 CPU cores.
+- ``--smoke``: 8 samples at 16², one epoch: seconds.
+
+Outputs in ``--out`` (default ``runs/darcy``): ``results.json``, ``metrics.png`` (all metrics per model),
+``gain.png`` (CHONN's error divided by each baseline's: below 1 means CHONN is better), ``fields_<model>.png``.
+
+Example:
+    python examples/darcy.py --quick
+"""
+
+from __future__ import annotations
+
+import _common
+from evaluation import plots, rel_l1
+from operators.training import TrainConfig
+from pde_data import generate_darcy
+
+SCRIPT = "darcy"
+SCALES = {
+    "full": dict(n_grid=128, sizes=(9000, 500, 500), epochs=500, batch_size=50, step_size=100,
+                 fno=dict(n_modes=12, width=20), unet=dict(n_layers=3, n_res=4, n_res_neck=4, channel_multiplier=32),
+                 ckb=dict(order=2, d_state=16, expand=2)),
+    "quick": dict(n_grid=32, sizes=(240, 40, 40), epochs=15, batch_size=16, step_size=10,
+                  fno=dict(n_modes=8, width=16), unet=dict(n_layers=2, n_res=1, n_res_neck=1, channel_multiplier=8),
+                  ckb=dict(order=2, d_state=4, expand=1)),
+    "smoke": dict(n_grid=16, sizes=(4, 2, 2), epochs=1, batch_size=2, step_size=10,
+                  fno=dict(n_modes=4, width=8), unet=dict(n_layers=1, n_res=1, n_res_neck=1, channel_multiplier=4),
+                  ckb=dict(order=2, d_state=2, expand=1)),
+}
+
+
+def main() -> None:
+    args = _common.parser(__doc__).parse_args()
+    out = _common.setup(args, SCRIPT)
+    cfg = _common.settings(SCALES, args)
+
+    # Data: one seeded set, split in order (samples are independent draws).
+    n_train, n_val, n_test = cfg["sizes"]
+    ds = generate_darcy(n_train + n_val + n_test, n_grid=cfg["n_grid"], seed=args.seed)
+    parts = {"train": ds.isel(sample=slice(0, n_train)), "val": ds.isel(sample=slice(n_train, n_train + n_val)),
+             "test": ds.isel(sample=slice(n_train + n_val, None))}
+    normalizers = _common.fit_normalizers(parts["train"], ["a"], ["u"])
+    tensors = {k: _common.encode(v, ["a"], ["u"], normalizers) for k, v in parts.items()}
+    print(f"data: Darcy beta=1, {cfg['n_grid']}² grid, train/val/test = {n_train}/{n_val}/{n_test}", flush=True)
+
+    # Models: the two baselines and CHONN (the U-Net host with CKBs), trained alike.
+    specs = {"FNO": ("fno", cfg["fno"]), "U-Net": ("unet", cfg["unet"]),
+             "CHONN": ("chonn_unet", {**cfg["unet"], **cfg["ckb"]})}
+    train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, weight_decay=1e-4,
+                               optimizer="adamw", step_size=cfg["step_size"], gamma=0.5, seed=args.seed,
+                               progress=False)
+    fitted = _common.compare_models(specs, (1, 1), tensors["train"], tensors["val"], train_config, out,
+                                    normalizers=normalizers, device=args.device)
+
+    # Evaluation on the test split in physical units.
+    x_test, y_test = tensors["test"]
+    true = normalizers["output"].decode(y_test)
+    rows, extra = {}, {}
+    for label, model in fitted.items():
+        pred = model.predict(x_test, y_test)
+        rows[label] = _common.field_metrics(pred, true, steady=True)
+        extra[label] = {"rel_l1_median": float(rel_l1(pred, true, reduce="median")), "params": model.n_params,
+                        "train_s": model.seconds, "final_train_loss": model.history[-1]["train_loss"]}
+        plots.plot_fields(pred[0, 0], true[0, 0], title=f"Darcy, {label}", path=out / f"fields_{label}.png")
+    _common.print_table(rows, f"Darcy test metrics ({n_test} samples, {cfg['n_grid']}²)")
+    gains = _common.ratios(rows, "CHONN", ["FNO", "U-Net"])
+    _common.print_table(gains, "error ratios (< 1: CHONN better)", fmt="{:.3f}")
+
+    plots.plot_metric_bars(_common.finite(rows), log=True, path=out / "metrics.png")
+    plots.plot_metric_bars(_common.finite(gains), path=out / "gain.png")
+    _common.write_results(out, SCRIPT, args, {
+        "settings": cfg, "metrics": rows, "models": extra, "error_ratios": gains,
+        "history": {label: m.history for label, m in fitted.items()},
+        "claim": "CHONN lower than FNO and U-Net on every metric (003, Fig. 4c-d)",
+        "claim_holds": all(v < 1 for g in _common.finite(gains).values() for v in g.values()),
+    })
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Smoke tests of the example scripts: each runs with ``--smoke`` (a few samples, one epoch, tiny grids)
+in a subprocess and must write its results JSON and its plots."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+#: script -> the plots it must write (besides results.json)
+SCRIPTS = {
+    "darcy.py": ["metrics.png", "gain.png", "fields_CHONN.png"],
+}
+
+
+def _run(script: str, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(EXAMPLES / script), *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_example_smoke(script: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = _run(script, "--smoke", "--threads", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["scale"] == "smoke"
+    assert results["results"]
+    for name in SCRIPTS[script]:
+        assert (out / name).stat().st_size > 0, f"{script} did not write {name}"
+
+
+def test_example_rejects_bad_arguments() -> None:
+    """The shared options validate their values (one script stands for all: they share the parser)."""
+    proc = _run("darcy.py", "--smoke", "--epochs", "0")
+    assert proc.returncode == 2
+    assert "expected a positive integer" in proc.stderr
