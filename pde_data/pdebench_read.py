@@ -81,19 +81,21 @@ class _H5Array(BackendArray):
         self.dtype = source.dtype
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
-        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.BASIC, self._get)
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._get)
 
     def _get(self, key: tuple) -> np.ndarray:
-        rest = tuple(slice(k, k + 1) if isinstance(k, (int, np.integer)) else k for k in key[1:])
-        drop = tuple(i + 1 for i, k in enumerate(key[1:]) if isinstance(k, (int, np.integer)))
-        samples = range(self.shape[0])[key[0]]
-        indices = samples if isinstance(samples, range) else [samples]
+        """Outer indexing: the sample axis sample by sample, other axes as one bounding-slice read each."""
+        scalar = np.ndim(key[0]) == 0 and not isinstance(key[0], slice)
+        samples = range(self.shape[0])[key[0]] if isinstance(key[0], slice) else np.atleast_1d(key[0])
+        rest = tuple(_bounding_slice(k) for k in key[1:])
         sizes = tuple(len(range(n)[s]) for n, s in zip(self.shape[1:], rest))
-        out = np.empty((len(indices),) + sizes, self.dtype)
-        for row, i in enumerate(indices):
-            out[row] = self._read(i, rest)
-        out = out.squeeze(axis=drop) if drop else out
-        return out[0] if not isinstance(samples, range) else out
+        out = np.empty((len(samples),) + sizes, self.dtype)
+        for row, i in enumerate(samples):
+            out[row] = self._read(int(i), rest)
+        for axis, k in reversed(list(enumerate(key[1:], start=1))):  # last first: an int drops its axis
+            if not isinstance(k, slice):  # an int or an index array, relative to its bounding slice
+                out = np.take(out, np.asarray(k) - rest[axis - 1].start, axis=axis)
+        return out[0] if scalar else out
 
     def _read(self, i: int, rest: tuple[slice, ...]) -> np.ndarray:
         src = self.source
@@ -109,6 +111,13 @@ class _H5Array(BackendArray):
         if np.isnan(block).any():
             raise ValueError(f"{src.path}: key '{name}', sample {i}: expected finite values, found NaN")
         return block
+
+
+def _bounding_slice(k: int | slice | np.ndarray) -> slice:
+    if isinstance(k, slice):
+        return k
+    k = np.asarray(k)
+    return slice(int(k.min()), int(k.max()) + 1) if k.size else slice(0, 0)
 
 
 def _lazy(source: _Source, dims: tuple[str, ...]) -> xr.Variable:

@@ -187,3 +187,23 @@ def test_group_channel_mismatch(tmp_path, rng):
         open_pdebench(path, variables=("h",))
     with pytest.raises(ValueError, match="layout: expected one of"):
         write_pdebench(ds, tmp_path / "z.h5", layout="zarr")
+
+
+@pytest.mark.parametrize("sel", [
+    {"sample": 1}, {"sample": [0, 1]}, {"sample": [1, 0], "time": [4, 1], "x": 3},
+    {"time": 2, "y": [5, 0, 2]}, {"sample": slice(0, 2), "x": slice(1, 7, 3)}, {"sample": -1, "time": -1},
+])
+def test_lazy_indexing_matches_loaded(tmp_path, rng, sel):
+    ds = _cases(rng)[("diff-react", "2D_diff-react_NA_NA.h5")]
+    with open_pdebench(write_pdebench(ds, tmp_path / "2D_diff-react_NA_NA.h5", layout="diff-react")) as lazy:
+        xr.testing.assert_equal(lazy.isel(sel).load().drop_attrs(deep=False), ds.isel(sel))
+
+
+def test_sparse_sample_list_reads_only_those(tmp_path, rng, monkeypatch):
+    ds = _cases(rng)[("darcy", "2D_DarcyFlow_beta1.0_Train.hdf5")]
+    path = write_pdebench(ds, tmp_path / "d.hdf5", layout="darcy")
+    with open_pdebench(path) as lazy:
+        counts = _counting_reads(monkeypatch)
+        values = lazy["a"].isel(sample=[0, 2]).values
+        assert len(counts) == 2 and sum(counts) == 2 * 8 * 6  # sample 1 is skipped, not read
+        np.testing.assert_array_equal(values, ds["a"].values[[0, 2]])
