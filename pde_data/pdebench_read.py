@@ -23,107 +23,22 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
 
 import h5py
 import numpy as np
 import xarray as xr
-from xarray.backends import BackendArray
-from xarray.core import indexing
 
+from pde_data._h5lazy import H5Source, close_file, lazy_variable, open_file
 from pde_data.io import check_file
 from pde_data.model import SAMPLE, TIME, X, Y, Z
+from pde_data.pdebench_config import parse_config
 
-__all__ = ["open_pdebench", "parse_config", "LAYOUTS"]
+__all__ = ["open_pdebench", "LAYOUTS"]
 
 LAYOUTS = ("darcy", "group", "diff-react", "1d", "cfd")
 _GROUP_NAMES = {"rdb": ("h",), "diff-react": ("u", "v")}
 _CFD_VARS = ("density", "pressure", "Vx", "Vy", "Vz")
 _COORD_KEYS = (("x-coordinate", X), ("y-coordinate", Y), ("z-coordinate", Z))
-_FILES: dict[tuple[str, int], h5py.File] = {}
-
-
-def _file(path: str) -> h5py.File:
-    """One read-only handle per file and process (datasets survive pickling into loader workers)."""
-    key = (path, os.getpid())
-    handle = _FILES.get(key)
-    if handle is None or not handle.id.valid:
-        handle = _FILES[key] = h5py.File(path, "r")
-    return handle
-
-
-def _close(path: str) -> None:
-    handle = _FILES.pop((path, os.getpid()), None)
-    if handle is not None and handle.id.valid:
-        handle.close()
-
-
-@dataclass(frozen=True)
-class _Source:
-    """Where sample ``i`` of one variable lives: ``key`` in group ``groups[i]`` or row ``i`` of ``key``."""
-
-    path: str
-    key: str
-    shape: tuple[int, ...]  # (sample, *rest) in data-model order
-    dtype: np.dtype
-    groups: tuple[str, ...] | None = None
-    lead: tuple[int, ...] = ()  # fixed indices after the sample axis (Darcy's tensor channel 0)
-    channel: int | None = None  # trailing channel of group data (T, X, Y, C)
-    swap_xy: bool = False  # the file stores (..., y, x)
-
-
-class _H5Array(BackendArray):
-    """Lazily indexed h5py-backed array: reads one sample at a time, refuses NaN slices."""
-
-    def __init__(self, source: _Source):
-        self.source = source
-        self.shape = source.shape
-        self.dtype = source.dtype
-
-    def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
-        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._get)
-
-    def _get(self, key: tuple) -> np.ndarray:
-        """Outer indexing: the sample axis sample by sample, other axes as one bounding-slice read each."""
-        scalar = np.ndim(key[0]) == 0 and not isinstance(key[0], slice)
-        samples = range(self.shape[0])[key[0]] if isinstance(key[0], slice) else np.atleast_1d(key[0])
-        rest = tuple(_bounding_slice(k) for k in key[1:])
-        sizes = tuple(len(range(n)[s]) for n, s in zip(self.shape[1:], rest))
-        out = np.empty((len(samples),) + sizes, self.dtype)
-        for row, i in enumerate(samples):
-            out[row] = self._read(int(i), rest)
-        for axis, k in reversed(list(enumerate(key[1:], start=1))):  # last first: an int drops its axis
-            if not isinstance(k, slice):  # an int or an index array, relative to its bounding slice
-                out = np.take(out, np.asarray(k) - rest[axis - 1].start, axis=axis)
-        return out[0] if scalar else out
-
-    def _read(self, i: int, rest: tuple[slice, ...]) -> np.ndarray:
-        src = self.source
-        file_rest = rest[:-2] + (rest[-1], rest[-2]) if src.swap_xy else rest
-        if src.groups is not None:
-            name = f"{src.groups[i]}/{src.key}"
-            block = _file(src.path)[name][file_rest + (src.channel,)]
-        else:
-            name = src.key
-            block = _file(src.path)[name][(i,) + src.lead + file_rest]
-        if src.swap_xy:
-            block = np.swapaxes(block, -1, -2)
-        if np.isnan(block).any():
-            raise ValueError(f"{src.path}: key '{name}', sample {i}: expected finite values, found NaN")
-        return block
-
-
-def _bounding_slice(k: int | slice | np.ndarray) -> slice:
-    if isinstance(k, slice):
-        return k
-    k = np.asarray(k)
-    return slice(int(k.min()), int(k.max()) + 1) if k.size else slice(0, 0)
-
-
-def _lazy(source: _Source, dims: tuple[str, ...]) -> xr.Variable:
-    return xr.Variable(dims, indexing.LazilyIndexedArray(_H5Array(source)))
-
-
 def _dataset(f: h5py.File, path: str, key: str, ndim: int) -> h5py.Dataset:
     """``f[key]`` if it is a dataset with ``ndim`` axes, else a clear error."""
     if key not in f or not isinstance(f[key], h5py.Dataset):
@@ -160,8 +75,8 @@ def _read_darcy(f: h5py.File, path: str) -> xr.Dataset:
     if tensor.shape != expected:
         raise ValueError(f"{path}: key 'tensor': expected shape {expected} (from 'nu'), found {tensor.shape}")
     dims = (SAMPLE, X, Y)
-    data = {"a": _lazy(_Source(path, "nu", nu.shape, nu.dtype), dims),
-            "u": _lazy(_Source(path, "tensor", nu.shape, tensor.dtype, lead=(0,)), dims)}
+    data = {"a": lazy_variable(H5Source(path, "nu", nu.shape, nu.dtype), dims),
+            "u": lazy_variable(H5Source(path, "tensor", nu.shape, tensor.dtype, lead=(0,)), dims)}
     attrs = {"beta": float(f.attrs["beta"])} if "beta" in f.attrs else {}
     return xr.Dataset(data, coords=_coords(f, path, nu.shape[1:]), attrs=attrs)
 
@@ -177,43 +92,10 @@ def _read_single(f: h5py.File, path: str, names: tuple[str, ...], keys: tuple[st
         if arr.shape != first.shape:
             raise ValueError(f"{path}: key '{key}': expected shape {first.shape}, found {arr.shape}")
         dims = (SAMPLE, TIME) + (X, Y, Z)[: first.ndim - 2]
-        data[name] = _lazy(_Source(path, key, first.shape, arr.dtype), dims)
+        data[name] = lazy_variable(H5Source(path, key, first.shape, arr.dtype), dims)
     time, attrs = _time(f, path, first.shape[1])
     attrs.update({k: float(f.attrs[k]) for k in ("eta", "zeta", "M") if k in f.attrs})
     return xr.Dataset(data, coords={**_coords(f, path, first.shape[2:]), **time}, attrs=attrs)
-
-
-def parse_config(text: str) -> dict[str, object]:
-    """Flatten the indented ``key: value`` YAML subset PDEBench stores as ``config`` into dotted keys.
-
-    Example:
-        >>> parse_config("sim:\\n  dam_radius: 0.5\\n")
-        {'sim.dam_radius': 0.5}
-    """
-    out: dict[str, object] = {}
-    stack: list[tuple[int, str]] = []
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#") or ":" not in line:
-            continue
-        indent = len(line) - len(line.lstrip())
-        key, _, value = line.strip().partition(":")
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        dotted = ".".join([k for _, k in stack] + [key.strip()])
-        if value.strip():
-            out[dotted] = _scalar(value.strip())
-        else:
-            stack.append((indent, key.strip()))
-    return out
-
-
-def _scalar(text: str) -> object:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text.strip("'\"")
 
 
 def _config_coords(f: h5py.File, groups: list[str]) -> dict[str, xr.Variable]:
@@ -246,7 +128,7 @@ def _read_group(f: h5py.File, path: str, names: tuple[str, ...] | None, swap_xy:
     coords.update(_config_coords(f, groups))
     dims = (SAMPLE, TIME) + (X, Y, Z)[: len(spatial)]
     full = (len(groups), shape[0]) + spatial
-    data = {name: _lazy(_Source(path, "data", full, f[groups[0]]["data"].dtype, tuple(groups), channel=c,
+    data = {name: lazy_variable(H5Source(path, "data", full, f[groups[0]]["data"].dtype, tuple(groups), channel=c,
                                 swap_xy=swap_xy), dims) for c, name in enumerate(names)}
     return xr.Dataset(data, coords=coords)
 
@@ -289,7 +171,7 @@ def open_pdebench(path: str | os.PathLike, *, layout: str | None = None,
     """
     p = os.fspath(check_file(path))
     try:
-        f = _file(p)
+        f = open_file(p)
     except OSError as err:
         raise ValueError(f"{p}: expected a readable HDF5 file, found it unreadable ({err})") from None
     layout = layout or _detect(f, p)
@@ -305,5 +187,5 @@ def open_pdebench(path: str | os.PathLike, *, layout: str | None = None,
     else:
         ds = _read_group(f, p, tuple(variables) if variables else None, swap_xy=layout == "diff-react")
     ds.attrs.update({"source_file": p, "pdebench_layout": layout})
-    ds.set_close(functools.partial(_close, p))
+    ds.set_close(functools.partial(close_file, p))
     return ds

@@ -16,23 +16,13 @@ import xarray as xr
 
 from pde_data.io import atomic_path
 from pde_data.model import SAMPLE, TIME, X, Y, Z, check_dims
+from pde_data.pdebench_config import format_config
 from pde_data.pdebench_read import LAYOUTS
 
-__all__ = ["write_pdebench", "format_config"]
+__all__ = ["write_pdebench"]
 
 _LAYOUT_ALIASES = {"rdb": "group", "ns": "group"}
 _COORD_KEYS = ((X, "x-coordinate"), (Y, "y-coordinate"), (Z, "z-coordinate"))
-
-
-def format_config(values: dict[str, float]) -> str:
-    """YAML text ``sim:\\n  key: value`` for per-sample parameters (floats written exactly with ``repr``).
-
-    Example:
-        >>> format_config({"dam_radius": 0.5})
-        'sim:\\n  dam_radius: 0.5\\n'
-    """
-    lines = ["sim:"] + [f"  {k}: {v!r}" for k, v in values.items()]
-    return "\n".join(lines) + "\n"
 
 
 def _axis(ds: xr.Dataset, dim: str, dtype: np.dtype) -> np.ndarray:

@@ -6,8 +6,7 @@ import pytest
 import xarray as xr
 
 from pde_data import open_pdebench, write_pdebench
-from pde_data.pdebench_read import parse_config
-from pde_data.pdebench_write import format_config
+from pde_data.pdebench_config import format_config, parse_config
 
 F32 = np.float32
 

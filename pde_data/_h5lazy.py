@@ -1,0 +1,103 @@
+"""Lazily indexed h5py-backed variables: xarray reads a slice only when it is asked for.
+
+An :class:`H5Source` says where sample ``i`` of a variable lives (row ``i`` of one dataset, or one
+dataset per sample group); :func:`lazy_variable` wraps it in ``xarray``'s ``LazilyIndexedArray`` so
+``ds.isel(sample=i).values`` costs one h5py read. Every slice read is checked for NaN. File handles
+are opened per process on first use, so datasets pickle into DataLoader workers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import h5py
+import numpy as np
+import xarray as xr
+from xarray.backends import BackendArray
+from xarray.core import indexing
+
+__all__ = ["H5Source", "lazy_variable", "open_file", "close_file"]
+
+_FILES: dict[tuple[str, int], h5py.File] = {}
+
+
+def open_file(path: str) -> h5py.File:
+    """One read-only handle per file and process (datasets survive pickling into loader workers)."""
+    key = (path, os.getpid())
+    handle = _FILES.get(key)
+    if handle is None or not handle.id.valid:
+        handle = _FILES[key] = h5py.File(path, "r")
+    return handle
+
+
+def close_file(path: str) -> None:
+    handle = _FILES.pop((path, os.getpid()), None)
+    if handle is not None and handle.id.valid:
+        handle.close()
+
+
+@dataclass(frozen=True)
+class H5Source:
+    """Where sample ``i`` of one variable lives: ``key`` in group ``groups[i]`` or row ``i`` of ``key``."""
+
+    path: str
+    key: str
+    shape: tuple[int, ...]  # (sample, *rest) in data-model order
+    dtype: np.dtype
+    groups: tuple[str, ...] | None = None
+    lead: tuple[int, ...] = ()  # fixed indices after the sample axis (Darcy's tensor channel 0)
+    channel: int | None = None  # trailing channel of group data (T, X, Y, C)
+    swap_xy: bool = False  # the file stores (..., y, x)
+
+
+class _H5Array(BackendArray):
+    """Lazily indexed h5py-backed array: reads one sample at a time, refuses NaN slices."""
+
+    def __init__(self, source: H5Source):
+        self.source = source
+        self.shape = source.shape
+        self.dtype = source.dtype
+
+    def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._get)
+
+    def _get(self, key: tuple) -> np.ndarray:
+        """Outer indexing: the sample axis sample by sample, other axes as one bounding-slice read each."""
+        scalar = np.ndim(key[0]) == 0 and not isinstance(key[0], slice)
+        samples = range(self.shape[0])[key[0]] if isinstance(key[0], slice) else np.atleast_1d(key[0])
+        rest = tuple(_bounding_slice(k) for k in key[1:])
+        sizes = tuple(len(range(n)[s]) for n, s in zip(self.shape[1:], rest))
+        out = np.empty((len(samples),) + sizes, self.dtype)
+        for row, i in enumerate(samples):
+            out[row] = self._read(int(i), rest)
+        for axis, k in reversed(list(enumerate(key[1:], start=1))):  # last first: an int drops its axis
+            if not isinstance(k, slice):  # an int or an index array, relative to its bounding slice
+                out = np.take(out, np.asarray(k) - rest[axis - 1].start, axis=axis)
+        return out[0] if scalar else out
+
+    def _read(self, i: int, rest: tuple[slice, ...]) -> np.ndarray:
+        src = self.source
+        file_rest = rest[:-2] + (rest[-1], rest[-2]) if src.swap_xy else rest
+        if src.groups is not None:
+            name = f"{src.groups[i]}/{src.key}"
+            block = open_file(src.path)[name][file_rest + (src.channel,)]
+        else:
+            name = src.key
+            block = open_file(src.path)[name][(i,) + src.lead + file_rest]
+        if src.swap_xy:
+            block = np.swapaxes(block, -1, -2)
+        if np.isnan(block).any():
+            raise ValueError(f"{src.path}: key '{name}', sample {i}: expected finite values, found NaN")
+        return block
+
+
+def _bounding_slice(k: int | slice | np.ndarray) -> slice:
+    if isinstance(k, slice):
+        return k
+    k = np.asarray(k)
+    return slice(int(k.min()), int(k.max()) + 1) if k.size else slice(0, 0)
+
+
+def lazy_variable(source: H5Source, dims: tuple[str, ...]) -> xr.Variable:
+    return xr.Variable(dims, indexing.LazilyIndexedArray(_H5Array(source)))
