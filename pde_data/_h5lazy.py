@@ -17,22 +17,28 @@ import xarray as xr
 from xarray.backends import BackendArray
 from xarray.core import indexing
 
-__all__ = ["H5Source", "lazy_variable", "open_file", "close_file"]
+__all__ = ["H5Source", "lazy_variable", "open_file", "close_file", "file_stamp"]
 
-_FILES: dict[tuple[str, int], h5py.File] = {}
+_FILES: dict[tuple, h5py.File] = {}
 
 
-def open_file(path: str) -> h5py.File:
-    """One read-only handle per file and process (datasets survive pickling into loader workers)."""
-    key = (path, os.getpid())
+def file_stamp(path: str) -> tuple[int, int]:
+    """``(inode, mtime_ns)``: tells a file from a later one written to the same path."""
+    st = os.stat(path)
+    return st.st_ino, st.st_mtime_ns
+
+
+def open_file(path: str, stamp: tuple[int, int] = ()) -> h5py.File:
+    """One read-only handle per file version and process (datasets survive pickling into workers)."""
+    key = (path, stamp, os.getpid())
     handle = _FILES.get(key)
     if handle is None or not handle.id.valid:
         handle = _FILES[key] = h5py.File(path, "r")
     return handle
 
 
-def close_file(path: str) -> None:
-    handle = _FILES.pop((path, os.getpid()), None)
+def close_file(path: str, stamp: tuple[int, int] = ()) -> None:
+    handle = _FILES.pop((path, stamp, os.getpid()), None)
     if handle is not None and handle.id.valid:
         handle.close()
 
@@ -49,6 +55,7 @@ class H5Source:
     lead: tuple[int, ...] = ()  # fixed indices after the sample axis (Darcy's tensor channel 0)
     channel: int | None = None  # trailing channel of group data (T, X, Y, C)
     swap_xy: bool = False  # the file stores (..., y, x)
+    stamp: tuple[int, int] = ()  # file_stamp() at open time
 
 
 class _H5Array(BackendArray):
@@ -81,10 +88,10 @@ class _H5Array(BackendArray):
         file_rest = rest[:-2] + (rest[-1], rest[-2]) if src.swap_xy else rest
         if src.groups is not None:
             name = f"{src.groups[i]}/{src.key}"
-            block = open_file(src.path)[name][file_rest + (src.channel,)]
+            block = open_file(src.path, src.stamp)[name][file_rest + (src.channel,)]
         else:
             name = src.key
-            block = open_file(src.path)[name][(i,) + src.lead + file_rest]
+            block = open_file(src.path, src.stamp)[name][(i,) + src.lead + file_rest]
         if src.swap_xy:
             block = np.swapaxes(block, -1, -2)
         if np.isnan(block).any():

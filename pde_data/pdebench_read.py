@@ -28,7 +28,7 @@ import h5py
 import numpy as np
 import xarray as xr
 
-from pde_data._h5lazy import H5Source, close_file, lazy_variable, open_file
+from pde_data._h5lazy import H5Source, close_file, file_stamp, lazy_variable, open_file
 from pde_data.io import check_file
 from pde_data.model import SAMPLE, TIME, X, Y, Z
 from pde_data.pdebench_config import parse_config
@@ -68,20 +68,20 @@ def _time(f: h5py.File, path: str, n_frames: int) -> tuple[dict, dict]:
     return {TIME: xr.Variable(TIME, t[:-1])}, {"t_final": float(t[-1])}
 
 
-def _read_darcy(f: h5py.File, path: str) -> xr.Dataset:
+def _read_darcy(f: h5py.File, path: str, stamp: tuple) -> xr.Dataset:
     nu = _dataset(f, path, "nu", 3)
     tensor = _dataset(f, path, "tensor", 4)
     expected = (nu.shape[0], 1) + nu.shape[1:]
     if tensor.shape != expected:
         raise ValueError(f"{path}: key 'tensor': expected shape {expected} (from 'nu'), found {tensor.shape}")
     dims = (SAMPLE, X, Y)
-    data = {"a": lazy_variable(H5Source(path, "nu", nu.shape, nu.dtype), dims),
-            "u": lazy_variable(H5Source(path, "tensor", nu.shape, tensor.dtype, lead=(0,)), dims)}
+    data = {"a": lazy_variable(H5Source(path, "nu", nu.shape, nu.dtype, stamp=stamp), dims),
+            "u": lazy_variable(H5Source(path, "tensor", nu.shape, tensor.dtype, lead=(0,), stamp=stamp), dims)}
     attrs = {"beta": float(f.attrs["beta"])} if "beta" in f.attrs else {}
     return xr.Dataset(data, coords=_coords(f, path, nu.shape[1:]), attrs=attrs)
 
 
-def _read_single(f: h5py.File, path: str, names: tuple[str, ...], keys: tuple[str, ...]) -> xr.Dataset:
+def _read_single(f: h5py.File, path: str, stamp: tuple, names: tuple[str, ...], keys: tuple[str, ...]) -> xr.Dataset:
     """The 1D (``tensor`` → ``u``) and CFD (one key per variable) single-file layouts."""
     first = _dataset(f, path, keys[0], f[keys[0]].ndim if keys[0] in f else 3)
     if first.ndim not in (3, 4, 5):
@@ -92,7 +92,7 @@ def _read_single(f: h5py.File, path: str, names: tuple[str, ...], keys: tuple[st
         if arr.shape != first.shape:
             raise ValueError(f"{path}: key '{key}': expected shape {first.shape}, found {arr.shape}")
         dims = (SAMPLE, TIME) + (X, Y, Z)[: first.ndim - 2]
-        data[name] = lazy_variable(H5Source(path, key, first.shape, arr.dtype), dims)
+        data[name] = lazy_variable(H5Source(path, key, first.shape, arr.dtype, stamp=stamp), dims)
     time, attrs = _time(f, path, first.shape[1])
     attrs.update({k: float(f.attrs[k]) for k in ("eta", "zeta", "M") if k in f.attrs})
     return xr.Dataset(data, coords={**_coords(f, path, first.shape[2:]), **time}, attrs=attrs)
@@ -107,7 +107,7 @@ def _config_coords(f: h5py.File, groups: list[str]) -> dict[str, xr.Variable]:
     return {names[k]: xr.Variable(SAMPLE, np.array([c[k] for c in configs])) for k in keys}
 
 
-def _read_group(f: h5py.File, path: str, names: tuple[str, ...] | None, swap_xy: bool) -> xr.Dataset:
+def _read_group(f: h5py.File, path: str, stamp: tuple, names: tuple[str, ...] | None, swap_xy: bool) -> xr.Dataset:
     groups = sorted(k for k in f.keys() if isinstance(f[k], h5py.Group))
     if not groups:
         raise ValueError(f"{path}: expected per-sample groups '0000', ...; found keys {sorted(f.keys())}")
@@ -128,8 +128,9 @@ def _read_group(f: h5py.File, path: str, names: tuple[str, ...] | None, swap_xy:
     coords.update(_config_coords(f, groups))
     dims = (SAMPLE, TIME) + (X, Y, Z)[: len(spatial)]
     full = (len(groups), shape[0]) + spatial
-    data = {name: lazy_variable(H5Source(path, "data", full, f[groups[0]]["data"].dtype, tuple(groups), channel=c,
-                                swap_xy=swap_xy), dims) for c, name in enumerate(names)}
+    dtype = f[groups[0]]["data"].dtype
+    data = {name: lazy_variable(H5Source(path, "data", full, dtype, tuple(groups), channel=c, swap_xy=swap_xy,
+                                         stamp=stamp), dims) for c, name in enumerate(names)}
     return xr.Dataset(data, coords=coords)
 
 
@@ -156,6 +157,19 @@ def _detect(f: h5py.File, path: str) -> str:
                      f"groups); found keys {sorted(keys)}")
 
 
+def _read(f: h5py.File, p: str, stamp: tuple, layout: str, variables: tuple[str, ...] | None) -> xr.Dataset:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout: expected one of {LAYOUTS}, found {layout!r}")
+    if layout == "darcy":
+        return _read_darcy(f, p, stamp)
+    if layout == "1d":
+        return _read_single(f, p, stamp, tuple(variables or ("u",)), ("tensor",))
+    if layout == "cfd":
+        names = _CFD_VARS[:3] + tuple(k for k in _CFD_VARS[3:] if k in f)
+        return _read_single(f, p, stamp, names, names)
+    return _read_group(f, p, stamp, tuple(variables) if variables else None, swap_xy=layout == "diff-react")
+
+
 def open_pdebench(path: str | os.PathLike, *, layout: str | None = None,
                   variables: tuple[str, ...] | None = None) -> xr.Dataset:
     """Open a PDEBench file lazily in the data model (layouts in the module docstring).
@@ -171,21 +185,16 @@ def open_pdebench(path: str | os.PathLike, *, layout: str | None = None,
     """
     p = os.fspath(check_file(path))
     try:
-        f = open_file(p)
+        stamp = file_stamp(p)
+        f = open_file(p, stamp)
     except OSError as err:
         raise ValueError(f"{p}: expected a readable HDF5 file, found it unreadable ({err})") from None
-    layout = layout or _detect(f, p)
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout: expected one of {LAYOUTS}, found {layout!r}")
-    if layout == "darcy":
-        ds = _read_darcy(f, p)
-    elif layout == "1d":
-        ds = _read_single(f, p, tuple(variables or ("u",)), ("tensor",))
-    elif layout == "cfd":
-        names = _CFD_VARS[:3] + tuple(k for k in _CFD_VARS[3:] if k in f)
-        ds = _read_single(f, p, names, names)
-    else:
-        ds = _read_group(f, p, tuple(variables) if variables else None, swap_xy=layout == "diff-react")
+    try:
+        layout = layout or _detect(f, p)
+        ds = _read(f, p, stamp, layout, variables)
+    except Exception:
+        close_file(p, stamp)
+        raise
     ds.attrs.update({"source_file": p, "pdebench_layout": layout})
-    ds.set_close(functools.partial(close_file, p))
+    ds.set_close(functools.partial(close_file, p, stamp))
     return ds

@@ -206,3 +206,17 @@ def test_sparse_sample_list_reads_only_those(tmp_path, rng, monkeypatch):
         values = lazy["a"].isel(sample=[0, 2]).values
         assert len(counts) == 2 and sum(counts) == 2 * 8 * 6  # sample 1 is skipped, not read
         np.testing.assert_array_equal(values, ds["a"].values[[0, 2]])
+
+
+def test_rewritten_file_is_read_afresh(tmp_path, rng):
+    ds = _cases(rng)[("darcy", "2D_DarcyFlow_beta1.0_Train.hdf5")]
+    path = write_pdebench(ds, tmp_path / "d.hdf5", layout="darcy")
+    first = open_pdebench(path)
+    np.testing.assert_array_equal(first["a"].values, ds["a"].values)
+    write_pdebench(ds.assign(a=ds["a"] + 1), path, layout="darcy")  # atomic replace, first still open
+    with open_pdebench(path) as second:
+        np.testing.assert_array_equal(second["a"].values, ds["a"].values + 1)
+    np.testing.assert_array_equal(first["a"].values, ds["a"].values)  # the old handle reads the old file
+    first.close()
+    with pytest.raises(ValueError, match="layout: expected one of"):
+        open_pdebench(path, layout="zarr")
