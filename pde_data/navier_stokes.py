@@ -17,6 +17,7 @@ N̂⁻¹ = N̂⁰ (one Euler step, local error O(Δt²)). All work is batched rf
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable
 
@@ -51,6 +52,12 @@ class _Spectral:
         self.n = n
 
 
+@functools.lru_cache(maxsize=16)
+def _spectral(n: int, dtype: torch.dtype, device: torch.device) -> _Spectral:
+    """Wavenumber arrays shared by the step and the per-record CFL checks (built once per grid)."""
+    return _Spectral(n, dtype, device)
+
+
 def make_step(
     n: int, batch: int, *, visc: float, dt: float, forcing_hat: torch.Tensor | None,
     dtype: torch.dtype, device: torch.device | str,
@@ -65,7 +72,7 @@ def make_step(
         ``step(w_hat)``: advances ``w_hat`` in place by ``dt`` and returns it. The closure keeps N̂ⁿ⁻¹ for
         Adams–Bashforth, so one step function drives one trajectory (its first call is an Euler step).
     """
-    spec = _Spectral(n, dtype, torch.device(device))
+    spec = _spectral(n, dtype, torch.device(device))
     a_plus = 1.0 + 0.5 * dt * visc * spec.lam
     # real multipliers act on (re, im) pairs through view_as_real: no complex copies per step
     retain = ((1.0 - 0.5 * dt * visc * spec.lam) / a_plus)[..., None]
@@ -104,7 +111,7 @@ def make_step(
 
 def velocity(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Velocity (u, v) = (∂ψ/∂y, −∂ψ/∂x) with −Δψ = ω, for vorticity ``w`` (batch, n, n)."""
-    spec = _Spectral(w.shape[-1], w.dtype, w.device)
+    spec = _spectral(w.shape[-1], w.dtype, w.device)
     uv = torch.fft.irfft2(spec.ops[:2, None] * torch.fft.rfft2(w)[None], s=w.shape[-2:])
     return uv[0], uv[1]
 
