@@ -132,3 +132,15 @@ def test_window_dataset_normalized_and_bad_args():
         WindowDataset(ds, ["u"], m=7)
     with pytest.raises(ValueError, match="without time: \\['a'\\]"):
         WindowDataset(_steady(), ["a"], m=1)
+
+
+def test_pair_dataset_on_order_benchmark():
+    """1D fields (sample, s): items (channels, s), per-channel statistics shaped (channels, 1)."""
+    from pde_data import generate_order_benchmark
+
+    ds = generate_order_benchmark(6, 2, n_points=128, seed=0)
+    norm = fit_normalizer(ds, ["target"], indices=[0, 1, 2, 3])
+    data = PairDataset(ds, ["input"], ["target"], indices=[4, 5], output_normalizer=norm)
+    x, y = data[0]
+    assert x.shape == (1, 128) and norm.shift.shape == (1, 1)
+    torch.testing.assert_close(norm.decode(y)[0], torch.from_numpy(ds["target"].values[4]).float(), atol=1e-5, rtol=1e-5)
