@@ -12,7 +12,7 @@ Scales (data from ``pde_data.generate_darcy``, our finite-volume solver of PDEBe
   CHONN paper's own CHONN schedule, 1000 epochs at batch 4, is not used, so all models train alike).
   Estimated run time (extrapolated from the quick run, not measured): several GPU-days on one GPU
   (≈ 90,000 steps per model per 10 epochs); not practical on CPU.
-- ``--quick``: 320 samples at 32² (240 / 40 / 40), small models, 15 epochs: ≈ 3-5 minutes on 2 CPU cores.
+- ``--quick``: 260 samples at 32² (200 / 20 / 40), small models, 10 epochs: ≈ 5 minutes on 2 busy CPU cores.
 - ``--smoke``: 8 samples at 16², one epoch: seconds.
 
 Outputs in ``--out`` (default ``runs/darcy``): ``results.json``, ``metrics.png`` (all metrics per model),
@@ -34,8 +34,8 @@ SCALES = {
     "full": dict(n_grid=128, sizes=(9000, 500, 500), epochs=500, batch_size=50, step_size=100,
                  fno=dict(n_modes=12, width=20), unet=dict(n_layers=3, n_res=4, n_res_neck=4, channel_multiplier=32),
                  ckb=dict(order=2, d_state=16, expand=2)),
-    "quick": dict(n_grid=32, sizes=(240, 40, 40), epochs=15, batch_size=16, step_size=10,
-                  fno=dict(n_modes=8, width=16), unet=dict(n_layers=2, n_res=1, n_res_neck=1, channel_multiplier=8),
+    "quick": dict(n_grid=32, sizes=(200, 20, 40), epochs=10, batch_size=10, step_size=10,
+                  fno=dict(n_modes=8, width=12), unet=dict(n_layers=2, n_res=1, n_res_neck=1, channel_multiplier=8),
                   ckb=dict(order=2, d_state=4, expand=1)),
     "smoke": dict(n_grid=16, sizes=(4, 2, 2), epochs=1, batch_size=2, step_size=10,
                   fno=dict(n_modes=4, width=8), unet=dict(n_layers=1, n_res=1, n_res_neck=1, channel_multiplier=4),

@@ -16,6 +16,7 @@ EXAMPLES = ROOT / "examples"
 #: script -> the plots it must write (besides results.json)
 SCRIPTS = {
     "darcy.py": ["metrics.png", "gain.png", "fields_CHONN.png"],
+    "poisson_order_ablation.py": ["orders.png", "fields_order1.png"],
 }
 
 
