@@ -220,3 +220,18 @@ def test_rewritten_file_is_read_afresh(tmp_path, rng):
     first.close()
     with pytest.raises(ValueError, match="layout: expected one of"):
         open_pdebench(path, layout="zarr")
+
+
+def test_bad_group_files(tmp_path, rng):
+    ds = _cases(rng)[("rdb", "2D_rdb_NA_NA.h5")]
+    path = write_pdebench(ds, tmp_path / "2D_rdb_NA_NA.h5", layout="rdb")
+    with h5py.File(path, "a") as f:
+        del f["0001/data"]
+        f.create_dataset("0001/data", data=np.zeros((5, 8, 7, 1), F32))
+    with pytest.raises(ValueError, match=r"key '0001/data': expected shape \(5, 8, 6, 1\).*found \(5, 8, 7, 1\)"):
+        open_pdebench(path)
+    path = write_pdebench(ds, tmp_path / "2D_rdb_NA_NA.h5", layout="rdb")
+    with h5py.File(path, "a") as f:
+        del f["0000/grid/t"]
+    with pytest.raises(ValueError, match=r"2D_rdb_NA_NA.h5:0000: expected key 'grid/t'"):
+        open_pdebench(path)
