@@ -167,3 +167,31 @@ def test_dam_break_dataset_round_trips_through_the_pdebench_layout(tmp_path):
     with h5py.File(path) as f:
         assert f["0001/data"].shape == (6, 16, 16, 1)
         assert f"dam_radius: {radii[1]}"[:20] in f["0001"].attrs["config"]
+
+
+def test_hll_flux_is_consistent_and_limited_faces_stay_between_neighbours():
+    from pde_data._swe_flux import face_states, hll_flux
+
+    gen = torch.Generator().manual_seed(0)
+    q = torch.stack([1 + torch.rand(2, 6, 5, generator=gen, dtype=torch.float64),
+                     torch.randn(2, 6, 5, generator=gen, dtype=torch.float64),
+                     torch.randn(2, 6, 5, generator=gen, dtype=torch.float64)], dim=1)
+    h, hu, hv = q[:, 0], q[:, 1], q[:, 2]
+    exact = torch.stack([hu, hu * hu / h + 0.5 * 2.0 * h * h, hu * hv / h], dim=1)
+    torch.testing.assert_close(hll_flux(q, q, normal=1, g=2.0), exact, rtol=1e-13, atol=1e-13)
+    qp = torch.nn.functional.pad(q, (0, 0, 2, 2), mode="replicate")
+    for limiter in ("mc", "minmod"):
+        left, right = face_states(qp, 2, limiter)
+        cells = qp[:, :, 1:-1]  # interior cells and one ghost each side: faces lie between neighbours
+        low, high = torch.minimum(cells[:, :, :-1], cells[:, :, 1:]), torch.maximum(cells[:, :, :-1], cells[:, :, 1:])
+        for face in (left, right):
+            assert bool(((face >= low - 1e-14) & (face <= high + 1e-14)).all())
+
+
+def test_a_non_finite_state_names_the_time_and_sample():
+    from pde_data.shallow_water import _check_frame
+
+    q = torch.ones(3, 3, 4, 4, dtype=torch.float64)
+    q[2, 1, 0, 0] = float("nan")
+    with pytest.raises(FloatingPointError, match=r"between t=0.1 and t=0.2 in sample 2"):
+        _check_frame(q, t_prev=0.1, t=0.2)
