@@ -39,12 +39,14 @@ LAYOUTS = ("darcy", "group", "diff-react", "1d", "cfd")
 _GROUP_NAMES = {"rdb": ("h",), "diff-react": ("u", "v")}
 _CFD_VARS = ("density", "pressure", "Vx", "Vy", "Vz")
 _COORD_KEYS = (("x-coordinate", X), ("y-coordinate", Y), ("z-coordinate", Z))
-def _dataset(f: h5py.File, path: str, key: str, ndim: int) -> h5py.Dataset:
-    """``f[key]`` if it is a dataset with ``ndim`` axes, else a clear error."""
+def _dataset(f: h5py.File, path: str, key: str, ndim: int | tuple[int, ...]) -> h5py.Dataset:
+    """``f[key]`` if it is a dataset with ``ndim`` axes (or one of several), else a clear error."""
     if key not in f or not isinstance(f[key], h5py.Dataset):
         raise ValueError(f"{path}: expected key '{key}' (a dataset); found keys {sorted(f.keys())}")
-    if f[key].ndim != ndim:
-        raise ValueError(f"{path}: key '{key}': expected {ndim} axes, found shape {f[key].shape}")
+    allowed = (ndim,) if isinstance(ndim, int) else ndim
+    if f[key].ndim not in allowed:
+        expected = " or ".join(map(str, allowed))
+        raise ValueError(f"{path}: key '{key}': expected {expected} axes, found shape {f[key].shape}")
     return f[key]
 
 
@@ -81,11 +83,10 @@ def _read_darcy(f: h5py.File, path: str, stamp: tuple) -> xr.Dataset:
     return xr.Dataset(data, coords=_coords(f, path, nu.shape[1:]), attrs=attrs)
 
 
-def _read_single(f: h5py.File, path: str, stamp: tuple, names: tuple[str, ...], keys: tuple[str, ...]) -> xr.Dataset:
+def _read_single(f: h5py.File, path: str, stamp: tuple, names: tuple[str, ...], keys: tuple[str, ...],
+                 ndims: tuple[int, ...]) -> xr.Dataset:
     """The 1D (``tensor`` → ``u``) and CFD (one key per variable) single-file layouts."""
-    first = _dataset(f, path, keys[0], f[keys[0]].ndim if keys[0] in f else 3)
-    if first.ndim not in (3, 4, 5):
-        raise ValueError(f"{path}: key '{keys[0]}': expected (N, T, X[, Y, Z]), found shape {first.shape}")
+    first = _dataset(f, path, keys[0], ndims)  # (N, T, X[, Y, Z])
     data = {}
     for name, key in zip(names, keys):
         arr = _dataset(f, path, key, first.ndim)
@@ -111,8 +112,7 @@ def _read_group(f: h5py.File, path: str, stamp: tuple, names: tuple[str, ...] | 
     groups = sorted(k for k in f.keys() if isinstance(f[k], h5py.Group))
     if not groups:
         raise ValueError(f"{path}: expected per-sample groups '0000', ...; found keys {sorted(f.keys())}")
-    shape = _dataset(f[groups[0]], f"{path}:{groups[0]}", "data", f[groups[0]]["data"].ndim
-                     if "data" in f[groups[0]] else 4).shape
+    shape = _dataset(f[groups[0]], f"{path}:{groups[0]}", "data", (3, 4, 5)).shape  # (T, X[, Y, Z], C)
     for g in groups:
         found = _dataset(f[g], f"{path}:{g}", "data", len(shape)).shape
         if found != shape:
@@ -163,10 +163,10 @@ def _read(f: h5py.File, p: str, stamp: tuple, layout: str, variables: tuple[str,
     if layout == "darcy":
         return _read_darcy(f, p, stamp)
     if layout == "1d":
-        return _read_single(f, p, stamp, tuple(variables or ("u",)), ("tensor",))
+        return _read_single(f, p, stamp, tuple(variables or ("u",)), ("tensor",), (3,))
     if layout == "cfd":
         names = _CFD_VARS[:3] + tuple(k for k in _CFD_VARS[3:] if k in f)
-        return _read_single(f, p, stamp, names, names)
+        return _read_single(f, p, stamp, names, names, (3, 4, 5))
     return _read_group(f, p, stamp, tuple(variables) if variables else None, swap_xy=layout == "diff-react")
 
 

@@ -235,3 +235,13 @@ def test_bad_group_files(tmp_path, rng):
         del f["0000/grid/t"]
     with pytest.raises(ValueError, match=r"2D_rdb_NA_NA.h5:0000: expected key 'grid/t'"):
         open_pdebench(path)
+
+
+def test_wrong_axes_named(tmp_path):
+    _write(tmp_path / "1D_Burgers_Sols_Nu0.1.hdf5", tensor=np.ones((2, 3, 4, 5), F32))
+    with pytest.raises(ValueError, match=r"key 'tensor': expected 3 axes, found shape \(2, 3, 4, 5\)"):
+        open_pdebench(tmp_path / "1D_Burgers_Sols_Nu0.1.hdf5", layout="1d")
+    _write(tmp_path / "1D_t.hdf5", tensor=np.ones((2, 3, 4), F32), **{"x-coordinate": _grid(4),
+                                                                        "t-coordinate": np.arange(3, dtype=F32)})
+    with pytest.raises(ValueError, match=r"key 't-coordinate': expected shape \(4,\), found \(3,\)"):
+        open_pdebench(tmp_path / "1D_t.hdf5")
