@@ -1,0 +1,86 @@
+"""CfC: ours equals ncps in every mode (values and gradients) with per-sample irregular steps."""
+
+import copy
+
+import ncps.torch
+import pytest
+import torch
+
+from circuitop import CfC, CfCCell
+
+IN, HIDDEN, BATCH, TIME = 4, 6, 3, 5
+BACKBONES = {
+    "default": {"backbone_units": 16},
+    "no_backbone": {"backbone_layers": 0},
+    "deep_silu": {"backbone_layers": 2, "backbone_units": 8, "activation": "silu"},
+    "projected": {"backbone_units": 8, "proj_size": 3},
+}
+
+
+def _grads_in_our_layout(ref) -> dict[str, torch.Tensor]:
+    """ncps gradients mapped through ``from_ncps`` (a linear re-arrangement of the parameters)."""
+    grads = copy.deepcopy(ref)
+    for p, p_ref in zip(grads.parameters(), ref.parameters()):
+        p.data = p_ref.grad.clone() if p_ref.grad is not None else torch.zeros_like(p)
+    return dict(CfC.from_ncps(grads).named_parameters())
+
+
+@pytest.mark.parametrize("backbone", sorted(BACKBONES))
+@pytest.mark.parametrize("mode", ["default", "no_gate", "pure"])
+def test_cfc_matches_ncps_values_and_gradients(mode, backbone):
+    torch.manual_seed(0)
+    ref = ncps.torch.CfC(IN, HIDDEN, mode=mode, **BACKBONES[backbone])
+    ours = CfC.from_ncps(ref)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(BATCH, TIME, IN, generator=gen)
+    dt = torch.rand(BATCH, TIME, generator=gen) * 3 + 0.05
+    weights = torch.randn(BATCH, TIME, ours.out_channels, generator=gen)
+    x_ours, x_ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+    y, h = ours(x_ours, dt)
+    ((y * weights).sum() + h.square().sum()).backward()
+    for b in range(BATCH):  # ncps' timespans only broadcast for batch 1
+        y_ref, h_ref = ref(x_ref[b: b + 1], timespans=dt[b: b + 1])
+        torch.testing.assert_close(y[b: b + 1], y_ref, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(h[b: b + 1], h_ref, atol=1e-5, rtol=1e-5)
+        ((y_ref * weights[b: b + 1]).sum() + h_ref.square().sum()).backward()
+    torch.testing.assert_close(x_ours.grad, x_ref.grad, atol=1e-5, rtol=1e-5)
+    expected = _grads_in_our_layout(ref)
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, expected[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("mode", ["default", "no_gate", "pure"])
+def test_uniform_steps_match_ncps_for_a_batch(mode):
+    torch.manual_seed(2)
+    ref = ncps.torch.CfC(IN, HIDDEN, mode=mode, backbone_units=8)
+    ours = CfC.from_ncps(ref)
+    x, h0 = torch.randn(4, TIME, IN), torch.randn(4, HIDDEN)
+    torch.testing.assert_close(ours(x, h0=h0)[0], ref(x, h0)[0], atol=1e-5, rtol=1e-5)
+    cell = CfCCell.from_ncps(ref.rnn_cell)
+    torch.testing.assert_close(cell(x[:, 0], h0, 0.7), ref.rnn_cell(x[:, 0], h0, 0.7)[1], atol=1e-6, rtol=1e-5)
+
+
+def test_steps_are_per_sample():
+    """A sample's output depends only on its own steps (ncps' squeeze would mix them for batch > 1)."""
+    torch.manual_seed(3)
+    model = CfC(IN, HIDDEN, backbone_units=8)
+    x, dt = torch.randn(2, TIME, IN), torch.rand(2, TIME) + 0.1
+    together = model(x, dt)[0]
+    alone = torch.cat([model(x[b: b + 1], dt[b: b + 1])[0] for b in range(2)])
+    torch.testing.assert_close(together, alone, atol=1e-6, rtol=1e-6)
+    assert not torch.allclose(model(x, dt)[0], model(x, dt.flip(0))[0])
+
+
+def test_bad_input_raises_clear_errors():
+    model = CfC(IN, HIDDEN, backbone_units=8)
+    x = torch.randn(2, TIME, IN)
+    with pytest.raises(ValueError, match="dt"):
+        model(x, torch.zeros(2, TIME))
+    with pytest.raises(ValueError, match="dt"):
+        model(x, -torch.rand(2, TIME))
+    with pytest.raises(ValueError, match=r"x: expected shape \(batch, time, 4\)"):
+        model(torch.randn(2, TIME, IN + 3))
+    with pytest.raises(ValueError, match="mode"):
+        CfC(IN, HIDDEN, mode="closed")
+    with pytest.raises(ValueError, match="mixed_memory"):
+        CfC.from_ncps(ncps.torch.CfC(IN, HIDDEN, mixed_memory=True))
