@@ -147,3 +147,17 @@ def test_generator_dataset_downsamples_and_reproduces_shards():
     np.testing.assert_array_equal(shard.vorticity.values, ds.vorticity[1:].values)
     with pytest.raises(ValueError, match="n_out"):
         pde_data.generate_navier_stokes(1, n_sim=32, n_out=12, t_final=1.0)
+
+
+def test_unbatched_input_array_forcing_and_callback():
+    from pde_data.navier_stokes import fno_forcing
+
+    w0 = pde_data.gaussian_random_field_2d(1, 16, seed=8)[0]
+    times = []
+    fno = simulate_navier_stokes(w0, visc=1e-2, t_final=0.2, n_records=2, dt=0.02, callback=times.append)
+    given = simulate_navier_stokes(w0, visc=1e-2, t_final=0.2, n_records=2, dt=0.02,
+                                   forcing=fno_forcing(16).numpy())
+    assert fno.shape == (2, 16, 16) and times == pytest.approx([0.1, 0.2])
+    torch.testing.assert_close(fno, given, rtol=0, atol=1e-15)
+    unforced = simulate_navier_stokes(w0, visc=1e-2, t_final=0.2, n_records=2, dt=0.02, forcing=None)
+    assert float((unforced - fno).abs().max()) > 1e-3
