@@ -1,9 +1,10 @@
 """A sequence model for classification and regression: linear encoder -> sequence core -> readout -> head.
 
 The core is any module mapping ``(batch, time, d_in)`` to ``(batch, time, d_out)`` (or a tuple whose first
-element is that), optionally taking step sizes ``dt`` ``(batch, time)`` as second argument: :class:`LTC`,
-:class:`CfC`, :class:`PDNA`, or the NAC / Kirchhoff blocks. ``d_in`` and ``d_out`` are read from the core's
-``in_channels`` / ``out_channels`` attributes unless given.
+element is that): :class:`LTC`, :class:`CfC`, :class:`PDNA`, :class:`CascadedKirchhoffBlock` (which take step
+sizes ``dt`` ``(batch, time)``) or :class:`NeuronalAttentionCircuit` (which takes timestamps ``t``; it gets
+``t - t_0``). ``d_in`` / ``d_out`` are read from the core's ``in_channels`` / ``out_channels`` (or
+``d_model``) attributes unless given.
 
 Example:
     >>> model = SequenceModel(CfC(32, 64), in_features=8, out_features=10)
@@ -12,6 +13,8 @@ Example:
 """
 
 from __future__ import annotations
+
+import inspect
 
 import torch
 from torch import nn
@@ -52,8 +55,9 @@ class SequenceModel(nn.Module):
         super().__init__()
         if readout not in READOUTS:
             raise ValueError(f"readout: expected one of {READOUTS}, found {readout!r}")
-        core_in = core_in if core_in is not None else getattr(core, "in_channels", None)
-        core_out = core_out if core_out is not None else getattr(core, "out_channels", None)
+        width = getattr(core, "d_model", None)
+        core_in = core_in if core_in is not None else getattr(core, "in_channels", width)
+        core_out = core_out if core_out is not None else getattr(core, "out_channels", width)
         if core_in is None or core_out is None:
             raise ValueError(f"core: expected in_channels/out_channels attributes or core_in/core_out, "
                              f"found {core_in}/{core_out}")
@@ -62,6 +66,8 @@ class SequenceModel(nn.Module):
         self.core = core
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(core_out, out_features)
+        params = inspect.signature(core.forward).parameters
+        self.time_arg = "dt" if "dt" in params else "t" if "t" in params else None
 
     def forward(self, x: torch.Tensor, dt: torch.Tensor | None = None, *,
                 timestamps: torch.Tensor | None = None) -> torch.Tensor:
@@ -80,7 +86,14 @@ class SequenceModel(nn.Module):
         else:
             check_sequence(x, None, self.in_features)
         z = self.encoder(x)
-        y = self.core(z) if dt is None else self.core(z, dt)
+        if dt is None:
+            y = self.core(z)
+        elif self.time_arg is None:
+            raise ValueError(f"dt: the core {type(self.core).__name__} takes no time input, found step sizes")
+        elif self.time_arg == "dt":
+            y = self.core(z, dt=dt)
+        else:  # timestamps relative to the first step
+            y = self.core(z, t=dt.cumsum(1) - dt[:, :1])
         y = y[0] if isinstance(y, tuple) else y
         pooled = y[:, -1] if self.readout == "last" else y.mean(1)
         return self.head(self.dropout(pooled))
