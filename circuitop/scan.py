@@ -61,8 +61,8 @@ def selective_scan_ref(
     _check_inputs(a, b, h0)
     h = torch.zeros_like(b[:, 0]) if h0 is None else h0
     states = []
-    for t in range(a.shape[1]):
-        h = a[:, t] * h + b[:, t]
+    for a_t, b_t in zip(a.unbind(1), b.unbind(1)):  # unbind: O(T) backward, unlike indexing a[:, t]
+        h = torch.addcmul(b_t, a_t, h)  # a_t * h + b_t
         states.append(h)
     return torch.stack(states, dim=1)
 

@@ -1,0 +1,139 @@
+"""Cascaded Kirchhoff Block: shapes, causality, order 0 = identity, cascade structure, field wrappers."""
+
+import pytest
+import torch
+
+from circuitop import CascadedKirchhoffBlock, CascadedKirchhoffBlock1d, CascadedKirchhoffBlock2d
+
+
+def _block(d_model=6, seed=0, **kw):
+    torch.manual_seed(seed)
+    return CascadedKirchhoffBlock(d_model, d_state=4, **kw).double()
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_shape_and_parameter_count_grow_with_order(order):
+    block = _block(order=order)
+    assert block(_randn(2, 37, 6)).shape == (2, 37, 6)
+    assert len(block.cells) == order
+
+
+def test_order_zero_is_exact_identity():
+    """Order 0 is the 0-order baseline of the Poisson ablation: no cell, Y = X exactly, no parameters."""
+    block = _block(order=0)
+    x = _randn(2, 20, 6)
+    assert block(x) is x
+    assert sum(p.numel() for p in block.parameters()) == 0
+
+
+@pytest.mark.parametrize("conv_kernel", [1, 4])
+def test_block_is_causal(conv_kernel):
+    """Output at t depends only on inputs at times <= t: d y_t / d x_{>t} is exactly zero."""
+    block = _block(order=2, conv_kernel=conv_kernel)
+    x = _randn(1, 24, 6).requires_grad_()
+    t = 11
+    (grad,) = torch.autograd.grad(block(x)[0, t].sum(), x)
+    assert torch.count_nonzero(grad[0, t + 1 :]) == 0
+    assert grad[0, : t + 1].abs().sum() > 0  # the past does influence y_t
+
+
+def test_cascade_sums_serial_stage_outputs():
+    """Eqs. 35–36: stage r receives stage r-1's output and ȳ sums every stage's output."""
+    block = _block(order=3)
+    x = _randn(2, 15, 6)
+    seen = []
+    hooks = [cell.register_forward_hook(lambda m, args, out: seen.append((args[0], out))) for cell in block.cells]
+    branch = block._cascade(x, None)
+    for hook in hooks:
+        hook.remove()
+    for (_, previous_out), (next_in, _) in zip(seen, seen[1:]):
+        assert next_in is previous_out
+    u, g = block.in_proj(block.norm(x)).chunk(2, dim=-1)
+    total = sum(out for _, out in seen)
+    torch.testing.assert_close(branch, total * torch.nn.functional.silu(g), rtol=1e-13, atol=1e-13)
+
+
+def test_gradients_reach_every_parameter():
+    block = _block(order=2)
+    block(_randn(2, 16, 6)).square().sum().backward()
+    missing = [name for name, p in block.named_parameters() if p.grad is None or p.grad.abs().sum() == 0]
+    assert not missing
+
+
+def test_irregular_dt_passes_to_cells():
+    block = _block(order=2)
+    x = _randn(2, 16, 6)
+    torch.testing.assert_close(block(x, torch.ones(2, 16, dtype=torch.float64)), block(x), rtol=0, atol=0)
+    dt = torch.linspace(0.5, 20.0, 16, dtype=torch.float64).expand(2, 16)
+    assert (block(x, dt) - block(x)).abs().max() > 1e-6
+
+
+def test_field_block_2d_is_the_block_on_the_row_major_sequence():
+    torch.manual_seed(0)
+    field_block = CascadedKirchhoffBlock2d(5, order=2, d_state=4).double()
+    x = _randn(2, 5, 6, 7)
+    sequence = x.permute(0, 2, 3, 1).reshape(2, 42, 5)
+    expected = field_block.block(sequence).reshape(2, 6, 7, 5).permute(0, 3, 1, 2)
+    torch.testing.assert_close(field_block(x), expected, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("transpose, bidirectional", [(True, False), (False, True), (True, True)])
+def test_field_block_2d_options_average_scan_orders(transpose, bidirectional):
+    torch.manual_seed(0)
+    kw = dict(order=1, d_state=4, transpose=transpose, bidirectional=bidirectional)
+    field_block = CascadedKirchhoffBlock2d(3, **kw).double()
+    x = _randn(1, 3, 5, 4)
+    orders = [(2, 3)] + ([(3, 2)] if transpose else [])
+    outputs = []
+    for i, j in orders:
+        seq = x.permute(0, i, j, 1).reshape(1, 20, 3)
+        for flip in [False, True] if bidirectional else [False]:
+            y = field_block.block(seq.flip(1)).flip(1) if flip else field_block.block(seq)
+            outputs.append(y.reshape(1, x.shape[i], x.shape[j], 3).permute(0, 3, *((1, 2) if i == 2 else (2, 1))))
+    torch.testing.assert_close(field_block(x), sum(outputs) / len(outputs), rtol=1e-13, atol=1e-13)
+    assert field_block(x).shape == x.shape
+
+
+def test_field_block_1d():
+    torch.manual_seed(0)
+    block = CascadedKirchhoffBlock1d(4, order=2, d_state=4).double()
+    x = _randn(3, 4, 32)
+    expected = block.block(x.transpose(1, 2)).transpose(1, 2)
+    torch.testing.assert_close(block(x), expected, rtol=1e-13, atol=1e-13)
+    assert CascadedKirchhoffBlock1d(4, order=1, bidirectional=True)(x.float()).shape == x.shape
+
+
+def test_field_block_order_zero_is_identity():
+    x = _randn(2, 3, 8, 8).float()
+    torch.testing.assert_close(CascadedKirchhoffBlock2d(3, order=0, transpose=True)(x), x, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "module, shape, match",
+    [
+        (CascadedKirchhoffBlock(6, order=1), (2, 10, 5), r"x: expected shape \(batch, time, 6\)"),
+        (CascadedKirchhoffBlock(6, order=1), (2, 6), r"x: expected shape"),
+        (CascadedKirchhoffBlock2d(6, order=1), (2, 5, 8, 8), r"x: expected shape \(batch, 6, s0, s1\)"),
+        (CascadedKirchhoffBlock2d(6, order=1), (2, 6, 8), r"x: expected shape"),
+        (CascadedKirchhoffBlock1d(6, order=1), (2, 6, 8, 8), r"x: expected shape \(batch, 6, s0\)"),
+    ],
+)
+def test_bad_shapes_raise(module, shape, match):
+    with pytest.raises(ValueError, match=match):
+        module(torch.zeros(shape))
+
+
+def test_nan_and_bad_dt_and_bad_constructor_raise():
+    block = CascadedKirchhoffBlock(4, order=1)
+    x = torch.zeros(1, 5, 4)
+    with pytest.raises(ValueError, match="dt: expected positive"):
+        block(x, -torch.ones(1, 5))
+    x[0, 1, 2] = float("nan")
+    with pytest.raises(ValueError, match="x: expected finite"):
+        block(x)
+    with pytest.raises(ValueError, match="order"):
+        CascadedKirchhoffBlock(4, order=-1)
