@@ -1,0 +1,71 @@
+"""LTC / CfC against ncps, and PDNA's overhead over CfC: time ratios measured side by side in one run.
+
+Case: batch 8 x 256 steps x 16 features; LTC with ``AutoNCP(64, 8)`` (target: ours >= 3x faster than
+``ncps.torch.LTC``), CfC with 64 units and the default backbone (128 units). Ratios are ``ncps / ours``
+(speed-ups) and ``PDNA / CfC`` (overhead; the paper reports about 1.05 in wall time, Table 7).
+
+    python -m bench.bench_ltc [--quick] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import ncps.torch
+import torch
+from ncps.wirings import AutoNCP
+
+from bench._util import Row, best_time, print_table
+from circuitop import LTC, PDNA, CfC
+
+BATCH, FEATURES = 8, 16
+
+
+def _forward(model, x, dt):
+    with torch.no_grad():
+        return model(x, dt) if dt is not None else model(x)
+
+
+def _forward_backward(model, x, dt):
+    out = model(x, dt) if dt is not None else model(x)
+    out[0].square().mean().backward()
+
+
+def _pair_rows(name: str, ours, ref, x, dt, repeat: int) -> list[Row]:
+    """ncps needs batch-1 timespans, so both run on unit steps (ours: ``dt=None``, the same numbers)."""
+    rows = []
+    for case, fn in (("forward", _forward), ("forward+backward", _forward_backward)):
+        t_ref = best_time(lambda: fn(ref, x, None), repeat=repeat)
+        t_ours = best_time(lambda: fn(ours, x, dt), repeat=repeat)
+        rows.append(Row(name, f"{case} ncps / ours", t_ref / t_ours, "x",
+                        f"ncps {1e3 * t_ref:.1f} ms, ours {1e3 * t_ours:.1f} ms"))
+    return rows
+
+
+def run(quick: bool = False) -> list[Row]:
+    """Rows of speed-up ratios (ncps / ours) and the PDNA / CfC overhead."""
+    torch.manual_seed(0)
+    steps, repeat = (64, 2) if quick else (256, 5)
+    x = torch.randn(BATCH, steps, FEATURES)
+    ref_ltc = ncps.torch.LTC(FEATURES, AutoNCP(64, 8))
+    ref_cfc = ncps.torch.CfC(FEATURES, 64)
+    rows = _pair_rows(f"LTC AutoNCP(64,8) {BATCH}x{steps}x{FEATURES}", LTC.from_ncps(ref_ltc), ref_ltc, x, None,
+                      repeat)
+    rows += _pair_rows(f"CfC 64 units {BATCH}x{steps}x{FEATURES}", CfC.from_ncps(ref_cfc), ref_cfc, x, None, repeat)
+    cfc, pdna = CfC(FEATURES, 64), PDNA(FEATURES, 64, variant="E")
+    dt = torch.rand(BATCH, steps) + 0.5
+    for case, fn in (("forward", _forward), ("forward+backward", _forward_backward)):
+        t_cfc = best_time(lambda: fn(cfc, x, dt), repeat=repeat)
+        t_pdna = best_time(lambda: fn(pdna, x, dt), repeat=repeat)
+        rows.append(Row("PDNA (E) over CfC", f"{case} PDNA / CfC", t_pdna / t_cfc, "x",
+                        f"CfC {1e3 * t_cfc:.1f} ms, PDNA {1e3 * t_pdna:.1f} ms"))
+    return rows
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="64 steps, 2 repeats")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for both sides (default 1)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print_table(run(quick=args.quick), title=f"LTC / CfC vs ncps, PDNA overhead ({args.threads} thread(s))")
