@@ -1,0 +1,131 @@
+"""The 1D order benchmark: one CKB of n serial Kirchhoff cells (``ckb_chain``) against n stacked
+first-order blocks (``depth_stack``), and stacked high-order blocks against deeper first-order stacks
+(CHONN paper 003, Fig. 3a-c).
+
+Targets T1-T4 are y = (I - τ²∂ss)^(-n) x, n = 1..4 (003 Eqs. 39-43, ``pde_data.generate_order_splits``).
+Each model is scored on the test split with pointwise, spectral (one-sided) and derivative relative L2
+(Eqs. 48-50, ``evaluation``).
+
+Claims under test (anchors.md, CHONN claims 1-2): matched-order CKB beats the depth stack on derivative
+relative L2 for T2-T4 (identical for T1, where both are one first-order block) and the gap grows with the
+target order; 2×2 (order 2 × 2 blocks) beats depth-3 and 2×3 beats depth-4 at similar parameter counts.
+
+Scales:
+
+- full: the paper's protocol — 256 points, 12,000 / 2,000 / 2,000 samples (seeds 42/43/44), d_model 16,
+  expansion 16, d_state 8; AdamW lr 1e-4, cosine schedule, batch 32, 80 epochs; targets T1-T4 × model
+  orders 1-4 (Fig. 3a-b) and 2×2, 2×3, 3×2 vs depth 1-5 on T4 (Fig. 3c). Estimated (extrapolated
+  from the quick run's step times, not measured): 1-2 GPU-days on one GPU for the 33 models; weeks on CPU.
+- ``--quick``: matched orders only (chain n vs depth n on Tn), 2×2 vs depth-3 on T4; 128 points, 384 / 64 /
+  128 samples, d_model 8, expansion 2, d_state 4, lr 3e-3, 12 epochs: ≈ 10 minutes on 2 busy CPU cores.
+- ``--smoke``: T1-T2 matched, 2×2 vs depth-3 on T2, 128 points, 8 samples, one epoch.
+
+Outputs in ``--out`` (default ``runs/order_benchmark``): ``results.json``, ``target_T<n>.png`` (three
+metrics per model), ``derivative_ratio.png`` (chain / depth derivative error: below 1 means the chain wins),
+``scaling.png`` (errors and parameter counts of the scaling comparison).
+
+Example:
+    python examples/order_benchmark.py --quick
+"""
+
+from __future__ import annotations
+
+import _common
+from evaluation import plots, rel_l2, rel_l2_derivative, rel_l2_spectral
+from operators.training import TrainConfig
+from pde_data import generate_order_splits
+
+SCRIPT = "order_benchmark"
+SCALES = {
+    "full": dict(n_points=256, sizes=(12000, 2000, 2000), targets=(1, 2, 3, 4), orders=(1, 2, 3, 4),
+                 model=dict(d_model=16, d_state=8, expand=16), lr=1e-4, epochs=80, batch_size=32,
+                 scaling_target=4, stacks=((2, 2), (2, 3), (3, 2)), depths=(1, 2, 3, 4, 5)),
+    "quick": dict(n_points=128, sizes=(384, 64, 128), targets=(1, 2, 3, 4), orders="matched",
+                  model=dict(d_model=8, d_state=4, expand=2), lr=3e-3, epochs=12, batch_size=32,
+                  scaling_target=4, stacks=((2, 2),), depths=(3,)),
+    "smoke": dict(n_points=128, sizes=(8, 4, 4), targets=(1, 2), orders="matched",
+                  model=dict(d_model=4, d_state=2, expand=1), lr=3e-3, epochs=1, batch_size=4,
+                  scaling_target=2, stacks=((2, 2),), depths=(3,)),
+}
+SEEDS = (42, 43, 44)  # train / val / test, as in the paper
+
+
+def scores(pred, true) -> dict[str, float]:
+    """Eqs. 48-50 on the test split (mean over samples); ``(n, 1, s)`` → ``(n, s)``, one spatial axis."""
+    pred, true = pred[:, 0], true[:, 0]
+    return {"rel_l2": float(rel_l2(pred, true)), "rel_l2_spectral": float(rel_l2_spectral(pred, true)),
+            "rel_l2_derivative": float(rel_l2_derivative(pred, true))}
+
+
+def order_specs(target: int, orders, model: dict) -> dict[str, tuple[str, dict]]:
+    """Chain k and depth k for each model order k (order 1: one model, the two are the same network)."""
+    ks = (target,) if orders == "matched" else orders
+    specs = {}
+    for k in ks:
+        specs[f"chain {k}"] = ("ckb_chain", {"order": k, **model})
+        if k > 1:
+            specs[f"depth {k}"] = ("depth_stack", {"depth": k, **model})
+    return specs
+
+
+def scaling_specs(cfg: dict) -> dict[str, tuple[str, dict]]:
+    """Stacked high-order blocks (order × blocks) and first-order depth stacks (D-k)."""
+    specs = {f"{o}x{b}": ("ckb_stack", {"order": o, "n_blocks": b, **cfg["model"]}) for o, b in cfg["stacks"]}
+    specs.update({f"D{d}": ("depth_stack", {"depth": d, **cfg["model"]}) for d in cfg["depths"]})
+    return specs
+
+
+def run(specs, data, cfg, args, out) -> dict[str, dict]:
+    """Train ``specs`` on one target's splits; test metrics, parameters and time per model."""
+    normalizers = _common.fit_normalizers(data["train"], ["input"], ["target"])
+    tensors = {k: _common.encode(v, ["input"], ["target"], normalizers) for k, v in data.items()}
+    train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"], optimizer="adamw",
+                               weight_decay=1e-4, scheduler="cosine", seed=args.seed, progress=False)
+    fitted = _common.compare_models(specs, (1, 1), tensors["train"], tensors["val"], train_config, out,
+                                    normalizers=normalizers, device=args.device)
+    x, y = tensors["test"]
+    true = normalizers["output"].decode(y)
+    return {label: {**scores(m.predict(x, y), true), "params": m.n_params, "train_s": m.seconds}
+            for label, m in fitted.items()}
+
+
+def main() -> None:
+    args = _common.parser(__doc__).parse_args()
+    out = _common.setup(args, SCRIPT)
+    cfg = _common.settings(SCALES, args)
+    splits = {name: (size, seed) for name, size, seed in zip(("train", "val", "test"), cfg["sizes"], SEEDS)}
+    sets = generate_order_splits(orders=cfg["targets"], n_points=cfg["n_points"], splits=splits)
+    print(f"data: order benchmark, {cfg['n_points']} points, train/val/test = {cfg['sizes']}", flush=True)
+
+    # Fig. 3a-b: chain vs depth per target order.
+    per_target, deriv_ratio = {}, {}
+    for n in cfg["targets"]:
+        data = {split: sets[(split, n)] for split in splits}
+        rows = run(order_specs(n, cfg["orders"], cfg["model"]), data, cfg, args, out / f"T{n}")
+        per_target[f"T{n}"] = rows
+        _common.print_table(rows, f"target T{n} (test, {cfg['n_points']} points)")
+        plots.plot_metric_bars({k: {m: r[m] for m in ("rel_l2", "rel_l2_spectral", "rel_l2_derivative")}
+                                for k, r in rows.items()}, log=True, path=out / f"target_T{n}.png")
+        for label in rows:
+            k = label.split()[1]
+            if label.startswith("chain") and f"depth {k}" in rows:
+                deriv_ratio[f"T{n} k={k}"] = rows[label]["rel_l2_derivative"] / rows[f"depth {k}"]["rel_l2_derivative"]
+    plots.plot_metric_bars({"chain / depth": deriv_ratio}, path=out / "derivative_ratio.png")
+    _common.print_table({"chain / depth": deriv_ratio}, "derivative rel. L2, chain / depth (< 1: chain better)")
+
+    # Fig. 3c: stacked high-order blocks vs deeper first-order stacks on one target.
+    t = cfg["scaling_target"]
+    scaling = run(scaling_specs(cfg), {split: sets[(split, t)] for split in splits}, cfg, args, out / "scaling")
+    _common.print_table(scaling, f"scaling on T{t}")
+    plots.plot_metric_bars(scaling, log=True, path=out / "scaling.png")
+
+    _common.write_results(out, SCRIPT, args, {
+        "settings": cfg, "targets": per_target, "derivative_ratio_chain_over_depth": deriv_ratio,
+        "scaling_target": f"T{t}", "scaling": scaling,
+        "claim": "chain beats depth on derivative rel. L2 for T2-T4, gap growing with order; 2x2 < D3, 2x3 < D4",
+        "chain_wins_derivative": {k: v < 1 for k, v in deriv_ratio.items()},
+    })
+
+
+if __name__ == "__main__":
+    main()
