@@ -157,17 +157,19 @@ class NeuronalAttentionCircuit(nn.Module):
         ``logits``, ``weights`` (zero for unusable keys), ``valid``, and ``indices`` (the key of each pair).
         """
         idx, valid = self._select(q, k, key_valid)
-        pre = self.backbone.query_part(q)[:, :, :, None] + gather_keys(self.backbone.key_part(k), idx)
-        phi, omega = self.backbone.gates(pre)
-        pair_t = self.time_map.query_part(q)[:, :, :, None] + gather_keys(self.time_map.key_part(k), idx)
-        tau = self.time_map.pair_time(pair_t, t_sample)
+        # one gather of every per-key quantity: backbone first-layer part, time-map part, value
+        key_bb, key_t = self.backbone.key_part(k), self.time_map.key_part(k)
+        parts = gather_keys(torch.cat([key_bb, key_t, v], -1), idx).split(
+            [key_bb.shape[-1], key_t.shape[-1], v.shape[-1]], dim=-1)
+        phi, omega = self.backbone.gates(self.backbone.query_part(q)[:, :, :, None] + parts[0])
+        tau = self.time_map.pair_time(self.time_map.query_part(q)[:, :, :, None] + parts[1], t_sample)
         logits = nac_logits(phi, omega, tau, mode=self.mode, euler_steps=self.euler_steps, delta_t=self.delta_t)
         weights = _masked_softmax(logits, valid)
         if idx is None:
             heads = (weights * tau) @ v
             idx = torch.arange(k.shape[2], device=q.device).expand_as(valid)
         else:
-            heads = torch.einsum("bhtp,bhtpd->bhtd", weights * tau, gather_keys(v, idx))
+            heads = torch.einsum("bhtp,bhtpd->bhtd", weights * tau, parts[2])
         aux = {"phi": phi, "omega": omega, "time": tau, "logits": logits, "weights": weights,
                "valid": valid, "indices": idx}
         return heads, aux

@@ -22,7 +22,7 @@ import torch
 
 __all__ = ["select_topk", "select_topk_ref", "gather_keys"]
 
-_CHUNK_ELEMENTS = 2**23
+_CHUNK_ELEMENTS = 2**21
 
 
 def gather_keys(x: torch.Tensor, indices: torch.Tensor | None) -> torch.Tensor:
@@ -38,13 +38,13 @@ def gather_keys(x: torch.Tensor, indices: torch.Tensor | None) -> torch.Tensor:
     return torch.gather(x, 2, flat).reshape(b, h, tq, k, x.shape[-1])
 
 
-def _key_ok(key_valid: torch.Tensor | None, t_q: int, t_k: int, causal: bool, device) -> torch.Tensor:
-    """Boolean ``(G or 1, T_q or 1, T_k)`` of keys a query may use."""
+def _key_ok(key_valid: torch.Tensor | None, start: int, count: int, t_k: int, causal: bool, device) -> torch.Tensor:
+    """Boolean ``(G or 1, count or 1, T_k)`` of keys the queries start … start + count − 1 may use."""
     ok = torch.ones(1, 1, t_k, dtype=torch.bool, device=device)
     if key_valid is not None:
         ok = ok & key_valid[:, None, :]
     if causal:
-        ok = ok & (torch.arange(t_k, device=device)[None, :] <= torch.arange(t_q, device=device)[:, None])
+        ok = ok & (torch.arange(t_k, device=device) <= torch.arange(start, start + count, device=device)[:, None])
     return ok
 
 
@@ -58,7 +58,7 @@ def select_topk_ref(q: torch.Tensor, k: torch.Tensor, topk: int, *, key_valid: t
     Returns:
         indices ``(G, T_q, K_eff)`` and valid ``(G, T_q, K_eff)`` with K_eff = min(topk, T_k).
     """
-    scores = (q @ k.transpose(-1, -2)).masked_fill(~_key_ok(key_valid, q.shape[1], k.shape[1], causal, q.device),
+    scores = (q @ k.transpose(-1, -2)).masked_fill(~_key_ok(key_valid, 0, q.shape[1], k.shape[1], causal, q.device),
                                                    float("-inf"))
     values, indices = scores.topk(min(topk, k.shape[1]), dim=-1)
     return indices, values > float("-inf")
@@ -156,9 +156,10 @@ def select_topk(q: torch.Tensor, k: torch.Tensor, topk: int, *, block_multiple: 
     out_idx, out_val = [], []
     for s in range(0, t_q, chunk):  # bounded buffers: ⌈T_q / chunk⌉ iterations, one when T_q·T_k is small
         qc = q[:, s: s + chunk]
-        if m == nb:
-            key = torch.arange(t_k, device=q.device).expand(g, qc.shape[1], t_k)
-            fine = (qc @ k.transpose(-1, -2)).masked_fill(~_usable(okb, key, s, causal), float("-inf"))
+        if m == nb:  # every block is a candidate: the chunk's scores are the candidate scores, no indices
+            fine, key = qc @ k.transpose(-1, -2), None
+            if key_valid is not None or causal:
+                fine = fine.masked_fill(~_key_ok(key_valid, s, qc.shape[1], t_k, causal, q.device), float("-inf"))
         else:
             blocks = _coarse_scores(qc, centroid, s, bs, t_k, causal).topk(m, dim=-1).indices  # (G, C, M)
             if dense:
@@ -168,6 +169,6 @@ def select_topk(q: torch.Tensor, k: torch.Tensor, topk: int, *, block_multiple: 
             else:
                 fine, key = _grouped_topk(qc, kb, okb, blocks, s, causal, k_eff)
         values, pos = fine.topk(k_eff, dim=-1)
-        out_idx.append(torch.gather(key, 2, pos))
+        out_idx.append(pos if key is None else torch.gather(key, 2, pos))
         out_val.append(values > float("-inf"))
     return torch.cat(out_idx, 1), torch.cat(out_val, 1)

@@ -149,7 +149,7 @@ class NCPBackbone(nn.Module):
         return torch.einsum("bhtd,hdn->bhtn", k, self._w("in")[:, self.d_head:])
 
     def gates(self, pre: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(φ, ω) of shape ``(batch, heads, T_q, P)`` from inter pre-activations ``(batch, heads, T_q, P, n_inter)``."""
+        """(φ, ω) ``(batch, heads, T_q, P)`` from inter pre-activations ``(batch, heads, T_q, P, n_inter)``."""
         h = torch.tanh(pre)
         h = torch.tanh(torch.einsum("bhtpn,hnm->bhtpm", h, self._w("ic")) + self.b_ic[:, None, None])
         h = torch.tanh(torch.einsum("bhtpn,hnm->bhtpm", h, self._w("cm")) + self.b_cm[:, None, None])

@@ -1,0 +1,137 @@
+"""NAC runtime and peak memory at the paper's configuration, next to scaled dot-product attention.
+
+Paper 000, Appendix D.4 (figures in shared/specs/anchors.md): sequence 1024, d_model 64, 4 heads, batch 1,
+one forward pass. Here: CPU, inference (``torch.no_grad``), best of ``repeat`` runs; all rows are timed in
+the same run so their ratios compare. Peak memory is the rise of the process's peak RSS during the call
+(VmHWM reset via /proc/self/clear_refs; checked: 193.6 MB for a 190.7 MB two-tensor peak).
+``bench._util.peak_memory_mb`` sums the profiler's nested CPU events and double-counts (286 MB for that same
+190.7 MB peak), so it is not used here.
+
+Run: ``python -m bench.bench_nac [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+
+import torch
+
+from bench._util import Row, best_time, print_table
+from circuitop import NeuronalAttentionCircuit
+from circuitop.nac_topk import select_topk, select_topk_ref
+
+__all__ = ["run"]
+
+D_MODEL, HEADS, T = 64, 4, 1024
+#: model name -> NeuronalAttentionCircuit keywords (None: a baseline).
+CASES = {
+    "NAC-Exact/05s/8k": dict(mode="exact", topk=8),
+    "NAC-Euler/05s/8k": dict(mode="euler", topk=8),
+    "NAC-Steady/05s/8k": dict(mode="steady", topk=8),
+    "NAC-2k": dict(mode="exact", topk=2),
+    "NAC-32k": dict(mode="exact", topk=32),
+    "NAC-PW (all pairs)": dict(mode="exact", topk=None),
+    "Attention (1 head, SDPA)": None,
+    "MHA (4 heads, SDPA)": None,
+}
+#: the paper's T4 figures (runtime s, peak MB) for the rows it reports.
+PAPER = {"NAC-Exact/05s/8k": (7.41, 151.5), "NAC-2k": (7.31, 44.8), "NAC-32k": (7.23, 549.9),
+         "NAC-PW (all pairs)": (8.56, 5042), "Attention (1 head, SDPA)": (0.0016, 16.9),
+         "MHA (4 heads, SDPA)": (0.0041, 69.1)}
+
+
+def _forward(name: str, t: int):
+    """A zero-argument callable running one forward pass of model ``name`` on a length-``t`` sequence."""
+    torch.manual_seed(0)
+    x = torch.randn(1, t, D_MODEL)
+    if name.startswith("Attention"):
+        q, k, v = (torch.randn(1, 1, t, D_MODEL) for _ in range(3))
+        return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    if name.startswith("MHA"):
+        mha = torch.nn.MultiheadAttention(D_MODEL, HEADS, batch_first=True)
+        return lambda: mha(x, x, x, need_weights=False)
+    layer = NeuronalAttentionCircuit(D_MODEL, HEADS, **CASES[name])
+    return lambda: layer(x)
+
+
+def _malloc_returns_large_blocks() -> None:
+    """glibc: serve every allocation ≥ 64 KiB by mmap (fixed threshold), so freed tensors leave the RSS and
+    a call's new tensors raise it, instead of reusing heap pages that are already resident."""
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallopt(-3, 65536)  # M_MMAP_THRESHOLD (fixing it also stops glibc's dynamic threshold)
+    libc.malloc_trim(0)
+
+
+def _status_mb(field: str) -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def peak_rss_mb(name: str, t: int) -> float:
+    """Peak-RSS rise (MB) during one forward pass: Linux's high-water mark VmHWM is reset through
+    /proc/self/clear_refs after the model and inputs are built, then read back against VmRSS before the call."""
+    with torch.no_grad():
+        fn = _forward(name, t)
+        gc.collect()
+        _malloc_returns_large_blocks()
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")
+        base = _status_mb("VmRSS:")
+        fn()
+        return _status_mb("VmHWM:") - base
+
+
+def _time_ms(name: str, t: int, repeat: int) -> float:
+    with torch.no_grad():
+        return 1e3 * best_time(_forward(name, t), repeat=repeat, warmup=1)
+
+
+def _recall(topk: int, t: int) -> float:
+    q, k = torch.randn(HEADS, t, D_MODEL // HEADS), torch.randn(HEADS, t, D_MODEL // HEADS)
+    idx, _ = select_topk(q, k, topk)
+    ref, _ = select_topk_ref(q, k, topk)
+    return (idx[..., :, None] == ref[..., None, :]).any(-1).float().mean().item()
+
+
+def run(quick: bool = False) -> list[Row]:
+    """Runtime/peak-memory table at T = 1024, memory growth to T = 16384 (4096 with ``quick``), Top-K recall."""
+    repeat = 2 if quick else 5
+    rows, table = [], []
+    times = {name: _time_ms(name, T, repeat) for name in CASES}
+    ref = times["MHA (4 heads, SDPA)"]
+    for name in CASES:
+        mem = peak_rss_mb(name, T)
+        paper = PAPER.get(name)
+        detail = f"peak {mem:.1f} MB; {times[name] / ref:.1f}x MHA time"
+        if paper:
+            detail += f"; paper (T4): {paper[0]} s, {paper[1]} MB"
+        rows.append(Row("nac", f"{name} T={T}", times[name], "ms", detail))
+        table.append((name, times[name] / 1e3, mem))
+    lengths = (1024, 4096) if quick else (1024, 4096, 16384)
+    for name in ("NAC-Exact/05s/8k", "MHA (4 heads, SDPA)"):
+        mems = [peak_rss_mb(name, t) for t in lengths]
+        growth = mems[-1] / max(mems[0], 1e-3)
+        rows.append(Row("nac", f"{name} memory growth T={lengths[0]}->{lengths[-1]}", growth, "x",
+                        "peak MB " + ", ".join(f"{t}: {m:.1f}" for t, m in zip(lengths, mems))
+                        + f"; length ratio {lengths[-1] // lengths[0]}x"))
+    if not quick:
+        rows.append(Row("nac", "NAC-Exact/05s/8k T=16384", _time_ms("NAC-Exact/05s/8k", 16384, 1), "ms", "1 run"))
+    for topk in (2, 8, 32):
+        rows.append(Row("nac", f"Top-{topk} recall vs exact, random q/k, T={T}", _recall(topk, T), "",
+                        "default block_multiple=4"))
+    print(f"\nmodel                      runtime (s)   peak memory (MB)   [CPU, T={T}, d={D_MODEL}, {HEADS} heads]")
+    for name, seconds, mem in table:
+        print(f"{name:<26} {seconds:>11.4f}   {mem:>16.1f}")
+    return rows
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, memory growth to T=4096 only")
+    args = parser.parse_args()
+    print_table(run(quick=args.quick), "NAC runtime and memory")
