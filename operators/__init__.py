@@ -1,8 +1,24 @@
 """operators: neural-operator backbones (FNO, U-Net) hosting circuitop cells, training and the CLI.
 
-Top layer: may import ``pde_data``, ``circuitop`` and ``evaluation``.
+Top layer: may import ``pde_data``, ``circuitop`` and ``evaluation``. The public names are loaded on
+first use, so ``circuitop --help`` does not pay for importing neuraloperator and the cells.
+
+Example:
+    >>> model = operators.build("chonn_fno", 1, 1, n_modes=12, width=20, order=2)
 """
 
-from operators.models import MODELS, build, make_config, model_spec, rebuild
+from __future__ import annotations
 
-__all__ = ["MODELS", "build", "make_config", "model_spec", "rebuild"]
+import importlib
+
+__all__ = ["MODELS", "build", "make_config", "model_spec", "rebuild", "rollout", "step"]
+
+_HOMES = {"MODELS": "operators.models", "build": "operators.models", "make_config": "operators.models",
+          "model_spec": "operators.models", "rebuild": "operators.models",
+          "rollout": "operators.rollout", "step": "operators.rollout"}
+
+
+def __getattr__(name: str):
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(f"module 'operators' has no attribute {name!r}")

@@ -15,8 +15,6 @@ import sys
 
 import torch
 
-from operators.models import MODELS
-
 __all__ = ["register", "run", "parse_config"]
 
 
@@ -48,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a neural operator on a data file (NetCDF or PDEBench HDF5)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, help="NetCDF file, shard glob or PDEBench .h5/.hdf5 file")
-    p.add_argument("--model", choices=sorted(MODELS), help="backbone (required unless --resume)")
+    p.add_argument("--model", help="backbone: fno, chonn_fno, nac_fno, unet, chonn_unet, nac_unet, ckb_chain, "
+                   "depth_stack, ckb_stack (required unless --resume)")
     p.add_argument("--out", required=True, help="run folder (checkpoints, history.json, run.json)")
     p.add_argument("--config", nargs="*", metavar="KEY=VALUE", help="model config values")
     p.add_argument("--input", nargs="+", help="input variables (steady) or the variables (time windows)")
@@ -87,8 +86,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    if not args.resume and not args.model:
-        raise ValueError("--model is required (unless --resume); expected one of " + ", ".join(sorted(MODELS)))
+    from operators.models import MODELS
+
+    if not args.resume and args.model not in MODELS:
+        found = "none" if args.model is None else repr(args.model)
+        raise ValueError(f"--model: expected one of {', '.join(sorted(MODELS))}; found {found}")
     config = TrainConfig(
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
         optimizer=args.optimizer, scheduler=args.scheduler, step_size=args.step_size, gamma=args.gamma,

@@ -15,7 +15,7 @@ import torch
 
 from pde_data import atomic_path
 
-__all__ = ["save_checkpoint", "load_checkpoint", "rng_state", "set_rng_state", "CheckpointError"]
+__all__ = ["save_checkpoint", "load_checkpoint", "rng_state", "set_rng_state", "tensor_state", "CheckpointError"]
 
 
 class CheckpointError(ValueError):
@@ -50,6 +50,16 @@ def load_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{p}: expected a dict with a 'model' state, found {type(state).__name__}")
     return state
+
+
+def tensor_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """``module.state_dict()`` without non-tensor entries.
+
+    neuraloperator's models add a ``_metadata`` entry holding their constructor arguments, among them
+    functions and classes (``gelu``, ``SpectralConv``) that only arbitrary unpickling could restore;
+    their ``load_state_dict`` accepts a state without it.
+    """
+    return {k: v for k, v in module.state_dict().items() if torch.is_tensor(v)}
 
 
 def rng_state() -> dict:

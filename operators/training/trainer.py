@@ -202,7 +202,7 @@ class Trainer:
     def state_dict(self) -> dict:
         """Everything needed to resume, as plain values and tensors (``weights_only``-loadable)."""
         return {
-            "format": 1, "model": unwrap(self.model).state_dict(), "optimizer": self.optimizer.state_dict(),
+            "format": 1, "model": ckpt.tensor_state(unwrap(self.model)), "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "epoch": self.epoch, "best": self.best,
             "history": self.history, "rng": ckpt.rng_state(), "meta": self.meta,
             "train_config": dataclasses.asdict(self.config),

@@ -1,0 +1,78 @@
+"""Checkpoints: plain values only, weights_only loading, refusal of pickled objects, atomic writes."""
+
+import pickle
+
+import pytest
+import torch
+
+import operators
+from operators.training import CheckpointError, TrainConfig, Trainer, load_checkpoint, save_checkpoint
+from operators.training.checkpoint import tensor_state
+
+
+class _Payload:
+    """Unpickling this would create a marker file: proof that arbitrary code ran."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def _trainer_state(tmp_path):
+    model = operators.build("fno", 1, 1, n_modes=4, width=8, n_layers=2)
+    x = torch.randn(8, 1, 16, 16)
+    trainer = Trainer(model, (x, x), (x, x), TrainConfig(epochs=1, batch_size=4, progress=False), tmp_path,
+                      meta={"model": operators.model_spec("fno", 1, 1, n_modes=4, width=8, n_layers=2), "data": {}})
+    trainer.fit()
+    return trainer.state_dict()
+
+
+def test_trainer_checkpoint_loads_with_weights_only(tmp_path):
+    state = _trainer_state(tmp_path)
+    loaded = load_checkpoint(tmp_path / "last.pt")
+    assert set(loaded) == set(state)
+    assert loaded["epoch"] == 1 and loaded["meta"]["model"]["name"] == "fno"
+    assert all(torch.equal(loaded["model"][k], v) for k, v in state["model"].items())
+    assert "_metadata" not in loaded["model"]  # neuraloperator's entry holding functions is dropped
+    torch.load(tmp_path / "last.pt", weights_only=True)
+    model = operators.rebuild(loaded["meta"]["model"])
+    model.load_state_dict(loaded["model"])
+
+
+def test_checkpoint_with_a_pickled_object_is_refused(tmp_path):
+    marker = tmp_path / "code-ran"
+    state = {"model": {"w": torch.zeros(2)}, "evil": _Payload(marker)}
+    path = tmp_path / "tampered.pt"
+    torch.save(state, path)
+    with pytest.raises(CheckpointError, match="refusing to load"):
+        load_checkpoint(path)
+    assert not marker.exists()
+    with pytest.raises(pickle.UnpicklingError):  # sanity: the file really needs unpickling
+        torch.load(path, weights_only=True)
+
+
+def test_missing_or_truncated_checkpoints_give_clear_errors(tmp_path):
+    with pytest.raises(CheckpointError, match="no checkpoint at"):
+        load_checkpoint(tmp_path / "nope.pt")
+    save_checkpoint(tmp_path / "ok.pt", {"model": {"w": torch.ones(3)}})
+    data = (tmp_path / "ok.pt").read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="cut.pt"):
+        load_checkpoint(tmp_path / "cut.pt")
+
+
+def test_failed_write_leaves_the_previous_checkpoint(tmp_path):
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, {"model": {"w": torch.ones(3)}})
+    with pytest.raises(Exception):
+        save_checkpoint(path, {"model": {"w": torch.zeros(3)}, "bad": lambda: None})  # not picklable
+    assert torch.equal(load_checkpoint(path)["model"]["w"], torch.ones(3))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+
+
+def test_tensor_state_drops_non_tensors():
+    model = operators.build("fno", 1, 1, n_modes=4, width=8, n_layers=1)
+    assert "_metadata" in model.state_dict()
+    assert all(torch.is_tensor(v) for v in tensor_state(model).values())

@@ -1,0 +1,51 @@
+"""kill -9 during ``circuitop train``, then ``--resume``: the final weights equal an uninterrupted run's."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+
+from operators.training import load_checkpoint
+from test_trainer import write_poisson
+
+EPOCHS = 8
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def _cmd(data, out, *extra):
+    return [sys.executable, "-m", "operators.cli", "train", "--data", str(data), "--model", "fno", "--out", str(out),
+            "--config", "n_modes=4", "width=8", "n_layers=2", "--input", "f", "--target", "u", "--split", "32,8,0",
+            "--epochs", str(EPOCHS), "--batch-size", "8", "--scheduler", "step", "--step-size", "3",
+            "--threads", "1", "--no-progress", *extra]
+
+
+def _kill_after_first_checkpoint(cmd, last, timeout=240):
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return proc.returncode
+
+
+def test_kill_9_then_resume_equals_uninterrupted(tmp_path):
+    data = write_poisson(tmp_path / "p.nc", n_samples=40)
+    full = subprocess.Popen(_cmd(data, tmp_path / "full"), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    rc = _kill_after_first_checkpoint(_cmd(data, tmp_path / "cut"), tmp_path / "cut" / "last.pt")
+    assert rc == -signal.SIGKILL, "the run finished before it could be killed"
+    killed_at = load_checkpoint(tmp_path / "cut" / "last.pt")["epoch"]
+    assert 1 <= killed_at < EPOCHS
+    resumed = subprocess.run(_cmd(data, tmp_path / "cut", "--resume"), env=ENV, capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    out, err = full.communicate(timeout=300)
+    assert full.returncode == 0, err
+    a, b = (load_checkpoint(tmp_path / d / "last.pt") for d in ("full", "cut"))
+    assert a["epoch"] == b["epoch"] == EPOCHS
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert a["scheduler"] == b["scheduler"]
+    assert [r["train_loss"] for r in a["history"]] == [r["train_loss"] for r in b["history"]]
