@@ -1,0 +1,113 @@
+"""Navier-Stokes (vorticity form, ν = 1e-3) rollouts: FNO vs CHONN (the FNO host with a 2nd-order CKB on
+every Fourier layer's local branch) for 3→1, 5→1 and 10→1 windows (CHONN paper 003, Fig. 5e-f).
+
+Each model maps the last m frames to the next one and is rolled out autoregressively, its predictions
+fed back (``operators.rollout``). All windows predict the same frames: the ``n_steps`` frames after the
+first ``given`` ones (given = 10), from the m frames just before them. Training follows the FNO
+protocol: the loss is the relative L2 of the whole rollout, back-propagated through every step.
+
+Claims under test (anchors.md): CHONN claim 5 — lower 40-step rollout error than FNO for every window,
+with flatter per-step curves; and the FNO paper's FNO-2D relative L2 of **0.0128** (ν = 1e-3, T = 50,
+N = 1000, 10 given frames; the mean over test samples of the relative L2 of the whole 40-frame rollout,
+reported here as ``rel_l2``). Only the full setting is comparable with that number.
+
+Scales (data from ``pde_data.generate_navier_stokes``, our pseudo-spectral solver of the FNO benchmark):
+
+- full: the FNO protocol — 256² simulation kept at 64², ν = 1e-3, 50 records, 1000 train / 200 test,
+  10 given frames, 40 predicted; width 20, 12 modes; Adam lr 1e-3 (weight decay 1e-4), StepLR(100, 0.5),
+  500 epochs, batch 20; CKB d_state 16. Estimated (extrapolated from the quick run, not measured): data
+  ≈ 1-2 GPU-hours; training ≈ 6-10 GPU-hours for FNO and several times that for CHONN per window on
+  one GPU; not practical on CPU.
+- ``--quick``: 32² simulation kept at 16², 20 records, 24 train / 8 test, 10 given, 10 predicted; width
+  12, 6 modes; 8 epochs: ≈ 10 minutes on 2 busy CPU cores.
+- ``--smoke``: 16², 5 records, 2 / 2 samples, windows 2 and 3, 2 steps, one epoch.
+
+Outputs in ``--out`` (default ``runs/navier_stokes_rollout``): ``results.json``, ``rollout.png``
+(per-step error curves), ``windows.png`` (mean rollout error per window), ``fields_<model>.png``.
+
+Example:
+    python examples/navier_stokes_rollout.py --quick
+"""
+
+from __future__ import annotations
+
+import _common
+import pde_data
+from evaluation import plots, rel_l2, rollout_errors
+from operators.training import TrainConfig
+
+SCRIPT = "navier_stokes_rollout"
+SCALES = {
+    "full": dict(sizes=(1000, 200), n_sim=256, n_out=64, records=50, dt=1e-4, windows=(3, 5, 10), given=10,
+                 n_steps=40, fno=dict(n_modes=12, width=20), ckb=dict(order=2, d_state=16, expand=2),
+                 epochs=500, batch_size=20),
+    "quick": dict(sizes=(24, 8), n_sim=32, n_out=16, records=20, dt=1e-2, windows=(3, 5, 10), given=10,
+                  n_steps=10, fno=dict(n_modes=6, width=12), ckb=dict(order=2, d_state=4, expand=1),
+                  epochs=8, batch_size=4),
+    "smoke": dict(sizes=(2, 2), n_sim=16, n_out=16, records=5, dt=1e-2, windows=(2, 3), given=3,
+                  n_steps=2, fno=dict(n_modes=4, width=6), ckb=dict(order=2, d_state=2, expand=1),
+                  epochs=1, batch_size=2),
+}
+VISC = 1e-3
+FNO_PAPER = 0.0128  # FNO-2D, ν = 1e-3, T = 50, N = 1000 (anchors.md)
+
+
+def windows(frames, m: int, given: int, n_steps: int):
+    """``(frames[:, given-m:given], frames[:, given:given+n_steps])`` of ``(n, T, C, x, y)`` tensors."""
+    return frames[:, given - m:given], frames[:, given:given + n_steps]
+
+
+def main() -> None:
+    args = _common.parser(__doc__).parse_args()
+    out = _common.setup(args, SCRIPT)
+    cfg = _common.settings(SCALES, args)
+    if cfg["given"] + cfg["n_steps"] > cfg["records"] or max(cfg["windows"]) > cfg["given"]:
+        raise SystemExit(f"settings: need windows <= given and given + n_steps <= records, found {cfg}")
+
+    # Data: vorticity trajectories, records every time unit; the normalizer sees the training set only.
+    n_train, n_test = cfg["sizes"]
+    ds = pde_data.generate_navier_stokes(n_train + n_test, visc=VISC, n_sim=cfg["n_sim"], n_out=cfg["n_out"],
+                                         t_final=float(cfg["records"]), dt=cfg["dt"], seed=args.seed)
+    train_ds, test_ds = ds.isel(sample=slice(0, n_train)), ds.isel(sample=slice(n_train, None))
+    norm = pde_data.fit_normalizer(train_ds, ["vorticity"])
+    normalizers = {"input": norm, "output": norm}
+    frames = {k: norm.encode(pde_data.to_tensor(v, ["vorticity"])) for k, v in (("train", train_ds), ("test", test_ds))}
+    print(f"data: NS ν={VISC}, {cfg['n_out']}² (simulated at {cfg['n_sim']}²), {cfg['records']} records, "
+          f"train/test = {n_train}/{n_test}", flush=True)
+
+    # Models per window: FNO and CHONN-FNO, m·C input channels → C, the same optimisation for both.
+    train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adam",
+                               weight_decay=1e-4, step_size=100, gamma=0.5, seed=args.seed, progress=False)
+    specs = {"FNO": ("fno", cfg["fno"]), "CHONN": ("chonn_fno", {**cfg["fno"], **cfg["ckb"]})}
+    curves, rows, models = {}, {}, {}
+    for m in cfg["windows"]:
+        train = windows(frames["train"], m, cfg["given"], cfg["n_steps"])
+        x, y = windows(frames["test"], m, cfg["given"], cfg["n_steps"])
+        fitted = _common.compare_models(specs, (m, 1), train, None, train_config, out / f"m{m}",
+                                        normalizers=normalizers, kind="window", device=args.device)
+        true = norm.decode(y)
+        for label, model in fitted.items():
+            pred = model.predict(x, y)
+            per_step, mean_step = rollout_errors(pred, true)
+            curves[f"{label} {m}→1"] = per_step.tolist()
+            rows.setdefault(label, {})[f"{m}->1"] = float(rel_l2(pred, true))
+            models[f"{label} {m}->1"] = {"params": model.n_params, "train_s": model.seconds,
+                                         "mean_step_rel_l2": float(mean_step), "last_step_rel_l2": float(per_step[-1])}
+            if m == max(cfg["windows"]):
+                plots.plot_fields(pred[0, -1, 0], true[0, -1, 0], title=f"NS step {cfg['n_steps']}, {label} {m}→1",
+                                  path=out / f"fields_{label}.png")
+
+    _common.print_table(rows, f"rollout rel. L2 over {cfg['n_steps']} steps ({n_test} test samples, {cfg['n_out']}²)")
+    print(f"FNO paper (FNO-2D, 64², 1000 train, 40 steps, 10→1): {FNO_PAPER}", flush=True)
+    plots.plot_rollout(curves, path=out / "rollout.png")
+    plots.plot_metric_bars(rows, log=True, path=out / "windows.png")
+    _common.write_results(out, SCRIPT, args, {
+        "settings": cfg, "viscosity": VISC, "rollout_rel_l2": rows, "per_step": curves, "models": models,
+        "fno_paper_rel_l2": FNO_PAPER, "comparable_with_paper": args.scale == "full",
+        "claim": "CHONN lower rollout error than FNO for 3->1, 5->1, 10->1 (003, Fig. 5e-f)",
+        "chonn_wins": {w: rows["CHONN"][w] < rows["FNO"][w] for w in rows["FNO"]},
+    })
+
+
+if __name__ == "__main__":
+    main()
