@@ -5,17 +5,18 @@ first use, so ``circuitop --help`` does not pay for importing neuraloperator and
 
 Example:
     >>> model = operators.build("chonn_fno", 1, 1, n_modes=12, width=20, order=2)
+    >>> from operators.rollout import rollout      # the submodule's function (not re-exported:
+    >>> pred = rollout(model, frames, 40)          # ``operators.rollout`` is the module)
 """
 
 from __future__ import annotations
 
 import importlib
 
-__all__ = ["MODELS", "build", "make_config", "model_spec", "rebuild", "rollout", "step"]
+__all__ = ["MODELS", "build", "make_config", "model_spec", "rebuild"]
 
 _HOMES = {"MODELS": "operators.models", "build": "operators.models", "make_config": "operators.models",
-          "model_spec": "operators.models", "rebuild": "operators.models",
-          "rollout": "operators.rollout", "step": "operators.rollout"}
+          "model_spec": "operators.models", "rebuild": "operators.models"}
 
 
 def __getattr__(name: str):

@@ -71,6 +71,7 @@ def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, mo
         else:
             data_info = data_mod.describe_data(ds, inputs=inputs, targets=targets, window=window, horizon=horizon,
                                                sizes=sizes, seed=split_seed, normalize=normalize)
+            data_info["file"] = os.path.abspath(os.fspath(data))
             meta, normalizers = {"model": _model_spec(model, ds, data_info, model_config or {}), "data": data_info}, None
         sets, normalizers = data_mod.make_splits(ds, meta["data"], normalizers)
         torch.manual_seed(train_config.seed)
