@@ -214,3 +214,12 @@ def test_bad_inputs():
         layer(torch.randn(2, 24, 12))
     with pytest.raises(ValueError, match="mask"):
         layer(x, mask=torch.ones(2, 24))
+
+
+@pytest.mark.parametrize("topk", [3, None])
+def test_gradcheck_float64(topk):
+    torch.manual_seed(0)
+    layer = NeuronalAttentionCircuit(4, 2, topk=topk, causal=True).double()
+    x = torch.randn(1, 6, 4, dtype=torch.float64, requires_grad=True)
+    stamps = torch.rand(1, 6, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, s: layer(a, t=s), (x, stamps))
