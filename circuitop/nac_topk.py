@@ -10,8 +10,10 @@ candidates, and the top K of those are returned. Padded, masked and (with ``caus
 With ``causal``, a query i may use only blocks wholly in its past plus its own (diagonal) block, which is
 always a candidate, so the selection never depends on future keys. Selection is discrete (no gradient) and
 runs over query chunks whose buffers stay below a fixed element budget, so the T_q × T_k score matrix is
-never held. When the candidates cover at least half the keys, their scores are read from one matmul of the
-chunk against all keys (at most twice the candidate work, no gather; identical result).
+never held. Candidate scores are computed grouped by key block (the queries that picked block b form one
+matmul with b's keys, so keys are never copied per query); when the candidates cover at least half the
+keys, they are read from one matmul of the chunk against all keys instead (at most twice the candidate
+work; identical result). Cost: O(T_q·(N_b + M·B_s)·D) = O(T·√T·K·D) time, the paper's O(n√n k).
 """
 
 from __future__ import annotations
