@@ -25,11 +25,12 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.nn import functional as F
 
 __all__ = ["selective_scan", "selective_scan_ref"]
 
 #: Default chunk length on CPU, tuned with ``bench/bench_scan.py`` (see ``_chunk_length``).
-_MIN_CHUNK, _MAX_CHUNK = 16, 128
+_MIN_CHUNK, _MAX_CHUNK = 8, 32
 
 
 def _check_inputs(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None) -> None:
@@ -93,7 +94,7 @@ def selective_scan(
         a: ``(batch, time, *channels)`` coefficients.
         b: ``(batch, time, *channels)`` inputs, same shape as ``a``.
         h0: optional ``(batch, *channels)`` initial state.
-        chunk_size: chunk length Q (default: about sqrt(time), between 16 and 128).
+        chunk_size: chunk length Q (default: about sqrt(time), between 8 and 32).
 
     Example:
         >>> a, b = torch.full((1, 4, 1), 0.5), torch.ones(1, 4, 1)
@@ -108,8 +109,9 @@ def selective_scan(
 
 
 def _chunk_length(length: int) -> int:
-    """About sqrt(length) as a power of two in [16, 128]: balances the Q per-position operations
-    of levels 1 and 3 against the size of each (batch, length / Q, channels) operation."""
+    """About sqrt(length) as a power of two in [8, 32]: balances the Q per-position operations of
+    levels 1 and 3 against the size of each (batch, length / Q, channels) operation. On the CPU,
+    Q = 32 was fastest at time 4096 for 64 and 64 x 16 channels (``bench/bench_scan.py``)."""
     q = 2 ** round(math.log2(max(length, 1)) / 2)
     return max(_MIN_CHUNK, min(_MAX_CHUNK, q))
 
@@ -122,7 +124,7 @@ class _ScanFn(torch.autograd.Function):
         shape = a.shape
         a3, b3 = a.reshape(shape[0], shape[1], -1), b.reshape(shape[0], shape[1], -1)
         h03 = None if h0 is None else h0.reshape(shape[0], -1)
-        h = _chunked_scan(a3, b3, h03, q, reverse=False)
+        h = _forward_scan(a3, b3, h03, q)
         ctx.save_for_backward(a3, h, h03)
         ctx.q, ctx.shape, ctx.has_h0 = q, shape, h0 is not None
         return h.view(shape)
@@ -132,10 +134,7 @@ class _ScanFn(torch.autograd.Function):
     def backward(ctx, grad_h):
         a, h, h0 = ctx.saved_tensors
         shape = ctx.shape
-        grad_h = grad_h.reshape(a.shape)
-        a_next = torch.zeros_like(a)
-        a_next[:, :-1] = a[:, 1:]
-        g = _chunked_scan(a_next, grad_h, None, ctx.q, reverse=True)
+        g = _reverse_scan(a, grad_h.reshape(a.shape), ctx.q)
         grad_a = torch.empty_like(a)
         torch.mul(g[:, 1:], h[:, :-1], out=grad_a[:, 1:])
         if h0 is None:
@@ -146,30 +145,54 @@ class _ScanFn(torch.autograd.Function):
         return grad_a.view(shape), g.view(shape), grad_h0, None
 
 
-def _chunked_scan(a, b, h0, q: int, *, reverse: bool) -> torch.Tensor:
-    """Levels 1–3 of the module docstring on ``(batch, time, channels)``; ``reverse`` runs from the
-    last step to the first (h_t = a_t h_{t+1} + b_t with h0 entering after the end)."""
+def _chunked(a: torch.Tensor, b: torch.Tensor, q: int):
+    """Views ``(batch, n, q, channels)`` of ``(batch, time, channels)`` tensors, the end padded with
+    a = b = 0 when q does not divide time (harmless: padding comes after every real step, and in
+    reverse it starts from a zero state)."""
     batch, length, channels = a.shape
     n = -(-length // q)
-    if n * q != length:  # pad the end with a = b = 0: harmless in both directions
+    if n * q != length:
         pad = (0, 0, 0, n * q - length)
-        a, b = torch.nn.functional.pad(a, pad), torch.nn.functional.pad(b, pad)
-    av, bv = a.view(batch, n, q, channels), b.view(batch, n, q, channels)
-    positions = range(q - 1, -1, -1) if reverse else range(q)
+        a, b = F.pad(a, pad), F.pad(b, pad)
+    return a.view(batch, n, q, channels), b.view(batch, n, q, channels)
+
+
+def _unchunked(h: torch.Tensor, length: int) -> torch.Tensor:
+    h = h.view(h.shape[0], -1, h.shape[-1])
+    return h[:, :length] if h.shape[1] != length else h
+
+
+def _forward_scan(a, b, h0, q: int) -> torch.Tensor:
+    """h_t = a_t h_{t-1} + b_t on ``(batch, time, channels)``: levels 1–3 of the module docstring."""
+    av, bv = _chunked(a, b, q)
     # Level 1: chunk products A_c and chunk states S_c from a zero start.
-    prod = av.prod(dim=2)
-    state = torch.zeros_like(prod)
-    for i in positions:
+    prod, state = av.prod(dim=2), torch.zeros_like(av[:, :, 0])
+    for i in range(q):
         state = torch.addcmul(bv[:, :, i], av[:, :, i], state)
     # Level 2: states entering each chunk.
-    carry = _chunk_carries(prod, state, h0, reverse=reverse)
+    carry = _chunk_carries(prod, state, h0, reverse=False)
     # Level 3: re-run every chunk from its entering state, writing h in place.
     h = torch.empty_like(av)
-    for i in positions:
-        torch.addcmul(bv[:, :, i], av[:, :, i], carry, out=h[:, :, i])
-        carry = h[:, :, i]
-    h = h.view(batch, n * q, channels)
-    return h[:, :length] if n * q != length else h
+    for i in range(q):
+        carry = torch.addcmul(bv[:, :, i], av[:, :, i], carry, out=h[:, :, i])
+    return _unchunked(h, a.shape[1])
+
+
+def _reverse_scan(a, grad_h, q: int) -> torch.Tensor:
+    """g_t = grad_h_t + a_{t+1} g_{t+1} (the adjoint of the forward scan), run backwards in time.
+
+    The quantity passed from step t to step t-1 is s_t = a_t g_t = a_t (grad_h_t + s_{t+1}), itself a
+    reverse linear recurrence with coefficients a_t, so no shifted copy of ``a`` is needed.
+    """
+    av, gv = _chunked(a, grad_h, q)
+    prod, state = av.prod(dim=2), torch.zeros_like(av[:, :, 0])
+    for i in reversed(range(q)):
+        state = torch.add(gv[:, :, i], state).mul_(av[:, :, i])
+    carry = _chunk_carries(prod, state, None, reverse=True)
+    g = torch.empty_like(gv)
+    for i in reversed(range(q)):
+        carry = torch.mul(torch.add(gv[:, :, i], carry, out=g[:, :, i]), av[:, :, i])
+    return _unchunked(g, a.shape[1])
 
 
 def _chunk_carries(prod, state, h0, *, reverse: bool) -> torch.Tensor:
@@ -179,9 +202,11 @@ def _chunk_carries(prod, state, h0, *, reverse: bool) -> torch.Tensor:
         prod, state = prod.flip(1), state.flip(1)
     shift = 1
     while shift < prod.shape[1]:
-        state = torch.cat([state[:, :shift], torch.addcmul(state[:, shift:], prod[:, shift:], state[:, :-shift])], 1)
-        prod = torch.cat([prod[:, :shift], prod[:, shift:] * prod[:, :-shift]], 1)
-        shift *= 2
+        new_state, new_prod = torch.empty_like(state), torch.empty_like(prod)
+        new_state[:, :shift], new_prod[:, :shift] = state[:, :shift], prod[:, :shift]
+        torch.addcmul(state[:, shift:], prod[:, shift:], state[:, :-shift], out=new_state[:, shift:])
+        torch.mul(prod[:, shift:], prod[:, :-shift], out=new_prod[:, shift:])
+        state, prod, shift = new_state, new_prod, 2 * shift
     first = torch.zeros_like(state[:, :1]) if h0 is None else h0.unsqueeze(1)
     if h0 is not None:
         state = torch.addcmul(state, prod, first)

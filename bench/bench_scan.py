@@ -1,0 +1,112 @@
+"""Selective scan and Cascaded Kirchhoff Block: time ratios measured side by side in one run.
+
+1. Scan forward+backward, chunked ``selective_scan`` vs the plain loop ``selective_scan_ref`` at
+   batch 8 x 4096 steps x 64 channels (target: >= 100x faster).
+2. Scan forward+backward at 8 x 4096 x 64 x d_state 16 against one elementwise pass over a tensor of
+   that size (``torch.mul(x, y)``, timed the same way). The memory-traffic floor of a forward+backward
+   scan is about 6–8 such passes (target: within 10x); one row per chunk length Q.
+3. Cascaded Kirchhoff Block of order 2 vs order 1 vs a plain MLP block of equal inner width
+   (norm -> Linear(d, expand d) -> SiLU -> Linear(expand d, d) + residual), forward+backward, in tokens/s.
+
+    python -m bench.bench_scan [--quick] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from torch import nn
+
+from bench._util import Row, best_time, print_table
+from circuitop import CascadedKirchhoffBlock, selective_scan, selective_scan_ref
+
+
+def _scan_fwd_bwd(scan, a, b, weight, **kw):
+    def run():
+        torch.autograd.grad(scan(a, b, **kw), (a, b), grad_outputs=weight)
+
+    return run
+
+
+def _inputs(shape):
+    a = torch.rand(shape).mul_(0.1).add_(0.9).requires_grad_()  # retention in [0.9, 1): long memory
+    b = torch.randn(shape).requires_grad_()
+    return a, b, torch.randn(shape)
+
+
+def _scan_vs_loop(quick: bool) -> list[Row]:
+    shape = (8, 1024 if quick else 4096, 64)
+    a, b, weight = _inputs(shape)
+    repeat = 1 if quick else 3
+    t_ref = best_time(_scan_fwd_bwd(selective_scan_ref, a, b, weight), repeat=repeat)
+    t_fast = best_time(_scan_fwd_bwd(selective_scan, a, b, weight), repeat=repeat + 2)
+    size = "x".join(map(str, shape))
+    return [Row(f"scan fwd+bwd {size}", "loop / chunked", t_ref / t_fast, "x",
+                f"loop {1e3 * t_ref:.0f} ms, chunked {1e3 * t_fast:.1f} ms (target >= 100x)")]
+
+
+def _scan_vs_elementwise(quick: bool) -> list[Row]:
+    shape = (8, 1024 if quick else 4096, 64, 16)
+    a, b, weight = _inputs(shape)
+    x, y = torch.randn(shape), torch.randn(shape)
+    repeat = 2 if quick else 5
+    t_mul = best_time(lambda: torch.mul(x, y), repeat=repeat)
+    size = "x".join(map(str, shape))
+    rows = [Row(f"scan {size}", "one torch.mul pass", 1e3 * t_mul, "ms")]
+    for q in (None,) if quick else (None, 16, 32, 64, 128):
+        t_fwd = best_time(lambda: selective_scan(a.detach(), b.detach(), chunk_size=q), repeat=repeat)
+        t_fb = best_time(_scan_fwd_bwd(selective_scan, a, b, weight, chunk_size=q), repeat=repeat)
+        label = "Q auto" if q is None else f"Q {q}"
+        rows.append(Row(f"scan {size}", f"fwd / mul, {label}", t_fwd / t_mul, "x", f"{1e3 * t_fwd:.0f} ms"))
+        rows.append(Row(f"scan {size}", f"fwd+bwd / mul, {label}", t_fb / t_mul, "x",
+                        f"{1e3 * t_fb:.0f} ms (floor ~6-8x, target <= 10x)"))
+    return rows
+
+
+class _MLPBlock(nn.Module):
+    """The plain baseline: Y = X + W_2 SiLU(W_1 Norm(X)), inner width expand * d_model."""
+
+    def __init__(self, d_model: int, *, expand: int = 2):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.net = nn.Sequential(nn.Linear(d_model, expand * d_model), nn.SiLU(), nn.Linear(expand * d_model, d_model))
+
+    def forward(self, x):
+        return x + self.net(self.norm(x))
+
+
+def _blocks(quick: bool) -> list[Row]:
+    batch, length, d_model = (4, 256, 32) if quick else (8, 1024, 64)
+    x = torch.randn(batch, length, d_model)
+    models = {
+        "MLP block": _MLPBlock(d_model),
+        "CKB order 1": CascadedKirchhoffBlock(d_model, order=1),
+        "CKB order 2": CascadedKirchhoffBlock(d_model, order=2),
+    }
+    rows, times = [], {}
+    for name, model in models.items():
+        times[name] = best_time(lambda: model(x).square().mean().backward(), repeat=1 if quick else 3)
+        rows.append(Row(f"block fwd+bwd {batch}x{length}x{d_model}", name, batch * length / times[name], "tokens/s"))
+    for name in ("CKB order 1", "CKB order 2"):
+        rows.append(Row(f"block fwd+bwd {batch}x{length}x{d_model}", f"{name} / MLP block time",
+                        times[name] / times["MLP block"], "x"))
+    rows.append(Row(f"block fwd+bwd {batch}x{length}x{d_model}", "order 2 / order 1 time",
+                    times["CKB order 2"] / times["CKB order 1"], "x"))
+    return rows
+
+
+def run(quick: bool = False) -> list[Row]:
+    """Rows of the three comparisons above (``quick``: shorter sequences, fewer repeats)."""
+    torch.manual_seed(0)
+    return _scan_vs_loop(quick) + _scan_vs_elementwise(quick) + _blocks(quick)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="length 1024 (256 for blocks), fewer repeats")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print_table(run(quick=args.quick), title=f"selective scan and CKB ({torch.get_num_threads()} thread(s))")
