@@ -24,12 +24,13 @@ import torch
 import evaluation
 import operators
 import pde_data
-from operators.training import TrainConfig, Trainer
+from operators.training import TrainConfig, Trainer, epoch_order
 from operators.training.distributed import DistInfo
 from pde_data import atomic_path
 
 __all__ = ["parser", "setup", "settings", "fit_normalizers", "encode", "Fitted", "train_model",
-           "compare_models", "n_params", "field_metrics", "write_results", "print_table", "ratios", "finite", "positive_int"]
+           "compare_models", "n_params", "field_metrics", "SelfAttention", "fit_regression",
+           "predict_regression", "write_results", "print_table", "ratios", "finite", "positive_int"]
 
 SCALES = ("smoke", "quick", "full")
 
@@ -154,6 +155,52 @@ def field_metrics(pred: torch.Tensor, true: torch.Tensor, *, steady: bool, initi
     p, t = pred.movedim(2, -1), true.movedim(2, -1)        # PDEBench layout (n, T, *s, C)
     return {**evaluation.pdebench_metrics(p, t, initial_step=initial_step),
             "rel_l2": float(evaluation.rel_l2(pred[:, initial_step:], true[:, initial_step:]))}
+
+
+# -- sequence regression (the field trainer takes one input tensor; these models also take timestamps) --
+class SelfAttention(torch.nn.MultiheadAttention):
+    """``torch.nn.MultiheadAttention`` as a sequence core: ``x (batch, time, d_model)`` → self-attention."""
+
+    def __init__(self, d_model: int, num_heads: int):
+        super().__init__(d_model, num_heads, batch_first=True)
+        self.d_model = d_model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return super().forward(x, x, x, need_weights=False)[0]
+
+
+def _call(model, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """``model(x, timestamps=t)`` for cores that take time, else ``model(x)``."""
+    return model(x, timestamps=t) if getattr(model, "time_arg", None) else model(x)
+
+
+def fit_regression(model, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *, epochs: int, batch_size: int,
+                   lr: float, seed: int) -> list[float]:
+    """Adam + cosine schedule on the mean squared error, seeded batches (``epoch_order``); losses per epoch."""
+    torch.manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(epochs, 1))
+    history = []
+    model.train()
+    for epoch in range(epochs):
+        total = 0.0
+        for idx in epoch_order(len(y), seed, epoch).split(batch_size):
+            loss = torch.nn.functional.mse_loss(_call(model, x[idx], t[idx]), y[idx])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            total += loss.item() * len(idx)
+        schedule.step()
+        history.append(total / len(y))
+    return history
+
+
+@torch.no_grad()
+def predict_regression(model, x: torch.Tensor, t: torch.Tensor, *, batch_size: int = 256) -> torch.Tensor:
+    """Predictions in batches, eval mode."""
+    model.eval()
+    return torch.cat([_call(model, xb, tb) for xb, tb in zip(x.split(batch_size), t.split(batch_size))])
 
 
 # -- results ------------------------------------------------------------------------------------

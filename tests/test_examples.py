@@ -17,6 +17,7 @@ EXAMPLES = ROOT / "examples"
 SCRIPTS = {
     "darcy.py": ["metrics.png", "gain.png", "fields_CHONN.png"],
     "poisson_order_ablation.py": ["orders.png", "fields_order1.png"],
+    "nac_sequences.py": ["metrics.png"],
     "navier_stokes_rollout.py": ["rollout.png", "windows.png", "fields_CHONN.png"],
     "order_benchmark.py": ["target_T1.png", "target_T2.png", "derivative_ratio.png", "scaling.png"],
 }
