@@ -108,6 +108,9 @@ class Trainer:
 
     def _sample_losses(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         pred = self._predict(x, y, pushforward=self.config.pushforward)
+        if not (torch.isfinite(pred).all() and torch.isfinite(y).all()):
+            # the metrics refuse non-finite input; a NaN loss makes every process stop together
+            return torch.full((len(y),), math.nan, device=y.device)
         out = self.normalizers.get("output")
         return LOSSES[self.config.loss](_decode(out, pred), _decode(out, y), reduce="none")
 

@@ -1,0 +1,87 @@
+"""``circuitop train`` / ``circuitop evaluate --run``: real runs in subprocesses, errors, NaN stop."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import pde_data
+from operators.cli import main
+from operators.cli.train import parse_config
+from operators.training import load_checkpoint
+from test_trainer import poisson_dataset, write_poisson
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+TINY = ["--config", "n_modes=4", "width=8", "n_layers=2", "--threads", "1", "--no-progress"]
+
+
+def _cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "operators.cli", *map(str, args)], env=ENV, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_train_then_evaluate_a_steady_run(tmp_path):
+    data = write_poisson(tmp_path / "p.nc", n_samples=24)
+    out = tmp_path / "run"
+    train = _cli("train", "--data", data, "--model", "fno", "--out", out, "--input", "f", "--target", "u",
+                 "--split", "16,4,4", "--epochs", "2", "--batch-size", "8", "--scheduler", "cosine", *TINY)
+    assert train.returncode == 0, train.stderr
+    assert "epoch 2 | loss" in train.stderr and "samples/s" in train.stderr
+    assert {"last.pt", "best.pt", "history.json", "run.json"} <= {p.name for p in out.iterdir()}
+    evaluate = _cli("evaluate", "--run", out, "--data", data)
+    assert evaluate.returncode == 0, evaluate.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["samples"] == "test" and metrics["n_samples"] == 4
+    assert {"rel_l2", "rel_l1", "nRMSE", "bRMSE", "fRMSE_low"} <= set(metrics["metrics"])
+    assert "rel_l2" in evaluate.stdout and (out / "fields.png").is_file()
+
+
+def test_nan_in_the_data_stops_training_and_keeps_the_last_checkpoint(tmp_path):
+    clean = write_poisson(tmp_path / "clean.nc", n_samples=20)
+    ds = poisson_dataset(n_samples=20)
+    ds["f"][3, 5, 5] = np.nan  # sample 3 is in the training split below
+    pde_data.save(ds, tmp_path / "nan.nc")
+    out = tmp_path / "run"
+    args = ["--model", "fno", "--out", out, "--input", "f", "--target", "u", "--split", "16,4,0",
+            "--batch-size", "4", *TINY]
+    first = _cli("train", "--data", clean, "--epochs", "2", *args)
+    assert first.returncode == 0, first.stderr
+    assert 3 in pde_data.split_indices(20, sizes=[16, 4, 0], seed=0)["train"]
+    before = load_checkpoint(out / "last.pt")
+    second = _cli("train", "--data", tmp_path / "nan.nc", "--epochs", "4", "--resume", *args)
+    assert second.returncode == 1
+    assert "non-finite loss" in second.stderr and "epoch 3" in second.stderr
+    assert "last good checkpoint" in second.stderr and "last.pt (epoch 2)" in second.stderr
+    after = load_checkpoint(out / "last.pt")
+    assert after["epoch"] == 2
+    assert all(torch.equal(after["model"][k], v) and torch.isfinite(v).all() for k, v in before["model"].items())
+
+
+def test_unknown_model_lists_the_registry(tmp_path, capsys):
+    data = write_poisson(tmp_path / "p.nc", n_samples=8)
+    assert main(["train", "--data", str(data), "--model", "fnoo", "--out", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err
+    assert "--model: expected one of" in err and "chonn_fno" in err and "'fnoo'" in err
+
+
+def test_missing_variables_and_time_mismatch_are_clear_errors(tmp_path, capsys):
+    data = write_poisson(tmp_path / "p.nc", n_samples=8)
+    assert main(["train", "--data", str(data), "--model", "fno", "--out", str(tmp_path / "r"), "--input", "a"]) == 1
+    assert "missing ['a']" in capsys.readouterr().err
+    assert main(["train", "--data", str(data), "--model", "fno", "--out", str(tmp_path / "r"), "--window", "2"]) == 1
+    assert "--window needs variables with a 'time' dim" in capsys.readouterr().err
+    assert main(["train", "--data", str(tmp_path / "none.nc"), "--model", "fno", "--out", str(tmp_path / "r")]) == 1
+    assert "no such file" in capsys.readouterr().err
+    assert main(["train", "--data", str(data), "--out", str(tmp_path / "r2"), "--resume"]) == 1
+    assert "no checkpoint at" in capsys.readouterr().err
+
+
+def test_parse_config_reads_literals():
+    assert parse_config(["width=20", "n_modes=(12, 12)", "grid=False", "name=abc"]) == {
+        "width": 20, "n_modes": (12, 12), "grid": False, "name": "abc"}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        parse_config(["width"])
