@@ -203,14 +203,14 @@ class _FusedScan(torch.autograd.Function):
     """The time loop of :meth:`LTCCell.step` with a hand-written backward (no per-op autograd graph).
 
     Backward of one update ``h' = (numer + cm_t h + a @ out[:, :U]) / (denom + a @ out[:, U:])`` with
-    ``a = sigmoid(sigma h[pre] - sigma mu)``: ``g_num = g/den``, ``g_den = -g h'/den``,
-    ``g_a = [g_num, g_den] @ out^T``, ``g_h = cm_t g_num + scatter_pre(g_a a (1-a) sigma)``.
+    ``a = sigmoid(sigma h[pre] - sigma mu)`` and ``den`` the denominator: ``g_num = g/den``,
+    ``g_den = -g_num h'``, ``g_a = g_num[post] (w E - w h'[post])``,
+    ``g_h = cm_t g_num + scatter_pre(g_a a (1-a) sigma)``; parameter gradients are summed after the loop.
     """
 
     @staticmethod
-    def forward(ctx, h, cm_t, numer, denom, sigma, sigma_mu, out, pre, unfolds):
+    def forward(ctx, h, cm_t, numer, denom, sigma, sigma_mu, out, pre, post, unfolds):
         (batch, n_time, units), steps = cm_t.shape, cm_t.shape[1] * unfolds
-        gather = (F.one_hot(pre, units).to(sigma.dtype) * sigma.unsqueeze(1)).T  # h @ gather = sigma h[pre]
         cm_k = cm_t.transpose(0, 1).contiguous()
         base = torch.cat([numer, denom], 2).transpose(0, 1).contiguous()  # (time, batch, 2 units)
         hs, sums = h.new_empty(steps + 1, batch, units), h.new_empty(steps, batch, 2 * units)
@@ -221,41 +221,44 @@ class _FusedScan(torch.autograd.Function):
         cm_k, base = cm_k.unbind(0), base.unbind(0)
         for i, (h_in, h_out, act, sum_, numer_i, denom_i) in enumerate(views):
             k = i // unfolds
-            torch.sigmoid(torch.addmm(neg_sigma_mu, h_in, gather), out=act)
+            torch.sigmoid(torch.addcmul(neg_sigma_mu, h_in.index_select(1, pre), sigma), out=act)
             torch.addmm(base[k], act, out, out=sum_)  # [numerator - cm_t h, denominator]
             torch.div(torch.addcmul(numer_i, cm_k[k], h_in), denom_i, out=h_out)
         dens = sums[:, :, units:]
-        ctx.save_for_backward(hs, acts, dens, cm_t, sigma, out, pre)
+        ctx.save_for_backward(hs, acts, dens, cm_t, sigma, out, pre, post)
         ctx.unfolds = unfolds
         return hs[unfolds::unfolds].transpose(0, 1)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g_states):
-        hs, acts, dens, cm_t, sigma, out, pre = ctx.saved_tensors
+        hs, acts, dens, cm_t, sigma, out, pre, post = ctx.saved_tensors
         unfolds, (batch, n_time, units), steps = ctx.unfolds, cm_t.shape, len(acts)
+        n_syn = pre.numel()
         scatter = F.one_hot(pre, units).to(sigma.dtype) * sigma.unsqueeze(1)  # (n_syn, units)
-        cm_i = cm_t.transpose(0, 1).repeat_interleave(unfolds, 0)  # (steps, batch, units)
-        # g_sum = [g/den, -g h'/den] and g_h <- g cm_t/den + ...: precompute the per-step factors
-        factors = torch.stack([1 / dens, -hs[1:] / dens], 2)  # (steps, batch, 2, units)
-        carry, dact = cm_i / dens, acts * (1 - acts)
-        g_sums, g_zs = torch.empty_like(factors), torch.empty_like(acts)
-        g_h, g_in = torch.zeros_like(hs[0]), g_states.transpose(0, 1)
-        out_t, g_in = out.T.contiguous(), g_in.unbind(0)
-        views = list(zip(factors.unbind(0), carry.unbind(0), dact.unbind(0), g_sums.unbind(0), g_zs.unbind(0)))
+        # g_a = g_num[post] * (w E - w h'[post]) * a (1 - a): all but g_num known before the loop
+        w_erev, w = out[:, :units].sum(1), out[:, units:].sum(1)  # one non-zero per row
+        h_post = (hs[1:].reshape(-1, units) @ F.one_hot(post, units).to(w.dtype).T).view(steps, batch, n_syn)
+        slope = (w_erev - w * h_post).mul_(acts * (1 - acts))
+        inv_den = 1 / dens
+        carry = cm_t.transpose(0, 1).repeat_interleave(unfolds, 0) * inv_den  # (steps, batch, units)
+        g_nums, g_zs = torch.empty_like(dens), torch.empty_like(acts)
+        g_h, g_in = torch.zeros_like(hs[0]), g_states.transpose(0, 1).unbind(0)
+        views = list(zip(inv_den.unbind(0), carry.unbind(0), slope.unbind(0), g_nums.unbind(0), g_zs.unbind(0)))
         for i in reversed(range(steps)):
-            factor, carry_i, dact_i, g_sum, g_z = views[i]
+            inv_den_i, carry_i, slope_i, g_num, g_z = views[i]
             if (i + 1) % unfolds == 0:
                 g_h = g_h + g_in[i // unfolds]
-            torch.mul(g_h.unsqueeze(1), factor, out=g_sum)
-            torch.mul(g_sum.view(batch, 2 * units) @ out_t, dact_i, out=g_z)
+            torch.mul(g_h, inv_den_i, out=g_num)
+            torch.mul(g_num.index_select(1, post), slope_i, out=g_z)
             g_h = torch.addmm(g_h * carry_i, g_z, scatter)
-        g_num = g_sums[:, :, 0]
+        g_dens = -g_nums * hs[1:]
         per_step = lambda v: v.view(n_time, unfolds, batch, units).sum(1).transpose(0, 1)  # noqa: E731
-        g_out = acts.view(-1, acts.shape[-1]).T @ g_sums.view(-1, 2 * units)
-        g_sigma = (g_zs * hs[:-1].index_select(2, pre)).sum((0, 1))
-        return (g_h, per_step(g_num * hs[:-1]), per_step(g_num), per_step(g_sums[:, :, 1]), g_sigma,
-                -g_zs.sum((0, 1)), g_out, None, None)
+        g_out = acts.view(-1, n_syn).T @ torch.cat([g_nums, g_dens], 2).view(-1, 2 * units)
+        g_gather = hs[:-1].reshape(-1, units).T @ g_zs.view(-1, n_syn)  # (units, n_syn)
+        g_sigma = g_gather.gather(0, pre.unsqueeze(0)).squeeze(0)
+        return (g_h, per_step(g_nums * hs[:-1]), per_step(g_nums), per_step(g_dens), g_sigma,
+                -g_zs.sum((0, 1)), g_out, None, None, None)
 
 
 def ltc_scan(cell: LTCCell, h: torch.Tensor, cm_t: torch.Tensor, numer: torch.Tensor,
@@ -263,7 +266,8 @@ def ltc_scan(cell: LTCCell, h: torch.Tensor, cm_t: torch.Tensor, numer: torch.Te
     """All states ``(batch, time, units)`` from ``h`` ``(batch, units)`` and the sensory terms
     ``(batch, time, units)`` of :meth:`LTCCell.sensory`; fast path with a hand-written backward."""
     pre, sigma, sigma_mu, out = cell.recurrent_weights()
-    return _FusedScan.apply(h, cm_t, numer, denom, sigma, sigma_mu, out, pre, cell.ode_unfolds)
+    post = cell.sparsity_mask.nonzero(as_tuple=True)[1]  # same order as pre
+    return _FusedScan.apply(h, cm_t, numer, denom, sigma, sigma_mu, out, pre, post, cell.ode_unfolds)
 
 
 def ltc_scan_ref(cell: LTCCell, h: torch.Tensor, cm_t: torch.Tensor, numer: torch.Tensor,
@@ -307,11 +311,8 @@ class LTC(nn.Module):
         """Our sequence model with the parameters of an ``ncps.torch.LTC`` (no mixed memory)."""
         if model.use_mixed:
             raise ValueError("model: expected an ncps LTC without mixed_memory, found mixed_memory=True")
-        ours = cls.__new__(cls)
-        nn.Module.__init__(ours)
-        ours.fused = True
-        ours.cell = LTCCell.from_ncps(model.rnn_cell)
-        ours.in_channels, ours.out_channels, ours.units = model.input_size, ours.cell.out_channels, ours.cell.units
+        ours = cls(model.input_size, model.rnn_cell._wiring)
+        ours.cell = LTCCell.from_ncps(model.rnn_cell)  # same wiring, so the same widths
         return ours
 
     def forward(self, x: torch.Tensor, dt: torch.Tensor | None = None,
