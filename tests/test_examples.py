@@ -19,6 +19,7 @@ SCRIPTS = {
     "poisson_order_ablation.py": ["orders.png", "fields_order1.png"],
     "nac_sequences.py": ["metrics.png"],
     "navier_stokes_rollout.py": ["rollout.png", "windows.png", "fields_CHONN.png"],
+    "shallow_water.py": ["metrics.png", "gain.png", "rollout.png", "fields_CHONN.png"],
     "order_benchmark.py": ["target_T1.png", "target_T2.png", "derivative_ratio.png", "scaling.png"],
 }
 

@@ -1,0 +1,105 @@
+"""Shallow water (radial dam break): FNO vs U-Net vs CHONN (a U-Net hosting 2nd-order CKBs) rolled out
+autoregressively, with PDEBench's multi-metric comparison and the relative-gain chart (CHONN paper 003,
+Fig. 5b-c).
+
+Each model maps the last m frames of the water height h to the next frame; the first m frames are
+given (PDEBench's ``initial_step``) and the rest predicted with predictions fed back. Training follows
+PDEBench's autoregressive setting: the loss is the relative L2 of the whole rollout. Metrics exclude the
+given frames (``evaluation.pdebench_metrics(initial_step=m)``).
+
+Claim under test (anchors.md, CHONN claim 4): CHONN beats FNO and U-Net on RMSE, nRMSE, CSV, Max,
+boundary RMSE and the low/mid/high frequency-band errors.
+
+Scales (data from ``pde_data.generate_dam_break``, our finite-volume solver of PDEBench's problem):
+
+- full: PDEBench's set — 1000 samples at 128², 101 frames on t ∈ [0, 1], 900 train / 100 test,
+  10 given frames; FNO 12 modes, width 20; U-Net 3 levels × 4 residual blocks, 32 channels; CKB order 2,
+  d_state 16; the CHONN paper's SWE schedule for all models: AdamW lr 1e-3, StepLR(100, 0.5), 500 epochs,
+  batch 5. Estimated (extrapolated from the quick run, not measured): days on one GPU (91-step rollouts
+  at 128²); not practical on CPU.
+- ``--quick``: 32², 11 frames (every 0.1), 24 train / 8 test, 2 given frames, small models, 6 epochs:
+  ≈ 5-10 minutes on 2 busy CPU cores.
+- ``--smoke``: 16², 4 frames, 2 / 2 samples, one epoch.
+
+Outputs in ``--out`` (default ``runs/shallow_water``): ``results.json``, ``metrics.png``, ``gain.png``
+(CHONN's error divided by each baseline's: below 1 means CHONN is better), ``rollout.png`` (relative L2
+per step), ``fields_<model>.png`` (last frame).
+
+Example:
+    python examples/shallow_water.py --quick
+"""
+
+from __future__ import annotations
+
+import torch
+
+import _common
+import pde_data
+from evaluation import plots, rollout_errors
+from operators.training import TrainConfig
+
+SCRIPT = "shallow_water"
+SCALES = {
+    "full": dict(n_grid=128, frames=101, sizes=(900, 100), given=10, epochs=500, batch_size=5,
+                 fno=dict(n_modes=12, width=20), unet=dict(n_layers=3, n_res=4, n_res_neck=4, channel_multiplier=32),
+                 ckb=dict(order=2, d_state=16, expand=2)),
+    "quick": dict(n_grid=32, frames=11, sizes=(24, 8), given=2, epochs=6, batch_size=4,
+                  fno=dict(n_modes=8, width=12), unet=dict(n_layers=2, n_res=1, n_res_neck=1, channel_multiplier=8),
+                  ckb=dict(order=2, d_state=4, expand=1)),
+    "smoke": dict(n_grid=16, frames=4, sizes=(2, 2), given=2, epochs=1, batch_size=2,
+                  fno=dict(n_modes=4, width=6), unet=dict(n_layers=1, n_res=1, n_res_neck=1, channel_multiplier=4),
+                  ckb=dict(order=2, d_state=2, expand=1)),
+}
+
+
+def main() -> None:
+    args = _common.parser(__doc__).parse_args()
+    out = _common.setup(args, SCRIPT)
+    cfg = _common.settings(SCALES, args)
+
+    # Data: dam breaks with seeded radii; the normalizer sees the training set only.
+    n_train, n_test, m = *cfg["sizes"], cfg["given"]
+    ds = pde_data.generate_dam_break(n_train + n_test, n_grid=cfg["n_grid"], n_frames=cfg["frames"], seed=args.seed)
+    parts = {"train": ds.isel(sample=slice(0, n_train)), "test": ds.isel(sample=slice(n_train, None))}
+    norm = pde_data.fit_normalizer(parts["train"], ["h"])
+    normalizers = {"input": norm, "output": norm}
+    frames = {k: norm.encode(pde_data.to_tensor(v, ["h"])) for k, v in parts.items()}  # (n, T, 1, x, y)
+    print(f"data: radial dam break, {cfg['n_grid']}², {cfg['frames']} frames, {m} given, "
+          f"train/test = {n_train}/{n_test}", flush=True)
+
+    # Models: m frames in, one frame out, trained on whole rollouts with the same settings.
+    specs = {"FNO": ("fno", cfg["fno"]), "U-Net": ("unet", cfg["unet"]),
+             "CHONN": ("chonn_unet", {**cfg["unet"], **cfg["ckb"]})}
+    train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adamw",
+                               weight_decay=1e-4, step_size=100, gamma=0.5, seed=args.seed, progress=False)
+    train = (frames["train"][:, :m], frames["train"][:, m:])
+    fitted = _common.compare_models(specs, (m, 1), train, None, train_config, out, normalizers=normalizers,
+                                    kind="window", device=args.device)
+
+    # Evaluation: whole trajectories (given frames + rollout), the given frames excluded from the metrics.
+    x, y = frames["test"][:, :m], frames["test"][:, m:]
+    true = norm.decode(frames["test"])
+    rows, curves, extra = {}, {}, {}
+    for label, model in fitted.items():
+        pred = torch.cat([true[:, :m], model.predict(x, y)], dim=1)
+        rows[label] = _common.field_metrics(pred, true, steady=False, initial_step=m)
+        curves[label] = rollout_errors(pred[:, m:], true[:, m:])[0].tolist()
+        extra[label] = {"params": model.n_params, "train_s": model.seconds}
+        plots.plot_fields(pred[0, -1, 0], true[0, -1, 0], title=f"dam break, last frame, {label}",
+                          path=out / f"fields_{label}.png")
+    _common.print_table(rows, f"shallow-water test metrics ({n_test} samples, frames {m}..{cfg['frames'] - 1})")
+    gains = _common.ratios(rows, "CHONN", ["FNO", "U-Net"])
+    _common.print_table(gains, "error ratios (< 1: CHONN better)", fmt="{:.3f}")
+
+    plots.plot_metric_bars(_common.finite(rows), log=True, path=out / "metrics.png")
+    plots.plot_metric_bars(_common.finite(gains), path=out / "gain.png")
+    plots.plot_rollout(curves, path=out / "rollout.png")
+    _common.write_results(out, SCRIPT, args, {
+        "settings": cfg, "metrics": rows, "models": extra, "error_ratios": gains, "per_step_rel_l2": curves,
+        "claim": "CHONN lower than FNO and U-Net on every metric (003, Fig. 5b-c)",
+        "claim_holds": all(v < 1 for g in _common.finite(gains).values() for v in g.values()),
+    })
+
+
+if __name__ == "__main__":
+    main()
