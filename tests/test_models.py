@@ -9,6 +9,7 @@ import circuitop
 import operators
 from operators.models import SpectralFNO, SpectralFNOConfig, UNet, UNetConfig
 from operators.models.fno import neuralop_modes
+from operators.models.hosts import Coarsened
 from neuralop.layers.spectral_convolution import SpectralConv
 
 HAS_CKB = hasattr(circuitop, "CascadedKirchhoffBlock2d")
@@ -112,3 +113,16 @@ def test_rebuild_from_spec_gives_same_architecture():
     a, b = operators.rebuild(spec), operators.build("unet", 2, 1, **TINY_UNET)
     assert a.state_dict().keys() == b.state_dict().keys()
     assert all(isinstance(v, (int, float, str, bool, tuple)) for v in spec["config"].values())
+
+
+def test_coarsened_block_is_a_residual_on_the_coarse_grid():
+    v = torch.randn(2, 3, 16, 12)
+    assert torch.equal(Coarsened(torch.nn.Identity(), 2)(v), v)  # B(c) - c = 0 adds nothing
+    shift = Coarsened(_AddOne(), 4)
+    torch.testing.assert_close(shift(v), v + 1)
+    assert Coarsened(_AddOne(), 2)(torch.zeros(1, 2, 15)).shape == (1, 2, 15)
+
+
+class _AddOne(torch.nn.Module):
+    def forward(self, v):
+        return v + 1

@@ -13,7 +13,7 @@ from functools import partial
 import circuitop
 from torch import nn
 
-from operators.models.hosts import SpectralFNO, SpectralFNOConfig
+from operators.models.hosts import SpectralFNO, SpectralFNOConfig, coarsened
 from operators.models.unet import UNet, UNetConfig
 
 __all__ = ["ChonnFNOConfig", "ChonnUNetConfig", "build_chonn_fno", "build_chonn_unet", "ckb_factory", "host_config"]
@@ -23,11 +23,13 @@ _CKB_CLASSES = {1: "CascadedKirchhoffBlock1d", 2: "CascadedKirchhoffBlock2d"}
 
 @dataclass(frozen=True)
 class ChonnFNOConfig(SpectralFNOConfig):
-    """The host FNO's sizes plus the CKB's: ``order`` cascaded KNCs (0 = no block), ``d_state``."""
+    """The host FNO's sizes plus the CKB's: ``order`` cascaded KNCs (0 = no block), ``d_state``, and the
+    grid coarsening ``downsample`` it runs at (the paper's factor 2)."""
 
     order: int = 2
     d_state: int = 16
     expand: int = 2
+    downsample: int = 2
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ def ckb_factory(config, n_dim: int):
 def build_chonn_fno(in_channels: int, out_channels: int, config: ChonnFNOConfig) -> nn.Module:
     """FNO host with a CKB on each Fourier layer's local branch; ``(batch, channels, *spatial)``."""
     return SpectralFNO(in_channels, out_channels, host_config(config, SpectralFNOConfig),
-                       ckb_factory(config, config.n_dim))
+                       coarsened(ckb_factory(config, config.n_dim), config.downsample))
 
 
 def build_chonn_unet(in_channels: int, out_channels: int, config: ChonnUNetConfig) -> nn.Module:

@@ -24,7 +24,7 @@ from torch.nn import functional as F
 
 from operators.models.fno import expand_modes, neuralop_modes
 
-__all__ = ["SpectralFNOConfig", "SpectralFNO", "conv_nd", "BlockFactory"]
+__all__ = ["SpectralFNOConfig", "SpectralFNO", "Coarsened", "coarsened", "conv_nd", "BlockFactory"]
 
 #: ``make_block(channels) -> nn.Module`` mapping ``(batch, channels, *spatial)`` to the same shape.
 BlockFactory = Callable[[int], nn.Module]
@@ -88,6 +88,39 @@ class SpectralFNO(nn.Module):
             if i < last:
                 v = F.gelu(v)
         return self.project(v)
+
+
+class Coarsened(nn.Module):
+    """Run a residual block on a grid coarsened ``factor`` times: ``v + up(B(c) − c)``, ``c = pool(v)``.
+
+    The CHONN paper's FNO variant for shallow water evolves its cascaded branch at "downsampling
+    factor 2" (003, Methods); a scan over the flattened grid costs (more than) its length, so this
+    is what keeps the CKB affordable at 64² and above. ``pool`` is area averaging, ``up`` is
+    (bi)linear interpolation back to the input size; any grid size works.
+    """
+
+    def __init__(self, block: nn.Module, factor: int):
+        super().__init__()
+        if factor < 1:
+            raise ValueError(f"downsample: expected a positive integer factor, found {factor}")
+        self.block, self.factor = block, factor
+
+    def forward(self, v: torch.Tensor) -> torch.Tensor:
+        """``(batch, channels, *spatial)`` → the same shape."""
+        if self.factor == 1:
+            return self.block(v)
+        size = tuple(max(1, n // self.factor) for n in v.shape[2:])
+        coarse = F.adaptive_avg_pool2d(v, size) if v.ndim == 4 else F.adaptive_avg_pool1d(v, size)
+        mode = "bilinear" if v.ndim == 4 else "linear"
+        delta = self.block(coarse) - coarse
+        return v + F.interpolate(delta, size=v.shape[2:], mode=mode, align_corners=False)
+
+
+def coarsened(make_block: BlockFactory | None, factor: int) -> BlockFactory | None:
+    """``make_block`` whose blocks run on a grid coarsened ``factor`` times (unchanged for factor 1)."""
+    if make_block is None or factor == 1:
+        return make_block
+    return lambda channels: Coarsened(make_block(channels), factor)
 
 
 def _check_input(x: torch.Tensor, n_dim: int, channels: int) -> None:

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from operators.models.chonn import host_config
-from operators.models.hosts import SpectralFNO, SpectralFNOConfig
+from operators.models.hosts import SpectralFNO, SpectralFNOConfig, coarsened
 from operators.models.unet import UNet, UNetConfig
 
 __all__ = ["NACFNOConfig", "NACUNetConfig", "SpatialNAC", "build_nac_fno", "build_nac_unet"]
@@ -21,10 +21,12 @@ __all__ = ["NACFNOConfig", "NACUNetConfig", "SpatialNAC", "build_nac_fno", "buil
 
 @dataclass(frozen=True)
 class NACFNOConfig(SpectralFNOConfig):
-    """The host FNO's sizes plus the NAC's ``num_heads`` (must divide ``width``) and ``topk``."""
+    """The host FNO's sizes plus the NAC's ``num_heads`` (must divide ``width``), ``topk`` and the
+    grid coarsening ``downsample`` it runs at (as for ``chonn_fno``)."""
 
     num_heads: int = 2
     topk: int = 8
+    downsample: int = 2
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,8 @@ def _factory(config):
 
 def build_nac_fno(in_channels: int, out_channels: int, config: NACFNOConfig) -> nn.Module:
     """FNO host with a spatial NAC on each Fourier layer's local branch."""
-    return SpectralFNO(in_channels, out_channels, host_config(config, SpectralFNOConfig), _factory(config))
+    return SpectralFNO(in_channels, out_channels, host_config(config, SpectralFNOConfig),
+                       coarsened(_factory(config), config.downsample))
 
 
 def build_nac_unet(in_channels: int, out_channels: int, config: NACUNetConfig) -> nn.Module:

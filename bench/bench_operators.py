@@ -1,0 +1,75 @@
+"""Training-step cost of the CKB- and NAC-hosting FNOs against the FNO baseline, side by side.
+
+One AdamW step (forward, relative-L2 loss, backward, update) on a batch of 20 fields at 64×64 (the
+CHONN Navier–Stokes setting: width 20, 12 modes, 4 layers), for ``fno`` (neuraloperator's FNO),
+``chonn_fno`` at order 0 (its SpectralConv host, no block) and order 2 (CKB on the grid coarsened by
+the default factor 2, and by 4 and 1 for comparison), and ``nac_fno`` (factor 2). Ratios are
+``time / time(fno)`` measured in the same run (target: CKB overhead ≤ 2×); samples/s = batch / time.
+
+    python -m bench.bench_operators [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import evaluation
+import operators
+from bench._util import Row, best_time, print_table
+
+__all__ = ["run"]
+
+
+def _models(width: int, n_modes: int, n_layers: int) -> dict[str, dict]:
+    common = {"width": width, "n_modes": n_modes, "n_layers": n_layers}
+    return {
+        "fno": {"name": "fno", **common},
+        "chonn_fno order 0 (host)": {"name": "chonn_fno", **common, "order": 0},
+        "chonn_fno order 2": {"name": "chonn_fno", **common, "order": 2, "d_state": 16},
+        "chonn_fno order 2, downsample 4": {"name": "chonn_fno", **common, "order": 2, "d_state": 16, "downsample": 4},
+        "chonn_fno order 2, downsample 1": {"name": "chonn_fno", **common, "order": 2, "d_state": 16, "downsample": 1},
+        "nac_fno": {"name": "nac_fno", **common, "num_heads": 2, "topk": 8},
+    }
+
+
+def _step_fn(config: dict, x: torch.Tensor, y: torch.Tensor):
+    config = dict(config)
+    torch.manual_seed(0)
+    model = operators.build(config.pop("name"), x.shape[1], y.shape[1], **config).to(x.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = evaluation.rel_l2(model(x), y)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def run(quick: bool = False) -> list[Row]:
+    """Rows: seconds per training step, ratio to ``fno``, samples per second, for each model."""
+    size, batch = (32, 4) if quick else (64, 20)
+    width, n_modes, n_layers = (20, 8, 2) if quick else (20, 12, 4)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, 1, size, size, generator=gen).to(device)
+    y = torch.randn(batch, 1, size, size, generator=gen).to(device)
+    repeat = 2 if quick else 3
+    times = {name: best_time(_step_fn(cfg, x, y), repeat=repeat, warmup=1)
+             for name, cfg in _models(width, n_modes, n_layers).items()}
+    detail = f"{device.type}, batch {batch}×1×{size}×{size}, width {width}, {n_modes} modes, {n_layers} layers"
+    rows = []
+    for name, seconds in times.items():
+        rows.append(Row("operators train step", name, seconds, "s", detail))
+        rows.append(Row("operators train step", f"{name} / fno", seconds / times["fno"], "ratio", "time ratio"))
+        rows.append(Row("operators throughput", name, batch / seconds, "samples/s", detail))
+    return rows
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="32×32, batch 4, 2 layers")
+    print_table(run(quick=parser.parse_args().quick), "operators: training step, CKB/NAC hosts vs FNO")
