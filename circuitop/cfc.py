@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from circuitop.ltc import check_sequence
+from circuitop.ltc import check_sequence, check_step, initial_state
 
 __all__ = ["CfCCell", "CfC", "LeCunTanh"]
 
@@ -114,8 +114,7 @@ class CfCCell(nn.Module):
 
     def forward(self, x: torch.Tensor, h: torch.Tensor, dt: torch.Tensor | float = 1.0) -> torch.Tensor:
         """One step: ``x`` ``(batch, in)``, ``h`` ``(batch, hidden)``, ``dt`` scalar or ``(batch,)`` -> new ``h``."""
-        dt = torch.as_tensor(dt, dtype=x.dtype, device=x.device).expand(x.shape[0]).unsqueeze(1)
-        return self.step(self.in_proj(x), h, dt)
+        return self.step(self.in_proj(x), h, check_step(x, dt).unsqueeze(1))
 
 
 class CfC(nn.Module):
@@ -155,7 +154,7 @@ class CfC(nn.Module):
         """All hidden states ``(batch, time, hidden)`` for ``x`` ``(batch, time, in)``, ``dt`` ``(batch, time)``."""
         dt = check_sequence(x, dt, self.in_channels).unsqueeze(-1)
         pre = self.cell.in_proj(x)  # input part of the first layer, for all steps at once
-        h = x.new_zeros(x.shape[0], self.hidden) if h0 is None else h0
+        h = initial_state(x, h0, self.hidden)
         states = []
         for k in range(x.shape[1]):
             h = self.cell.step(pre[:, k], h, dt[:, k])

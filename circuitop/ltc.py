@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["LTCCell", "LTC", "ltc_scan", "ltc_scan_ref", "check_sequence"]
+__all__ = ["LTCCell", "LTC", "ltc_scan", "ltc_scan_ref", "check_sequence", "initial_state", "check_step"]
 
 _INIT_RANGES = {  # the ncps initialisation ranges, so our cells start where the reference does
     "gleak": (0.001, 1.0), "vleak": (-0.2, 0.2), "cm": (0.4, 0.6), "w": (0.001, 1.0),
@@ -55,6 +55,25 @@ def check_sequence(x: torch.Tensor, dt: torch.Tensor | None, in_channels: int) -
     if not bool((dt > 0).all()):
         raise ValueError(f"dt: time spans must be positive; found minimum {dt.min().item():.3g}")
     return dt
+
+
+def initial_state(x: torch.Tensor, h0: torch.Tensor | None, units: int) -> torch.Tensor:
+    """``h0`` checked against ``(batch, units)``, or zeros of that shape when None."""
+    if h0 is None:
+        return x.new_zeros(x.shape[0], units)
+    if h0.shape != (x.shape[0], units):
+        raise ValueError(f"h0: expected shape (batch, units) = {(x.shape[0], units)}, found {tuple(h0.shape)}")
+    return h0
+
+
+def check_step(x: torch.Tensor, dt: torch.Tensor | float) -> torch.Tensor:
+    """One step's ``dt`` (scalar or ``(batch,)``) as a positive ``(batch,)`` tensor for ``x`` ``(batch, ...)``."""
+    dt = torch.as_tensor(dt, dtype=x.dtype, device=x.device)
+    if dt.dim() > 1 or (dt.dim() == 1 and dt.shape[0] != x.shape[0]):
+        raise ValueError(f"dt: expected a scalar or shape ({x.shape[0]},), found {tuple(dt.shape)}")
+    if not bool((dt > 0).all()):
+        raise ValueError(f"dt: time spans must be positive; found minimum {dt.min().item():.3g}")
+    return dt.expand(x.shape[0])
 
 
 def _wiring(wiring: ncps.wirings.Wiring, in_channels: int) -> ncps.wirings.Wiring:
@@ -194,8 +213,7 @@ class LTCCell(nn.Module):
 
         Returns ``(output (batch, out), new state (batch, units))``.
         """
-        dt = torch.as_tensor(dt, dtype=x.dtype, device=x.device).expand(x.shape[0])
-        h = self.step(h, *self.sensory(self.map_inputs(x), dt), self.recurrent_weights())
+        h = self.step(h, *self.sensory(self.map_inputs(x), check_step(x, dt)), self.recurrent_weights())
         return self.map_outputs(h), h
 
 
@@ -323,6 +341,6 @@ class LTC(nn.Module):
         """
         dt = check_sequence(x, dt, self.in_channels)
         cm_t, numer, denom = self.cell.sensory(self.cell.map_inputs(x), dt)  # all steps at once
-        h = x.new_zeros(x.shape[0], self.units) if h0 is None else h0
+        h = initial_state(x, h0, self.units)
         states = (ltc_scan if self.fused else ltc_scan_ref)(self.cell, h, cm_t, numer, denom)
         return self.cell.map_outputs(states), states[:, -1]

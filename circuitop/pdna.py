@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from circuitop.cfc import CfC
-from circuitop.ltc import check_sequence
+from circuitop.ltc import check_sequence, initial_state
 
 __all__ = ["PDNA", "VARIANTS"]
 
@@ -97,7 +97,7 @@ class PDNA(nn.Module):
         if not self.feedback:
             return self.augment(self.cfc.states(x, dt, h0), t)
         cell, pre = self.cfc.cell, self.cfc.cell.in_proj(x)
-        h = x.new_zeros(x.shape[0], self.hidden) if h0 is None else h0
+        h = initial_state(x, h0, self.hidden)
         states = []
         for k in range(x.shape[1]):
             h = self.augment(cell.step(pre[:, k], h, dt[:, k, None]), t[:, k])

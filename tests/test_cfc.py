@@ -82,5 +82,9 @@ def test_bad_input_raises_clear_errors():
         model(torch.randn(2, TIME, IN + 3))
     with pytest.raises(ValueError, match="mode"):
         CfC(IN, HIDDEN, mode="closed")
+    with pytest.raises(ValueError, match="h0"):
+        model(x, h0=torch.zeros(2, HIDDEN + 1))
+    with pytest.raises(ValueError, match="dt"):
+        model.cell(x[:, 0], torch.zeros(2, HIDDEN), -1.0)
     with pytest.raises(ValueError, match="mixed_memory"):
         CfC.from_ncps(ncps.torch.CfC(IN, HIDDEN, mixed_memory=True))

@@ -125,3 +125,9 @@ def test_bad_input_raises_clear_errors():
         LTC(IN, 4, out_channels=6)
     with pytest.raises(ValueError, match="in_channels"):
         LTCCell(model.cell.wiring, IN + 2)
+    with pytest.raises(ValueError, match="h0"):
+        model(x, h0=torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="dt"):
+        model.cell(x[:, 0], torch.zeros(2, 10), 0.0)
+    with pytest.raises(ValueError, match="dt"):
+        model.cell(x[:, 0], torch.zeros(2, 10), torch.ones(3))
