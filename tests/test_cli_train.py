@@ -85,3 +85,20 @@ def test_parse_config_reads_literals():
         "width": 20, "n_modes": (12, 12), "grid": False, "name": "abc"}
     with pytest.raises(ValueError, match="KEY=VALUE"):
         parse_config(["width"])
+
+
+def test_train_directly_on_pdebench_files(tmp_path, capsys):
+    """Darcy layout (``nu``/``tensor`` → ``a``/``u``) steady, and the per-sample group layout with --window."""
+    from test_rollout import travelling_waves
+
+    darcy = poisson_dataset(n_samples=10).rename({"f": "a"})
+    pde_data.write_pdebench(darcy, tmp_path / "2D_DarcyFlow_test.hdf5", layout="darcy")
+    common = ["--epochs", "1", "--batch-size", "4", "--split", "6,2,2", *TINY]
+    assert main(["train", "--data", str(tmp_path / "2D_DarcyFlow_test.hdf5"), "--model", "fno", "--out",
+                 str(tmp_path / "darcy"), "--input", "a", "--target", "u", *common]) == 0
+    waves = travelling_waves(n_samples=10, n_time=6).rename({"u": "h"})
+    pde_data.write_pdebench(waves, tmp_path / "2D_rdb_test.h5", layout="rdb")
+    assert main(["train", "--data", str(tmp_path / "2D_rdb_test.h5"), "--model", "fno", "--out",
+                 str(tmp_path / "rdb"), "--window", "3", *common]) == 0, capsys.readouterr().err
+    run = json.loads((tmp_path / "rdb" / "run.json").read_text())
+    assert run["data"]["variables"] == ["h"] and run["model"]["in_channels"] == 3
