@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .scan import selective_scan
+from .scan import _chunk_length, _forward_scan, _reverse_scan, selective_scan
 
 __all__ = ["KirchhoffCell", "zoh_coefficients"]
 
@@ -127,8 +127,14 @@ class KirchhoffCell(nn.Module):
             ``y (batch, time, d_inner)``, or ``(y, v)`` with ``return_state``.
         """
         self._check(u, dt)
-        alpha_bar, beta_bar, c = self.coefficients(u, dt)
-        v = selective_scan(alpha_bar, beta_bar * u.unsqueeze(-1), v0)
+        delta = F.softplus(self.delta_proj(u))
+        if dt is not None:
+            delta = delta * dt.unsqueeze(-1)
+        b, c = self.b_proj(u), self.c_proj(u)
+        if v0 is None and not return_state:  # fused: no (batch, time, d_inner, d_state) autograd graph
+            return _ZohScanFn.apply(u, delta, self.lam, b, c) + self.d * u
+        alpha_bar, inject = _zoh_terms(u, delta, self.lam, b)
+        v = selective_scan(alpha_bar, inject, v0)
         y = torch.einsum("btdn,btn->btd", v, c) + self.d * u
         return (y, v) if return_state else y
 
@@ -147,6 +153,53 @@ class KirchhoffCell(nn.Module):
     def _check(self, u: torch.Tensor, dt: torch.Tensor | None) -> None:
         _check_sequence(u, self.d_inner, "u")
         _check_dt(dt, u.shape[:2])
+
+
+def _zoh_terms(u, delta, lam, b):
+    """ᾱ = exp(-Δλ) and β̄ u = expm1(-Δλ) · b u / (-λ) (Eq. 34), ``(batch, time, d_inner, d_state)``:
+    the same numbers as :meth:`KirchhoffCell.coefficients`, with the outer product b u formed once."""
+    neg_rate = delta.unsqueeze(-1) * -lam
+    return torch.exp(neg_rate), torch.expm1(neg_rate) * (u.unsqueeze(-1) * (b.unsqueeze(-2) / -lam))
+
+
+class _ZohScanFn(torch.autograd.Function):
+    """y_t = Σ_n c_t v_t with v_t = exp(-Δ_t λ) v_{t-1} + (1 - exp(-Δ_t λ)) / λ · b_t u_t, v_0 = 0.
+
+    Inputs u, Δ ``(batch, time, d_inner)``, λ ``(d_inner, d_state)``, b, c ``(batch, time, d_state)``.
+    Saves only the states v; the backward recomputes ᾱ and uses (with g the reverse-scan adjoint of
+    v, w = ᾱ g, φ = (1 - ᾱ)/λ, v_prev the previous state):
+    dΔ = Σ_n w (b u - λ v_prev),  dλ = Σ_bt [-Δ w v_prev + (Δ w - g φ) b u / λ],
+    du = Σ_n g φ b,  db = Σ_d g φ u,  dc = Σ_d dy v.
+    """
+
+    @staticmethod
+    def forward(ctx, u, delta, lam, b, c):
+        alpha_bar, inject = _zoh_terms(u, delta, lam, b)
+        q = _chunk_length(u.shape[1])
+        v = _forward_scan(alpha_bar.flatten(2), inject.flatten(2), None, q).view_as(alpha_bar)
+        ctx.save_for_backward(u, delta, lam, b, c, v)
+        ctx.q = q
+        return torch.einsum("btdn,btn->btd", v, c)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_y):
+        u, delta, lam, b, c, v = ctx.saved_tensors
+        neg_rate = delta.unsqueeze(-1) * -lam
+        alpha_bar = torch.exp(neg_rate)
+        grad_v = grad_y.unsqueeze(-1) * c.unsqueeze(-2)
+        g = _reverse_scan(alpha_bar.flatten(2), grad_v.flatten(2), ctx.q).view_as(v)
+        grad_c = torch.einsum("btdn,btd->btn", v, grad_y)
+        w = torch.mul(g, alpha_bar, out=grad_v)  # reuses grad_v's memory
+        phi_g = neg_rate.expm1_().div_(-lam).mul_(g)  # g φ, in neg_rate's memory
+        grad_u = torch.einsum("btdn,btn->btd", phi_g, b)
+        grad_b = torch.einsum("btdn,btd->btn", phi_g, u)
+        p = torch.zeros_like(w)
+        torch.mul(w[:, 1:], v[:, :-1], out=p[:, 1:])  # w v_prev (v_prev = 0 before the first step)
+        grad_lam = -(p * delta.unsqueeze(-1)).sum((0, 1))
+        grad_delta = u * torch.einsum("btdn,btn->btd", w, b) - p.mul_(lam).sum(-1)
+        rest = w.mul_(delta.unsqueeze(-1)).sub_(phi_g).mul_(b.unsqueeze(-2)).mul_(u.unsqueeze(-1))
+        return grad_u, grad_delta, grad_lam + rest.sum((0, 1)) / lam, grad_b, grad_c
 
 
 def _check_sequence(u: torch.Tensor, channels: int, name: str) -> None:

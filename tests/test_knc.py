@@ -32,6 +32,20 @@ def test_scan_matches_step_loop_values_and_grads(dtype, tol, irregular):
         torch.testing.assert_close(fast, ref, rtol=tol, atol=tol)
 
 
+def test_unfused_path_with_initial_state_matches_step_loop():
+    """With ``v0`` or ``return_state`` the cell scans ᾱ and β̄ u through autograd (not the fused
+    function): values, states and gradients still equal the step loop's."""
+    cell = _cell()
+    u = _randn(2, 40, 4).requires_grad_()
+    v0 = _randn(2, 4, 3, seed=3).requires_grad_()
+    results = []
+    for run in (cell.forward, cell.forward_ref):
+        y, v = run(u, v0=v0, return_state=True)
+        results.append([y, v] + list(torch.autograd.grad(y.sum() + v.square().sum(), [u, v0, cell.log_lam])))
+    for fast, ref in zip(*results):
+        torch.testing.assert_close(fast, ref, rtol=1e-12, atol=1e-12)
+
+
 def test_gradcheck_tiny_cell():
     """Gradients w.r.t. the input, the step sizes and every parameter (log λ, W_Δ, b_Δ, W_b, W_c, d)."""
     cell = _cell(d_inner=2, d_state=2)
