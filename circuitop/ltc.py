@@ -76,6 +76,12 @@ def check_step(x: torch.Tensor, dt: torch.Tensor | float) -> torch.Tensor:
     return dt.expand(x.shape[0])
 
 
+def _synapse_sums(post: torch.Tensor, w: torch.Tensor, erev: torch.Tensor, units: int) -> torch.Tensor:
+    """``(n_syn, 2 units)``: ``act @`` it gives ``[sum w act E, sum w act]`` per postsynaptic neuron."""
+    onehot = F.one_hot(post, units).to(w.dtype)
+    return torch.cat([onehot * (w * erev).unsqueeze(1), onehot * w.unsqueeze(1)], 1)
+
+
 def _wiring(wiring: ncps.wirings.Wiring, in_channels: int) -> ncps.wirings.Wiring:
     if not wiring.is_built():
         wiring.build(in_channels)
@@ -174,10 +180,11 @@ class LTCCell(nn.Module):
             ``cm_t = c_m / (dt / L)``, numerator ``g_leak v_leak + sum_i w s(x_i) E`` and denominator
             ``cm_t + g_leak + sum_i w s(x_i) + eps``, each ``(..., units)``.
         """
-        act = torch.sigmoid(self.sensory_sigma * (x.unsqueeze(-1) - self.sensory_mu))
-        w = self.positive("sensory_w") * self.sensory_sparsity_mask
-        numer = torch.einsum("...ij,ij->...j", act, w * self.sensory_erev)
-        denom = torch.einsum("...ij,ij->...j", act, w)
+        pre, post = self.sensory_sparsity_mask.nonzero(as_tuple=True)  # only the wiring's synapses
+        act = torch.sigmoid(self.sensory_sigma[pre, post] * (x.index_select(-1, pre) - self.sensory_mu[pre, post]))
+        w = self.positive("sensory_w")[pre, post]
+        sums = act @ _synapse_sums(post, w, self.sensory_erev[pre, post], self.units)
+        numer, denom = sums[..., : self.units], sums[..., self.units:]
         gleak = self.positive("gleak")
         cm_t = self.positive("cm") * (self.ode_unfolds / dt.unsqueeze(-1))
         return cm_t, numer + gleak * self.vleak, denom + cm_t + gleak + self.epsilon
@@ -192,8 +199,7 @@ class LTCCell(nn.Module):
         """
         pre, post = self.sparsity_mask.nonzero(as_tuple=True)
         w = self.positive("w")[pre, post]
-        onehot = F.one_hot(post, self.units).to(w.dtype)
-        out = torch.cat([onehot * (w * self.erev[pre, post]).unsqueeze(1), onehot * w.unsqueeze(1)], 1)
+        out = _synapse_sums(post, w, self.erev[pre, post], self.units)
         sigma = self.sigma[pre, post]
         return pre, sigma, sigma * self.mu[pre, post], out
 
