@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from circuitop.ltc import check_sequence, check_step, initial_state
+from circuitop.sequence import check_sequence, check_step, initial_state
 
 __all__ = ["CfCCell", "CfC", "LeCunTanh"]
 

@@ -27,7 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["LTCCell", "LTC", "ltc_scan", "ltc_scan_ref", "check_sequence", "initial_state", "check_step"]
+from circuitop.sequence import check_sequence, check_step, initial_state
+
+__all__ = ["LTCCell", "LTC", "ltc_scan", "ltc_scan_ref"]
 
 _INIT_RANGES = {  # the ncps initialisation ranges, so our cells start where the reference does
     "gleak": (0.001, 1.0), "vleak": (-0.2, 0.2), "cm": (0.4, 0.6), "w": (0.001, 1.0),
@@ -35,45 +37,6 @@ _INIT_RANGES = {  # the ncps initialisation ranges, so our cells start where the
     "sensory_sigma": (3.0, 8.0), "sensory_mu": (0.3, 0.8),
 }
 _POSITIVE = ("gleak", "cm", "w", "sensory_w")
-
-
-def check_sequence(x: torch.Tensor, dt: torch.Tensor | None, in_channels: int) -> torch.Tensor:
-    """Validate ``x`` ``(batch, time, in_channels)`` and ``dt`` ``(batch, time)``; return ``dt`` (ones if None).
-
-    Raises:
-        ValueError: naming ``x`` or ``dt`` with the expected and found shape, or a non-positive step.
-    """
-    if x.dim() != 3 or x.shape[-1] != in_channels:
-        raise ValueError(f"x: expected shape (batch, time, {in_channels}), found {tuple(x.shape)}")
-    if dt is None:
-        return x.new_ones(x.shape[:2])
-    dt = torch.as_tensor(dt, dtype=x.dtype, device=x.device)
-    if dt.dim() == 1 and dt.shape[0] == x.shape[1]:
-        dt = dt.expand(x.shape[0], -1)
-    if dt.shape != x.shape[:2]:
-        raise ValueError(f"dt: expected shape (batch, time) = {tuple(x.shape[:2])}, found {tuple(dt.shape)}")
-    if not bool((dt > 0).all()):
-        raise ValueError(f"dt: time spans must be positive; found minimum {dt.min().item():.3g}")
-    return dt
-
-
-def initial_state(x: torch.Tensor, h0: torch.Tensor | None, units: int) -> torch.Tensor:
-    """``h0`` checked against ``(batch, units)``, or zeros of that shape when None."""
-    if h0 is None:
-        return x.new_zeros(x.shape[0], units)
-    if h0.shape != (x.shape[0], units):
-        raise ValueError(f"h0: expected shape (batch, units) = {(x.shape[0], units)}, found {tuple(h0.shape)}")
-    return h0
-
-
-def check_step(x: torch.Tensor, dt: torch.Tensor | float) -> torch.Tensor:
-    """One step's ``dt`` (scalar or ``(batch,)``) as a positive ``(batch,)`` tensor for ``x`` ``(batch, ...)``."""
-    dt = torch.as_tensor(dt, dtype=x.dtype, device=x.device)
-    if dt.dim() > 1 or (dt.dim() == 1 and dt.shape[0] != x.shape[0]):
-        raise ValueError(f"dt: expected a scalar or shape ({x.shape[0]},), found {tuple(dt.shape)}")
-    if not bool((dt > 0).all()):
-        raise ValueError(f"dt: time spans must be positive; found minimum {dt.min().item():.3g}")
-    return dt.expand(x.shape[0])
 
 
 def _synapse_sums(post: torch.Tensor, w: torch.Tensor, erev: torch.Tensor, units: int) -> torch.Tensor:

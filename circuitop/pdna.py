@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from circuitop.cfc import CfC
-from circuitop.ltc import check_sequence, initial_state
+from circuitop.sequence import check_sequence, initial_state
 
 __all__ = ["PDNA", "VARIANTS"]
 

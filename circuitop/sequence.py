@@ -19,11 +19,48 @@ import inspect
 import torch
 from torch import nn
 
-from circuitop.ltc import check_sequence
-
-__all__ = ["SequenceModel", "steps_from_timestamps"]
+__all__ = ["SequenceModel", "steps_from_timestamps", "check_sequence", "check_step", "initial_state"]
 
 READOUTS = ("last", "mean")
+
+
+def check_sequence(x: torch.Tensor, dt: torch.Tensor | None, in_channels: int) -> torch.Tensor:
+    """Validate ``x`` ``(batch, time, in_channels)`` and ``dt`` ``(batch, time)``; return ``dt`` (ones if None).
+
+    Raises:
+        ValueError: naming ``x`` or ``dt`` with the expected and found shape, or a non-positive step.
+    """
+    if x.dim() != 3 or x.shape[-1] != in_channels:
+        raise ValueError(f"x: expected shape (batch, time, {in_channels}), found {tuple(x.shape)}")
+    if dt is None:
+        return x.new_ones(x.shape[:2])
+    dt = torch.as_tensor(dt, dtype=x.dtype, device=x.device)
+    if dt.dim() == 1 and dt.shape[0] == x.shape[1]:
+        dt = dt.expand(x.shape[0], -1)
+    if dt.shape != x.shape[:2]:
+        raise ValueError(f"dt: expected shape (batch, time) = {tuple(x.shape[:2])}, found {tuple(dt.shape)}")
+    if not bool((dt > 0).all()):
+        raise ValueError(f"dt: time spans must be positive; found minimum {dt.min().item():.3g}")
+    return dt
+
+
+def initial_state(x: torch.Tensor, h0: torch.Tensor | None, units: int) -> torch.Tensor:
+    """``h0`` checked against ``(batch, units)``, or zeros of that shape when None."""
+    if h0 is None:
+        return x.new_zeros(x.shape[0], units)
+    if h0.shape != (x.shape[0], units):
+        raise ValueError(f"h0: expected shape (batch, units) = {(x.shape[0], units)}, found {tuple(h0.shape)}")
+    return h0
+
+
+def check_step(x: torch.Tensor, dt: torch.Tensor | float) -> torch.Tensor:
+    """One step's ``dt`` (scalar or ``(batch,)``) as a positive ``(batch,)`` tensor for ``x`` ``(batch, ...)``."""
+    dt = torch.as_tensor(dt, dtype=x.dtype, device=x.device)
+    if dt.dim() > 1 or (dt.dim() == 1 and dt.shape[0] != x.shape[0]):
+        raise ValueError(f"dt: expected a scalar or shape ({x.shape[0]},), found {tuple(dt.shape)}")
+    if not bool((dt > 0).all()):
+        raise ValueError(f"dt: time spans must be positive; found minimum {dt.min().item():.3g}")
+    return dt.expand(x.shape[0])
 
 
 def steps_from_timestamps(timestamps: torch.Tensor) -> torch.Tensor:
