@@ -12,7 +12,9 @@ Unlike Mamba's reference (Euler injection Δ·b) the injection factor here is th
 With irregular sampling the real step Δt_k multiplies Δ_k.
 
 The cell computes one step (:meth:`KirchhoffCell.step`); :meth:`KirchhoffCell.forward` runs all steps
-with :func:`circuitop.scan.selective_scan`, and :meth:`KirchhoffCell.forward_ref` loops ``step``.
+with the chunked scan of :mod:`circuitop.scan` — fused with the discretisation and the readout in
+``_ZohScanFn`` (analytic gradients, only the states saved) unless ``v0`` or ``return_state`` is asked
+for — and :meth:`KirchhoffCell.forward_ref` loops ``step`` (the reference twin for the tests).
 """
 
 from __future__ import annotations

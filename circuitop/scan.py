@@ -15,8 +15,10 @@ Algorithm (three levels, no Python loop over time steps; T = time, Q = chunk len
    the chunks come from a Hillis–Steele scan over n chunks: log2(n) vectorised steps.
 3. *Within chunks.* The recurrence is re-run inside every chunk from its entering state, writing h.
 
-Total work is O(T) (two passes over a and b, one write of h); the Python overhead is O(Q + log n)
-operations. The backward pass is the same scan run in reverse (``_ScanFn``):
+Work is O(T) for levels 1 and 3 (two passes over a and b, one write of h) plus O(n log n) on the
+small chunk summaries; the Python overhead is 2Q + O(log n) tensor operations per direction, each
+over all chunks at once (Q <= 32 by default, so the count does not grow with T beyond log n).
+Inputs are not checked for NaN here (a full extra pass); the cells and blocks check their inputs. The backward pass is the same scan run in reverse (``_ScanFn``):
 g_t = dL/dh_t + a_{t+1} g_{t+1},  dL/db_t = g_t,  dL/da_t = g_t h_{t-1},  dL/dh0 = a_0 g_0.
 """
 
@@ -38,6 +40,9 @@ def _check_inputs(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None) -> 
         raise ValueError(f"a: expected shape (batch, time, ...) with rank >= 2, found {tuple(a.shape)}")
     if a.shape != b.shape:
         raise ValueError(f"b: expected the shape of a {tuple(a.shape)}, found {tuple(b.shape)}")
+    if a.dtype != b.dtype or (h0 is not None and h0.dtype != a.dtype):
+        found = (a.dtype, b.dtype) + (() if h0 is None else (h0.dtype,))
+        raise ValueError(f"a, b, h0: expected one dtype, found {found}")
     if a.shape[1] == 0:
         raise ValueError(f"a: expected at least one time step, found shape {tuple(a.shape)}")
     if h0 is not None and h0.shape != a.shape[:1] + a.shape[2:]:

@@ -115,3 +115,8 @@ def test_bad_shapes_raise(a_shape, b_shape, h0_shape, match):
     h0 = None if h0_shape is None else torch.zeros(h0_shape)
     with pytest.raises(ValueError, match=match):
         selective_scan(torch.zeros(a_shape), torch.zeros(b_shape), h0)
+
+
+def test_mixed_dtypes_raise():
+    with pytest.raises(ValueError, match="expected one dtype"):
+        selective_scan(torch.zeros(1, 3, 2), torch.zeros(1, 3, 2, dtype=torch.float64))
