@@ -78,9 +78,10 @@ class CfCCell(nn.Module):
             raise ValueError("cell: expected an ncps CfCCell without sparsity_mask (wired cells unsupported)")
         linears = [m for m in cell.backbone if isinstance(m, nn.Linear)] if cell.backbone_layers > 0 else []
         acts = [name for name, kind in _ACTIVATIONS.items() if linears and isinstance(cell.backbone[1], kind)]
+        dropout = [m.p for m in (cell.backbone or []) if isinstance(m, nn.Dropout)]
         ours = cls(cell.input_size, cell.hidden_size, mode=cell.mode, backbone_layers=cell.backbone_layers,
                    backbone_units=linears[0].out_features if linears else 128,
-                   activation=acts[0] if acts else "lecun_tanh")
+                   activation=acts[0] if acts else "lecun_tanh", backbone_dropout=dropout[0] if dropout else 0.0)
         heads = [cell.ff1] if cell.mode == "pure" else [cell.ff1, cell.ff2, cell.time_a, cell.time_b]
         head_w = torch.cat([h.weight for h in heads]).detach()
         head_b = torch.cat([h.bias for h in heads]).detach()
