@@ -78,8 +78,9 @@ def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, mo
         net = models.rebuild(meta["model"])
         if info.is_main:
             _write_json(out / "run.json", {**meta, "train": dataclasses.asdict(train_config), "data_file": str(data)})
-        trainer = Trainer(net, data_mod.materialize(sets["train"]), data_mod.materialize(sets["val"]), train_config,
-                          out, meta=meta, normalizers=normalizers, dist=info)
+        val = data_mod.materialize(sets["val"]) if len(sets["val"]) else None
+        trainer = Trainer(net, data_mod.materialize(sets["train"]), val, train_config, out, meta=meta,
+                          normalizers=normalizers, dist=info)
         return trainer.fit(resume_from=out / "last.pt" if resume else None)
     finally:
         distributed.cleanup()
