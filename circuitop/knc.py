@@ -176,7 +176,9 @@ class _ZohScanFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, u, delta, lam, b, c):
-        alpha_bar, inject = _zoh_terms(u, delta, lam, b)
+        neg_rate = delta.unsqueeze(-1) * -lam  # _zoh_terms, in place: two big tensors instead of six
+        inject = torch.expm1(neg_rate).mul_(u.unsqueeze(-1)).mul_(b.unsqueeze(-2)).div_(-lam)
+        alpha_bar = neg_rate.exp_()
         q = _chunk_length(u.shape[1])
         v = _forward_scan(alpha_bar.flatten(2), inject.flatten(2), None, q).view_as(alpha_bar)
         ctx.save_for_backward(u, delta, lam, b, c, v)
@@ -196,12 +198,13 @@ class _ZohScanFn(torch.autograd.Function):
         phi_g = neg_rate.expm1_().div_(-lam).mul_(g)  # g φ, in neg_rate's memory
         grad_u = torch.einsum("btdn,btn->btd", phi_g, b)
         grad_b = torch.einsum("btdn,btd->btn", phi_g, u)
-        p = torch.zeros_like(w)
-        torch.mul(w[:, 1:], v[:, :-1], out=p[:, 1:])  # w v_prev (v_prev = 0 before the first step)
-        grad_lam = -(p * delta.unsqueeze(-1)).sum((0, 1))
-        grad_delta = u * torch.einsum("btdn,btn->btd", w, b) - p.mul_(lam).sum(-1)
+        p = torch.empty_like(w)  # λ w v_prev (v_prev = 0 before the first step)
+        p[:, 0] = 0
+        torch.mul(w[:, 1:], v[:, :-1], out=p[:, 1:]).mul_(lam)
+        grad_delta = u * torch.einsum("btdn,btn->btd", w, b) - p.sum(-1)
+        decay_term = p.mul_(delta.unsqueeze(-1)).sum((0, 1))  # Σ Δ λ w v_prev
         rest = w.mul_(delta.unsqueeze(-1)).sub_(phi_g).mul_(b.unsqueeze(-2)).mul_(u.unsqueeze(-1))
-        return grad_u, grad_delta, grad_lam + rest.sum((0, 1)) / lam, grad_b, grad_c
+        return grad_u, grad_delta, (rest.sum((0, 1)) - decay_term) / lam, grad_b, grad_c
 
 
 def _check_sequence(u: torch.Tensor, channels: int, name: str) -> None:
