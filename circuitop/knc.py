@@ -198,7 +198,7 @@ class _ZohScanFn(torch.autograd.Function):
         phi_g = neg_rate.expm1_().div_(-lam).mul_(g)  # g φ, in neg_rate's memory
         grad_u = torch.einsum("btdn,btn->btd", phi_g, b)
         grad_b = torch.einsum("btdn,btd->btn", phi_g, u)
-        p = torch.empty_like(w)  # λ w v_prev (v_prev = 0 before the first step)
+        p = alpha_bar  # λ w v_prev (v_prev = 0 before the first step), in alpha_bar's memory
         p[:, 0] = 0
         torch.mul(w[:, 1:], v[:, :-1], out=p[:, 1:]).mul_(lam)
         grad_delta = u * torch.einsum("btdn,btn->btd", w, b) - p.sum(-1)
