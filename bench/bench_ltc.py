@@ -72,10 +72,11 @@ def run(quick: bool = False) -> list[Row]:
     rows = _pair_rows(f"LTC AutoNCP(64,8) {BATCH}x{steps}x{FEATURES}", LTC.from_ncps(ref_ltc), ref_ltc, x, None,
                       repeat)
     rows += _pair_rows(f"CfC 64 units {BATCH}x{steps}x{FEATURES}", CfC.from_ncps(ref_cfc), ref_cfc, x, None, repeat)
-    cfc, pdna = CfC(FEATURES, 64), PDNA(FEATURES, 64, variant="E")
+    pdna = PDNA(FEATURES, 64, variant="E")
+    cfc = pdna.cfc  # the same backbone with the same weights: the difference is the pulse + self-attend
     dt = torch.rand(BATCH, steps) + 0.5
     for case, fn in (("forward", _forward), ("forward+backward", _forward_backward)):
-        t_cfc, t_pdna = _best_pair(lambda: fn(cfc, x, dt), lambda: fn(pdna, x, dt), repeat)
+        t_cfc, t_pdna = _best_pair(lambda: fn(cfc, x, dt), lambda: fn(pdna, x, dt), 3 * repeat)
         rows.append(Row("PDNA (E) over CfC", f"{case} PDNA / CfC", t_pdna / t_cfc, "x",
                         f"CfC {1e3 * t_cfc:.1f} ms, PDNA {1e3 * t_pdna:.1f} ms"))
     return rows
