@@ -1,0 +1,24 @@
+"""The main job (``make demo``) end to end at the smallest budget: a real subprocess, real files."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_demo_writes_its_report(tmp_path):
+    args = ["--n-samples", "8", "--n-sim", "32", "--n-out", "16", "--t-final", "4", "--dt", "0.004",
+            "--window", "2", "--rollout", "2", "--epochs", "1", "--width", "8", "--modes", "4", "--n-layers", "2"]
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py"), "--out", str(tmp_path), *args],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"report written to {(tmp_path / 'report.md').resolve()}" in result.stdout
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    for name in ("fno", "chonn_fno"):
+        r = metrics["results"][name]
+        assert len(r["per_step_rel_l2"]) == 2 and 0 < r["rollout_rel_l2"] < 10
+        assert (tmp_path / f"fields_{name}.png").stat().st_size > 10_000
+    assert (tmp_path / "per_step_error.png").is_file() and (tmp_path / "ns_demo.h5").is_file()
+    assert "| rollout_rel_l2 |" in (tmp_path / "report.md").read_text()
