@@ -121,7 +121,12 @@ def main() -> None:
     data = load_sequences(args.train_limit)
     start, runs = time.perf_counter(), {}
     for variant in args.variants:
-        runs[variant] = [train_one(variant, seed, data, args) for seed in args.seeds]
+        runs[variant] = []
+        for seed in args.seeds:
+            runs[variant].append(train_one(variant, seed, data, args))
+            report = runs[variant][-1]
+            print(f"variant {variant} seed {seed}: clean {100 * report['gap_0']:.2f} %, "
+                  f"multi-gap {100 * report['multi']:.2f} % ({time.perf_counter() - start:.0f} s)", flush=True)
     summary = summarize(runs)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     write_json_atomic({"settings": settings, "runs": runs, "summary": summary,
