@@ -105,8 +105,9 @@ def _grouped_topk(qc, kb, okb, blocks, s, causal, k_eff):
     """Exact candidate scores grouped by key block: each block's selecting queries form one matmul.
 
     Pairs (query, candidate block) are sorted by block; block b's queries fill rows of a padded
-    ``(G·N_b, cap, D)`` tensor multiplied by that block's keys, so no key is copied per query. The top
-    min(K, B_s) of each pair's block row are returned per query as ``(G, C, M·k)`` values and key indices.
+    ``(G·N_b, cap, D + 1)`` tensor multiplied by b's keys extended with a bias coordinate (0 for usable keys,
+    −∞ for padded or masked ones), so no key is copied per query. The top min(K, B_s) keys of every row are
+    returned per query as ``(G, C, M·k)`` values and key indices.
     """
     g, c, d = qc.shape
     nb, bs, m = kb.shape[1], kb.shape[2], blocks.shape[-1]
@@ -115,16 +116,20 @@ def _grouped_topk(qc, kb, okb, blocks, s, causal, k_eff):
     sorted_group = group[order]
     counts = torch.bincount(sorted_group, minlength=g * nb)
     slot = torch.arange(group.numel(), device=qc.device) - (counts.cumsum(0) - counts)[sorted_group]
-    rows = qc.new_zeros(g * nb, int(counts.max()), d)
-    rows[sorted_group, slot] = qc.reshape(g * c, d)[order // m]
-    scores = torch.bmm(rows, kb.reshape(g * nb, bs, d).transpose(1, 2))[sorted_group, slot]  # (P, B_s)
-    key = (sorted_group % nb)[:, None] * bs + torch.arange(bs, device=qc.device)
-    usable = okb.flatten(1).expand(g, -1)[(order // (c * m))[:, None], key]
+    rows = qc.new_zeros(g * nb, int(counts.max()), d + 1)
+    rows[sorted_group, slot] = torch.cat([qc.reshape(g * c, d), qc.new_ones(g * c, 1)], 1)[order // m]
+    bias = torch.zeros(okb.shape, dtype=qc.dtype, device=qc.device).masked_fill(~okb, float("-inf"))
+    keys = torch.cat([kb, bias.expand(g, -1, -1)[..., None]], -1).reshape(g * nb, bs, d + 1)
+    scores = torch.bmm(rows, keys.transpose(1, 2))  # (G·N_b, cap, B_s); unfilled rows are never read
     if causal:
-        usable = usable & (key <= (s + (order // m) % c)[:, None])
-    values, pos = scores.masked_fill(~usable, float("-inf")).topk(min(k_eff, bs), dim=-1)
-    out_v, out_k = torch.empty_like(values), torch.empty_like(pos)
-    out_v[order], out_k[order] = values, torch.gather(key, 1, pos)
+        pos = torch.full(rows.shape[:2], -1, dtype=torch.long, device=qc.device)
+        pos[sorted_group, slot] = s + (order // m) % c
+        key_pos = (torch.arange(g * nb, device=qc.device) % nb)[:, None] * bs + torch.arange(bs, device=qc.device)
+        scores = scores.masked_fill(key_pos[:, None, :] > pos[..., None], float("-inf"))
+    values, within = scores.topk(min(k_eff, bs), dim=-1)
+    out_v, out_k = values.new_empty(group.numel(), values.shape[-1]), within.new_empty(group.numel(), within.shape[-1])
+    out_v[order] = values[sorted_group, slot]
+    out_k[order] = (sorted_group % nb)[:, None] * bs + within[sorted_group, slot]
     return out_v.view(g, c, -1), out_k.view(g, c, -1)
 
 
