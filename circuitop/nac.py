@@ -74,8 +74,8 @@ class NeuronalAttentionCircuit(nn.Module):
 
     Example:
         >>> nac = NeuronalAttentionCircuit(64, 4, topk=8)
-        >>> y = nac(torch.randn(2, 128, 64))                      # (2, 128, 64)
-        >>> y, att = nac(x, t=stamps, mask=keep, return_attention=True)
+        >>> x, stamps = torch.randn(2, 128, 64), torch.rand(2, 128).cumsum(1)
+        >>> y, att = nac(x, t=stamps, return_attention=True)     # y: (2, 128, 64); att["phi"]: (2, 4, 128, 8)
     """
 
     def __init__(self, d_model: int, num_heads: int, *, topk: int | None = 8, sparsity: float = 0.5,
