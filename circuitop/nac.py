@@ -102,6 +102,7 @@ class NeuronalAttentionCircuit(nn.Module):
         """Self-attention. x ``(batch, time, d_model)``; t ``(batch, time)`` timestamps (None: t_sample = 1);
         mask ``(batch, time)`` bool, True = real key, False = padding. Returns ``(batch, time, d_model)``
         and, with ``return_attention``, a dict (see :meth:`attend`)."""
+        _check_tensor("x", x, (*x.shape[:2], self.d_model) if x.ndim == 3 else (-1, -1, self.d_model))
         return self.forward_cross(x, x, x, t=t, mask=mask, return_attention=return_attention)
 
     def forward_cross(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -109,11 +110,12 @@ class NeuronalAttentionCircuit(nn.Module):
                       return_attention: bool = False):
         """Cross-attention. query ``(batch, T_q, d_model)``; key, value ``(batch, T_k, d_model)``;
         t ``(batch, T_q)`` per-query timestamps; mask ``(batch, T_k)`` bool key mask (True = keep)."""
-        if query.ndim != 3:
-            raise ValueError(f"query: expected shape (batch, time, {self.d_model}), found {tuple(query.shape)}")
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            if x.ndim != 3:
+                raise ValueError(f"{name}: expected shape (batch, time, {self.d_model}), found {tuple(x.shape)}")
         b, t_q = query.shape[:2]
         _check_tensor("query", query, (b, t_q, self.d_model))
-        _check_tensor("key", key, (b, key.shape[1] if key.ndim == 3 else -1, self.d_model))
+        _check_tensor("key", key, (b, key.shape[1], self.d_model))
         t_k = key.shape[1]
         _check_tensor("value", value, (b, t_k, self.d_model))
         if t is not None:

@@ -208,10 +208,12 @@ def test_bad_inputs():
         layer(x, t=torch.ones(2, 23))
     bad = x.clone()
     bad[0, 3, 2] = float("nan")
-    with pytest.raises(ValueError, match="x|query"):
+    with pytest.raises(ValueError, match="x: expected finite"):
         layer(bad)
-    with pytest.raises(ValueError, match="query"):
+    with pytest.raises(ValueError, match=r"x: expected shape \(2, 24, 16\)"):
         layer(torch.randn(2, 24, 12))
+    with pytest.raises(ValueError, match="key: expected shape"):
+        layer.forward_cross(x, x[0], x)
     with pytest.raises(ValueError, match="mask"):
         layer(x, mask=torch.ones(2, 24))
 
