@@ -49,21 +49,24 @@ def apply(
     device = param.device if param is not None else None
     x = to_tensor(obj, variables, dtype=dtype, device=device)
     with torch.no_grad():
-        if kind_of(obj) == "sequence":
-            kwargs = {}
-            if use_time and TIME in obj.coords and _takes_dt(module):
-                kwargs["dt"] = time_steps(obj, dtype=dtype, device=device)
-            y = module(x, **kwargs)
-        elif TIME in obj.dims:  # (batch, time, channels, *spatial): frames as a batch
-            y = module(x.flatten(0, 1)).unflatten(0, x.shape[:2])
-        else:
-            y = module(x)
+        y = _run(module, x, obj, use_time=use_time)
     if y.shape != x.shape:
         raise ValueError(
             f"module: expected an output of the input's shape {tuple(x.shape)} (channels to channels), "
             f"found {tuple(y.shape)}"
         )
     return from_tensor(y, obj, variables)
+
+
+def _run(module: nn.Module, x: torch.Tensor, obj, *, use_time: bool) -> torch.Tensor:
+    if kind_of(obj) == "sequence":
+        kwargs = {}
+        if use_time and TIME in obj.coords and _takes_dt(module):
+            kwargs["dt"] = time_steps(obj, dtype=x.dtype, device=x.device)
+        return module(x, **kwargs)
+    if TIME in obj.dims:  # (batch, time, channels, *spatial): frames as a batch
+        return module(x.flatten(0, 1)).unflatten(0, x.shape[:2])
+    return module(x)
 
 
 def _takes_dt(module: nn.Module) -> bool:
