@@ -70,11 +70,21 @@ def setup(args: argparse.Namespace, script: str) -> Path:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    _warm_up()
     out = args.out or Path("runs") / script
     out.mkdir(parents=True, exist_ok=True)
     print(f"{script}: scale {args.scale}, device {args.device}, {torch.get_num_threads()} threads, out {out}",
           flush=True)
     return out
+
+
+def _warm_up() -> None:
+    """One Adam step on a throwaway layer: the first optimizer step of a process pays a one-time setup
+    (seconds here), which would otherwise be counted in the first model's training time."""
+    layer = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.Adam(layer.parameters())
+    layer(torch.ones(1, 1)).sum().backward()
+    optimizer.step()
 
 
 def settings(table: dict[str, dict], args: argparse.Namespace) -> dict:
