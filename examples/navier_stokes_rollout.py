@@ -15,11 +15,13 @@ Scales (data from ``pde_data.generate_navier_stokes``, our pseudo-spectral solve
 
 - full: the FNO protocol — 256² simulation kept at 64², ν = 1e-3, 50 records, 1000 train / 200 test,
   10 given frames, 40 predicted; width 20, 12 modes; Adam lr 1e-3 (weight decay 1e-4), StepLR(100, 0.5),
-  500 epochs, batch 20; CKB d_state 16. Estimated (extrapolated from the quick run, not measured): data
-  ≈ 1-2 GPU-hours; training ≈ 6-10 GPU-hours for FNO and several times that for CHONN per window on
-  one GPU; not practical on CPU.
+  500 epochs, batch 20; CKB d_state 16. Run time, an estimate (not measured): the data ≈ 1-2 hours on
+  one GPU (1200 × 500,000 solver steps at 256²); training ≈ 10,000× the quick run's sample-steps at 16×
+  the pixels: a few GPU-hours per window for FNO (the FNO paper's order) and, from the quick run's
+  CHONN/FNO time ratio of 3-6×, about a GPU-day per window for CHONN; not practical on CPU.
 - ``--quick``: 32² simulation kept at 16², 20 records, 24 train / 8 test, 10 given, 10 predicted; width
-  12, 6 modes; 8 epochs: ≈ 10 minutes on 2 busy CPU cores.
+  12, 6 modes; 8 epochs. Measured: ≈ 23 minutes (FNO 66-106 s, CHONN 333-392 s of training per window)
+  with 1 thread on 2 cores shared by ~10 processes.
 - ``--smoke``: 16², 5 records, 2 / 2 samples, windows 2 and 3, 2 steps, one epoch.
 
 Outputs in ``--out`` (default ``runs/navier_stokes_rollout``): ``results.json``, ``rollout.png``

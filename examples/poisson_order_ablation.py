@@ -13,9 +13,11 @@ Scales (data from ``pde_data.generate_poisson``, exact solutions of 003 Eqs. 56-
 - full: the CNO sizes, 1024 / 128 / 256 in distribution (K = 16) + 256 out of distribution (K = 20) at
   64²; U-Net 3 levels × 4 residual blocks, 32 channels; CKB d_state 16; the CHONN paper's schedule:
   Adam lr 1e-3, weight decay 1e-6, StepLR(10, 0.98), 1000 epochs, batch 16; loss relative L1 (the
-  reported metric) at every scale. Estimated (extrapolated
-  from the quick run, not measured): about a GPU-day for the five orders on one GPU; not practical on CPU.
-- ``--quick``: 192 / 32 / 64 (+ 64 OOD) at 32², small U-Net, 12 epochs: ≈ 4-6 minutes on 2 CPU cores.
+  reported metric) at every scale. Run time, an estimate
+  extrapolated from the quick run (not measured): 440× its sample-epochs at 4× the pixels with a ≈ 16×
+  wider U-Net — about 1-2 days for the five orders on one GPU; not practical on CPU.
+- ``--quick``: 192 / 32 / 64 (+ 64 OOD) at 32², small U-Net, 12 epochs. Measured: ≈ 14 minutes (orders
+  0-4: 38, 76, 169, 265, 273 s of training) with 1 thread on 2 cores shared by ~10 processes.
 - ``--smoke``: 4 / 2 / 2 (+ 2) at 16², orders 0 and 1, one epoch.
 
 Outputs in ``--out`` (default ``runs/poisson_order_ablation``): ``results.json``, ``orders.png``
