@@ -105,7 +105,7 @@ class KirchhoffCell(nn.Module):
         """
         delta = F.softplus(self.delta_proj(u))
         if dt is not None:
-            delta = delta * dt.unsqueeze(-1)
+            delta = delta * dt.to(delta.dtype).unsqueeze(-1)
         alpha_bar, inject = zoh_coefficients(delta.unsqueeze(-1), self.lam)
         return alpha_bar, inject * self.b_proj(u).unsqueeze(-2), self.c_proj(u)
 
@@ -131,7 +131,7 @@ class KirchhoffCell(nn.Module):
         self._check(u, dt)
         delta = F.softplus(self.delta_proj(u))
         if dt is not None:
-            delta = delta * dt.unsqueeze(-1)
+            delta = delta * dt.to(delta.dtype).unsqueeze(-1)
         b, c = self.b_proj(u), self.c_proj(u)
         if v0 is None and not return_state:  # fused: no (batch, time, d_inner, d_state) autograd graph
             return _ZohScanFn.apply(u, delta, self.lam, b, c) + self.d * u

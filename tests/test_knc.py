@@ -144,6 +144,13 @@ def test_bad_shapes_raise(shape, dt_shape, match):
         cell(torch.zeros(shape, dtype=torch.float64), dt)
 
 
+def test_dt_of_another_dtype_is_cast():
+    cell = _cell(dtype=torch.float32)
+    u = _randn(2, 5, 4, dtype=torch.float32)
+    dt = torch.full((2, 5), 0.5, dtype=torch.float64)
+    torch.testing.assert_close(cell(u, dt), cell(u, dt.float()))
+
+
 def test_non_positive_dt_and_nan_raise():
     cell = _cell()
     u = _randn(2, 5, 4)
