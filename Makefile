@@ -15,7 +15,7 @@ install: $(STAMP)
 # and the constraints then pin everything else (see README, "GPU users").
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$$(grep '^torch==' constraints.txt)"
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q -c constraints.txt torch numpy
 	$(PY) -c "import torch; print(f'torch {torch.__version__}')"
 	$(PY) -c "import torch; v = torch.__version__.split('+')[0]; \
 	  [print(l, end='') for l in open('constraints.txt') if not (l.startswith('torch==') and v != l.split('==')[1].strip())]" \
