@@ -196,15 +196,16 @@ class _FusedScan(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, h, cm_t, numer, denom, sigma, sigma_mu, out, pre, post, unfolds):
+    def forward(ctx, h, cm_t, numer, denom, sigma, sigma_mu, out, pre, post, unfolds, store):
         (batch, n_time, units), steps = cm_t.shape, cm_t.shape[1] * unfolds
         cm_k = cm_t.transpose(0, 1).contiguous()
         base = torch.cat([numer, denom], 2).transpose(0, 1).contiguous()  # (time, batch, 2 units)
-        hs, sums = h.new_empty(steps + 1, batch, units), h.new_empty(steps, batch, 2 * units)
-        acts, neg_sigma_mu = h.new_empty(steps, batch, pre.numel()), -sigma_mu
+        n_buf = steps if store else 1  # without backward, one scratch buffer is reused
+        hs, sums = h.new_empty(steps + 1, batch, units), h.new_empty(n_buf, batch, 2 * units)
+        acts, neg_sigma_mu = h.new_empty(n_buf, batch, pre.numel()), -sigma_mu
         hs[0] = h
-        views = zip(hs.unbind(0), hs[1:].unbind(0), acts.unbind(0), sums.unbind(0),
-                    sums[:, :, :units].unbind(0), sums[:, :, units:].unbind(0))
+        scratch = [v.unbind(0) * (steps // n_buf) for v in (acts, sums, sums[:, :, :units], sums[:, :, units:])]
+        views = zip(hs.unbind(0), hs[1:].unbind(0), *scratch)
         cm_k, base = cm_k.unbind(0), base.unbind(0)
         for i, (h_in, h_out, act, sum_, numer_i, denom_i) in enumerate(views):
             k = i // unfolds
@@ -245,7 +246,7 @@ class _FusedScan(torch.autograd.Function):
         g_gather = hs[:-1].reshape(-1, units).T @ g_zs.view(-1, n_syn)  # (units, n_syn)
         g_sigma = g_gather.gather(0, pre.unsqueeze(0)).squeeze(0)
         return (g_h, per_step(g_nums * hs[:-1]), per_step(g_nums), per_step(g_dens), g_sigma,
-                -g_zs.sum((0, 1)), g_out, None, None, None)
+                -g_zs.sum((0, 1)), g_out, None, None, None, None)
 
 
 def ltc_scan(cell: LTCCell, h: torch.Tensor, cm_t: torch.Tensor, numer: torch.Tensor,
@@ -254,7 +255,9 @@ def ltc_scan(cell: LTCCell, h: torch.Tensor, cm_t: torch.Tensor, numer: torch.Te
     ``(batch, time, units)`` of :meth:`LTCCell.sensory`; fast path with a hand-written backward."""
     pre, sigma, sigma_mu, out = cell.recurrent_weights()
     post = cell.sparsity_mask.nonzero(as_tuple=True)[1]  # same order as pre
-    return _FusedScan.apply(h, cm_t, numer, denom, sigma, sigma_mu, out, pre, post, cell.ode_unfolds)
+    inputs = (h, cm_t, numer, denom, sigma, sigma_mu, out)
+    store = torch.is_grad_enabled() and any(t.requires_grad for t in inputs)
+    return _FusedScan.apply(*inputs, pre, post, cell.ode_unfolds, store)
 
 
 def ltc_scan_ref(cell: LTCCell, h: torch.Tensor, cm_t: torch.Tensor, numer: torch.Tensor,
