@@ -132,3 +132,12 @@ def test_bad_input_raises_clear_errors():
         model.cell(x[:, 0], torch.zeros(2, 10), 0.0)
     with pytest.raises(ValueError, match="dt"):
         model.cell(x[:, 0], torch.zeros(2, 10), torch.ones(3))
+
+
+def test_forward_without_autograd_matches():
+    torch.manual_seed(4)
+    model = LTC(IN, AutoNCP(10, 2, seed=4))
+    x, dt = _data()
+    with torch.no_grad():
+        y_fast = model(x, dt)[0]
+    torch.testing.assert_close(y_fast, model(x, dt)[0].detach(), atol=0, rtol=0)
