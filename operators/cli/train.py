@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import sys
 
 import torch
@@ -103,6 +104,6 @@ def run(args: argparse.Namespace) -> int:
         split_seed=args.split_seed, normalize=None if args.normalize == "none" else args.normalize,
         resume=args.resume, device=args.device,
     )
-    if history:
+    if history and os.environ.get("RANK", "0") == "0":
         print(f"trained {history[-1]['epoch']} epochs into {args.out}", file=sys.stderr)
     return 0
