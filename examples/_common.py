@@ -70,8 +70,10 @@ def setup(args: argparse.Namespace, script: str) -> Path:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    _warm_up()
     out = args.out or Path("runs") / script
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"--out {out}: expected a folder, found a file")
+    _warm_up()
     out.mkdir(parents=True, exist_ok=True)
     print(f"{script}: scale {args.scale}, device {args.device}, {torch.get_num_threads()} threads, out {out}",
           flush=True)

@@ -59,6 +59,18 @@ def windows(frames, m: int, given: int, n_steps: int):
     return frames[:, given - m:given], frames[:, given:given + n_steps]
 
 
+def load_frames(cfg: dict, seed: int):
+    """Encoded vorticity ``{"train", "test"} → (n, T, 1, x, y)`` and the normalizer (fitted on train only)."""
+    n_train, n_test = cfg["sizes"]
+    ds = pde_data.generate_navier_stokes(n_train + n_test, visc=VISC, n_sim=cfg["n_sim"], n_out=cfg["n_out"],
+                                         t_final=float(cfg["records"]), dt=cfg["dt"], seed=seed)
+    parts = {"train": ds.isel(sample=slice(0, n_train)), "test": ds.isel(sample=slice(n_train, None))}
+    norm = pde_data.fit_normalizer(parts["train"], ["vorticity"])
+    print(f"data: NS ν={VISC}, {cfg['n_out']}² (simulated at {cfg['n_sim']}²), {cfg['records']} records "
+          f"(one per time unit), train/test = {n_train}/{n_test}", flush=True)
+    return {k: norm.encode(pde_data.to_tensor(v, ["vorticity"])) for k, v in parts.items()}, norm
+
+
 def main() -> None:
     args = _common.parser(__doc__).parse_args()
     out = _common.setup(args, SCRIPT)
@@ -66,16 +78,8 @@ def main() -> None:
     if cfg["given"] + cfg["n_steps"] > cfg["records"] or max(cfg["windows"]) > cfg["given"]:
         raise SystemExit(f"settings: need windows <= given and given + n_steps <= records, found {cfg}")
 
-    # Data: vorticity trajectories, records every time unit; the normalizer sees the training set only.
-    n_train, n_test = cfg["sizes"]
-    ds = pde_data.generate_navier_stokes(n_train + n_test, visc=VISC, n_sim=cfg["n_sim"], n_out=cfg["n_out"],
-                                         t_final=float(cfg["records"]), dt=cfg["dt"], seed=args.seed)
-    train_ds, test_ds = ds.isel(sample=slice(0, n_train)), ds.isel(sample=slice(n_train, None))
-    norm = pde_data.fit_normalizer(train_ds, ["vorticity"])
-    normalizers = {"input": norm, "output": norm}
-    frames = {k: norm.encode(pde_data.to_tensor(v, ["vorticity"])) for k, v in (("train", train_ds), ("test", test_ds))}
-    print(f"data: NS ν={VISC}, {cfg['n_out']}² (simulated at {cfg['n_sim']}²), {cfg['records']} records, "
-          f"train/test = {n_train}/{n_test}", flush=True)
+    frames, norm = load_frames(cfg, args.seed)
+    normalizers, n_test = {"input": norm, "output": norm}, cfg["sizes"][1]
 
     # Models per window: FNO and CHONN-FNO, m·C input channels → C, the same optimisation for both.
     train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adam",
