@@ -23,10 +23,11 @@ ranks NAC far slower than attention and LTC/CfC far smaller in memory; here the 
 Scales:
 
 - full: 4,000 / 500 / 1,000 trajectories of 256 samples, d_model 64, 4 heads, Top-K 8 / 32 / all, 50
-  epochs, batch 64. Estimated (extrapolated from the quick run, not measured): ≈ 1-2 hours on one GPU,
-  a day on CPU (LTC dominates).
+  epochs, batch 64. Run time, an estimate (not measured): 50× the quick run's sample-epochs at 8× the
+  length and 4× the width — a few hours on one GPU (LTC's sequential loop dominates); days on CPU.
 - ``--quick``: 384 / 64 / 256 trajectories of 32 samples, d_model 16, 2 heads, Top-K 2 / 8 / all, 10
-  epochs: ≈ 6-10 minutes on 2 busy CPU cores.
+  epochs. Measured: ≈ 2-5 minutes (1.5-26 s of training per model; 5 minutes when the 2 cores were
+  shared by ~10 processes).
 - ``--smoke``: 8 / 4 / 4 trajectories of 8 samples, one epoch.
 
 Outputs in ``--out`` (default ``runs/nac_sequences``): ``results.json``, ``metrics.png``.

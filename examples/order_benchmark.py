@@ -14,10 +14,12 @@ Scales:
 
 - full: the paper's protocol — 256 points, 12,000 / 2,000 / 2,000 samples (seeds 42/43/44), d_model 16,
   expansion 16, d_state 8; AdamW lr 1e-4, cosine schedule, batch 32, 80 epochs; targets T1-T4 × model
-  orders 1-4 (Fig. 3a-b) and 2×2, 2×3, 3×2 vs depth 1-5 on T4 (Fig. 3c). Estimated (extrapolated
-  from the quick run's step times, not measured): 1-2 GPU-days on one GPU for the 33 models; weeks on CPU.
+  orders 1-4 (Fig. 3a-b) and 2×2, 2×3, 3×2 vs depth 1-5 on T4 (Fig. 3c). Run time, an estimate (not
+  measured): 200× the quick run's sample-epochs per model at 2× the length with 16× wider blocks, for 36
+  models — on the order of a day on one GPU; not practical on CPU.
 - ``--quick``: matched orders only (chain n vs depth n on Tn), 2×2 vs depth-3 on T4; 128 points, 384 / 64 /
-  128 samples, d_model 8, expansion 2, d_state 4, lr 3e-3, 12 epochs: ≈ 10 minutes on 2 busy CPU cores.
+  128 samples, d_model 8, expansion 2, d_state 4, lr 3e-3, 12 epochs. Measured: ≈ 16 minutes (50-128 s
+  of training per model, 9 models) with 1 thread on 2 cores shared by ~10 processes.
 - ``--smoke``: T1-T2 matched, 2×2 vs depth-3 on T2, 128 points, 8 samples, one epoch.
 
 Outputs in ``--out`` (default ``runs/order_benchmark``): ``results.json``, ``target_T<n>.png`` (three

@@ -15,10 +15,11 @@ Scales (data from ``pde_data.generate_dam_break``, our finite-volume solver of P
 - full: PDEBench's set — 1000 samples at 128², 101 frames on t ∈ [0, 1], 900 train / 100 test,
   10 given frames; FNO 12 modes, width 20; U-Net 3 levels × 4 residual blocks, 32 channels; CKB order 2,
   d_state 16; the CHONN paper's SWE schedule for all models: AdamW lr 1e-3, StepLR(100, 0.5), 500 epochs,
-  batch 5. Estimated (extrapolated from the quick run, not measured): days on one GPU (91-step rollouts
-  at 128²); not practical on CPU.
-- ``--quick``: 32², 11 frames (every 0.1), 24 train / 8 test, 2 given frames, small models, 6 epochs:
-  ≈ 5-10 minutes on 2 busy CPU cores.
+  batch 5. Run time, an estimate (not measured): 3,000× the quick run's sample-epochs × 10× the rollout
+  steps at 16× the pixels with ≈ 10× larger models — days per model on one GPU; not practical on CPU.
+- ``--quick``: 32², 11 frames (every 0.1), 24 train / 8 test, 2 given frames, small models, 6 epochs.
+  Measured: ≈ 6 minutes (FNO 100 s, U-Net 62 s, CHONN 164 s of training) with 1 thread on 2 cores shared
+  by ~10 processes.
 - ``--smoke``: 16², 4 frames, 2 / 2 samples, one epoch.
 
 Outputs in ``--out`` (default ``runs/shallow_water``): ``results.json``, ``metrics.png``, ``gain.png``
