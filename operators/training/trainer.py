@@ -97,13 +97,14 @@ class Trainer:
         self.epoch, self.best, self.history = 0, math.inf, []
 
     # -- forward and loss ------------------------------------------------------------------------
-    def _predict(self, x: torch.Tensor, y_like: torch.Tensor, pushforward: bool = False) -> torch.Tensor:
-        dev = self.dist.device
+    def _predict(self, x: torch.Tensor, y_like: torch.Tensor, pushforward: bool = False,
+                 module: nn.Module | None = None) -> torch.Tensor:
+        dev, module = self.dist.device, module or self.model
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=self.config.amp and dev.type == "cuda"):
             if self.windowed:
-                pred = rollout(self.model, x, y_like.shape[1], pushforward=pushforward)
+                pred = rollout(module, x, y_like.shape[1], pushforward=pushforward)
             else:
-                pred = self.model(x)
+                pred = module(x)
         return pred.float()
 
     def _sample_losses(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -153,11 +154,14 @@ class Trainer:
     # -- validation ------------------------------------------------------------------------------
     @torch.no_grad()
     def predict(self, x: torch.Tensor, y_like: torch.Tensor, *, batch_size: int | None = None) -> torch.Tensor:
-        """Decoded predictions for encoded inputs ``x`` (targets shaped like ``y_like``), in batches."""
-        self.model.eval()
+        """Decoded predictions for encoded inputs ``x`` (targets shaped like ``y_like``), in batches.
+
+        Runs the unwrapped module: rank 0 validates alone, and a DDP forward would broadcast buffers.
+        """
+        module = unwrap(self.model).eval()
         bs, dev, out = batch_size or self.config.batch_size, self.dist.device, []
         for xb, yb in zip(x.split(bs), y_like.split(bs)):
-            out.append(self._predict(xb.to(dev), yb).cpu())
+            out.append(self._predict(xb.to(dev), yb, module=module).cpu())
         return _decode(self.normalizers.get("output"), torch.cat(out))
 
     def validate(self) -> dict:
