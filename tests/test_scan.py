@@ -120,3 +120,30 @@ def test_bad_shapes_raise(a_shape, b_shape, h0_shape, match):
 def test_mixed_dtypes_raise():
     with pytest.raises(ValueError, match="expected one dtype"):
         selective_scan(torch.zeros(1, 3, 2), torch.zeros(1, 3, 2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("dtype, tiny", [(torch.float32, 1e-30), (torch.float64, 1e-300)])
+def test_extreme_decay_matches_reference(dtype, tiny):
+    """a = 1e-30 (float32) or 1e-300 (float64) everywhere: chunk products underflow to 0, nothing
+    becomes inf or NaN, and values and gradients still match the loop (h_t = b_t + a_t b_{t-1} ...)."""
+    gen = torch.Generator().manual_seed(5)
+    a = torch.full((2, 2000, 3), tiny, dtype=dtype).requires_grad_()
+    b = torch.randn(2, 2000, 3, generator=gen, dtype=dtype).requires_grad_()
+    init = torch.randn(2, 3, generator=gen, dtype=dtype).requires_grad_()
+    weight = torch.randn(2, 2000, 3, generator=gen, dtype=dtype)
+    fast = _values_and_grads(selective_scan, a, b, init, weight)
+    assert all(torch.isfinite(x).all() for x in fast)
+    _assert_match(fast, _values_and_grads(selective_scan_ref, a, b, init, weight), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_zeros_and_negatives_match_reference(dtype):
+    """Random coefficients in [-1, 1] with about a tenth set to exactly 0 (state resets), default chunks."""
+    gen = torch.Generator().manual_seed(6)
+    a = torch.rand(3, 777, 5, generator=gen, dtype=dtype).mul(2).sub(1)
+    a = a.masked_fill(torch.rand(a.shape, generator=gen) < 0.1, 0.0).requires_grad_()
+    b = torch.randn(3, 777, 5, generator=gen, dtype=dtype).requires_grad_()
+    init = torch.randn(3, 5, generator=gen, dtype=dtype).requires_grad_()
+    weight = torch.randn(3, 777, 5, generator=gen, dtype=dtype)
+    fast = _values_and_grads(selective_scan, a, b, init, weight)
+    _assert_match(fast, _values_and_grads(selective_scan_ref, a, b, init, weight), dtype)
