@@ -7,7 +7,7 @@ the same run so their ratios compare. Peak memory is the rise of the process's p
 ``bench._util.peak_memory_mb`` sums the profiler's nested CPU events and double-counts (286 MB for that same
 190.7 MB peak), so it is not used here.
 
-Run: ``python -m bench.bench_nac [--quick]``.
+Run: ``python -m bench.bench_nac [--quick] [--threads N]``.
 """
 
 from __future__ import annotations
@@ -133,5 +133,9 @@ def run(quick: bool = False) -> list[Row]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats, memory growth to T=4096 only")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads (1 avoids OpenMP barrier stalls on an oversubscribed CPU)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print_table(run(quick=args.quick), "NAC runtime and memory")
