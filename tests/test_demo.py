@@ -17,8 +17,9 @@ def test_demo_writes_its_report(tmp_path):
     assert f"report written to {(tmp_path / 'report.md').resolve()}" in result.stdout
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     for name in ("fno", "chonn_fno"):
-        r = metrics["results"][name]
-        assert len(r["per_step_rel_l2"]) == 2 and 0 < r["rollout_rel_l2"] < 10
-        assert (tmp_path / f"fields_{name}.png").stat().st_size > 10_000
+        r = metrics["results"][name]["rollout"]
+        assert len(r["per_step_rel_l2"]) == 2 and 0 < r["mean_rel_l2"] < 10
+        assert (tmp_path / name / "fields.png").stat().st_size > 10_000
     assert (tmp_path / "per_step_error.png").is_file() and (tmp_path / "ns_demo.h5").is_file()
-    assert "| rollout_rel_l2 |" in (tmp_path / "report.md").read_text()
+    report = (tmp_path / "report.md").read_text()
+    assert "| mean per-step relative L2 |" in report and "| rel_l2_derivative |" in report
