@@ -28,7 +28,7 @@ from operators.training import TrainConfig, Trainer, epoch_order
 from operators.training.distributed import DistInfo
 from pde_data import atomic_path
 
-__all__ = ["parser", "setup", "settings", "fit_normalizers", "encode", "Fitted", "train_model",
+__all__ = ["parser", "setup", "settings", "fit_normalizers", "split_in_order", "encode", "Fitted", "train_model",
            "compare_models", "n_params", "field_metrics", "SelfAttention", "fit_regression",
            "predict_regression", "write_results", "print_table", "ratios", "finite", "positive_int"]
 
@@ -101,6 +101,15 @@ def settings(table: dict[str, dict], args: argparse.Namespace) -> dict:
 def fit_normalizers(train_ds, inputs: list[str], targets: list[str]) -> dict:
     """Per-channel Gaussian normalizers fitted on the training set only."""
     return {"input": pde_data.fit_normalizer(train_ds, inputs), "output": pde_data.fit_normalizer(train_ds, targets)}
+
+
+def split_in_order(ds, sizes: dict[str, int]) -> dict:
+    """Consecutive sample slices ``{name: ds[start:start+size]}`` (generated samples are independent draws)."""
+    parts, start = {}, 0
+    for name, size in sizes.items():
+        parts[name] = ds.isel(sample=slice(start, start + size))
+        start += size
+    return parts
 
 
 def encode(ds, inputs: list[str], targets: list[str], normalizers: dict) -> tuple[torch.Tensor, torch.Tensor]:

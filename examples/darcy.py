@@ -52,8 +52,7 @@ def main() -> None:
     # Data: one seeded set, split in order (samples are independent draws).
     n_train, n_val, n_test = cfg["sizes"]
     ds = generate_darcy(n_train + n_val + n_test, n_grid=cfg["n_grid"], seed=args.seed)
-    parts = {"train": ds.isel(sample=slice(0, n_train)), "val": ds.isel(sample=slice(n_train, n_train + n_val)),
-             "test": ds.isel(sample=slice(n_train + n_val, None))}
+    parts = _common.split_in_order(ds, {"train": n_train, "val": n_val, "test": n_test})
     normalizers = _common.fit_normalizers(parts["train"], ["a"], ["u"])
     tensors = {k: _common.encode(v, ["a"], ["u"], normalizers) for k, v in parts.items()}
     print(f"data: Darcy beta=1, {cfg['n_grid']}² grid, train/val/test = {n_train}/{n_val}/{n_test}", flush=True)

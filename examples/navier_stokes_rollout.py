@@ -64,7 +64,7 @@ def load_frames(cfg: dict, seed: int):
     n_train, n_test = cfg["sizes"]
     ds = pde_data.generate_navier_stokes(n_train + n_test, visc=VISC, n_sim=cfg["n_sim"], n_out=cfg["n_out"],
                                          t_final=float(cfg["records"]), dt=cfg["dt"], seed=seed)
-    parts = {"train": ds.isel(sample=slice(0, n_train)), "test": ds.isel(sample=slice(n_train, None))}
+    parts = _common.split_in_order(ds, {"train": n_train, "test": n_test})
     norm = pde_data.fit_normalizer(parts["train"], ["vorticity"])
     print(f"data: NS ν={VISC}, {cfg['n_out']}² (simulated at {cfg['n_sim']}²), {cfg['records']} records "
           f"(one per time unit), train/test = {n_train}/{n_test}", flush=True)

@@ -56,20 +56,25 @@ def scores(pred, true) -> dict[str, float]:
             "nrmse": float(nrmse_range(pred, true)), "max_mse": float(max_mse(pred, true))}
 
 
+def load_sets(cfg: dict, seed: int):
+    """Encoded ``{train, val, id, ood}`` tensors (seeds as ``pde_data.POISSON_SPLITS``) and normalizers."""
+    n_grid, (n_train, n_val, n_test, n_ood) = cfg["n_grid"], cfg["sizes"]
+    sets = {"train": generate_poisson(n_train, K=16, n_grid=n_grid, seed=seed),
+            "val": generate_poisson(n_val, K=16, n_grid=n_grid, seed=seed + 1),
+            "id": generate_poisson(n_test, K=16, n_grid=n_grid, seed=seed + 2),
+            "ood": generate_poisson(n_ood, K=20, n_grid=n_grid, seed=seed + 3)}
+    normalizers = _common.fit_normalizers(sets["train"], ["f"], ["u"])
+    print(f"data: Poisson {n_grid}², train/val/test/ood = {n_train}/{n_val}/{n_test}/{n_ood}", flush=True)
+    return {k: _common.encode(v, ["f"], ["u"], normalizers) for k, v in sets.items()}, normalizers
+
+
 def main() -> None:
     args = _common.parser(__doc__).parse_args()
     out = _common.setup(args, SCRIPT)
     cfg = _common.settings(SCALES, args)
 
-    # Data: the CNO splits (seeds 0-3 as pde_data.POISSON_SPLITS), smaller at the CPU scales.
-    n_grid, (n_train, n_val, n_test, n_ood) = cfg["n_grid"], cfg["sizes"]
-    sets = {"train": generate_poisson(n_train, K=16, n_grid=n_grid, seed=args.seed),
-            "val": generate_poisson(n_val, K=16, n_grid=n_grid, seed=args.seed + 1),
-            "id": generate_poisson(n_test, K=16, n_grid=n_grid, seed=args.seed + 2),
-            "ood": generate_poisson(n_ood, K=20, n_grid=n_grid, seed=args.seed + 3)}
-    normalizers = _common.fit_normalizers(sets["train"], ["f"], ["u"])
-    tensors = {k: _common.encode(v, ["f"], ["u"], normalizers) for k, v in sets.items()}
-    print(f"data: Poisson {n_grid}², train/val/test/ood = {n_train}/{n_val}/{n_test}/{n_ood}", flush=True)
+    tensors, normalizers = load_sets(cfg, args.seed)
+    n_grid, (_, _, n_test, n_ood) = cfg["n_grid"], cfg["sizes"]
 
     # Models: the same U-Net with CKBs of each order (order 0 hosts none: the plain U-Net).
     specs = {f"order {k}": ("chonn_unet", {**cfg["unet"], "order": k, "d_state": cfg["d_state"],

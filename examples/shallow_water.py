@@ -61,7 +61,7 @@ def main() -> None:
     # Data: dam breaks with seeded radii; the normalizer sees the training set only.
     n_train, n_test, m = *cfg["sizes"], cfg["given"]
     ds = pde_data.generate_dam_break(n_train + n_test, n_grid=cfg["n_grid"], n_frames=cfg["frames"], seed=args.seed)
-    parts = {"train": ds.isel(sample=slice(0, n_train)), "test": ds.isel(sample=slice(n_train, None))}
+    parts = _common.split_in_order(ds, {"train": n_train, "test": n_test})
     norm = pde_data.fit_normalizer(parts["train"], ["h"])
     normalizers = {"input": norm, "output": norm}
     frames = {k: norm.encode(pde_data.to_tensor(v, ["h"])) for k, v in parts.items()}  # (n, T, 1, x, y)
