@@ -53,20 +53,24 @@ SCALES = {
 }
 
 
+def load_frames(cfg: dict, seed: int):
+    """Encoded heights ``{"train", "test"} → (n, T, 1, x, y)`` and the normalizer (fitted on train only)."""
+    n_train, n_test = cfg["sizes"]
+    ds = pde_data.generate_dam_break(n_train + n_test, n_grid=cfg["n_grid"], n_frames=cfg["frames"], seed=seed)
+    parts = _common.split_in_order(ds, {"train": n_train, "test": n_test})
+    norm = pde_data.fit_normalizer(parts["train"], ["h"])
+    print(f"data: radial dam break, {cfg['n_grid']}², {cfg['frames']} frames, {cfg['given']} given, "
+          f"train/test = {n_train}/{n_test}", flush=True)
+    return {k: norm.encode(pde_data.to_tensor(v, ["h"])) for k, v in parts.items()}, norm
+
+
 def main() -> None:
     args = _common.parser(__doc__).parse_args()
     out = _common.setup(args, SCRIPT)
     cfg = _common.settings(SCALES, args)
 
-    # Data: dam breaks with seeded radii; the normalizer sees the training set only.
-    n_train, n_test, m = *cfg["sizes"], cfg["given"]
-    ds = pde_data.generate_dam_break(n_train + n_test, n_grid=cfg["n_grid"], n_frames=cfg["frames"], seed=args.seed)
-    parts = _common.split_in_order(ds, {"train": n_train, "test": n_test})
-    norm = pde_data.fit_normalizer(parts["train"], ["h"])
-    normalizers = {"input": norm, "output": norm}
-    frames = {k: norm.encode(pde_data.to_tensor(v, ["h"])) for k, v in parts.items()}  # (n, T, 1, x, y)
-    print(f"data: radial dam break, {cfg['n_grid']}², {cfg['frames']} frames, {m} given, "
-          f"train/test = {n_train}/{n_test}", flush=True)
+    frames, norm = load_frames(cfg, args.seed)
+    normalizers, n_test, m = {"input": norm, "output": norm}, cfg["sizes"][1], cfg["given"]
 
     # Models: m frames in, one frame out, trained on whole rollouts with the same settings.
     specs = {"FNO": ("fno", cfg["fno"]), "U-Net": ("unet", cfg["unet"]),
