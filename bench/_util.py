@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import gc
 import resource
 import time
-import tracemalloc
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
-__all__ = ["Row", "best_time", "peak_memory_mb", "print_table"]
+from evaluation.resources import peak_memory_mb
+
+__all__ = ["Row", "best_time", "peak_memory_mb", "max_rss_mb", "print_table"]
 
 
 @dataclass
@@ -39,29 +39,6 @@ def best_time(fn: Callable[[], object], *, repeat: int = 5, warmup: int = 1) -> 
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
     return min(times)
-
-
-def peak_memory_mb(fn: Callable[[], object]) -> float:
-    """Peak memory of ``fn()`` in MB: CUDA's peak allocator counter on GPU, else the peak traced by
-    ``tracemalloc`` plus torch's CPU allocations (measured through the profiler's memory events)."""
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
-        fn()
-        return torch.cuda.max_memory_allocated() / 2**20
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    current = peak = 0
-    events = sorted(
-        (e for e in prof.events() if getattr(e, "cpu_memory_usage", 0)),
-        key=lambda e: e.time_range.start,
-    )
-    for event in events:
-        current += event.cpu_memory_usage
-        peak = max(peak, current)
-    return peak / 2**20
 
 
 def max_rss_mb() -> float:

@@ -2,10 +2,9 @@
 
 Paper 000, Appendix D.4 (figures in shared/specs/anchors.md): sequence 1024, d_model 64, 4 heads, batch 1,
 one forward pass. Here: CPU, inference (``torch.no_grad``), best of ``repeat`` runs; all rows are timed in
-the same run so their ratios compare. Peak memory is the rise of the process's peak RSS during the call
-(VmHWM reset via /proc/self/clear_refs; checked: 193.6 MB for a 190.7 MB two-tensor peak).
-``bench._util.peak_memory_mb`` sums the profiler's nested CPU events and double-counts (286 MB for that same
-190.7 MB peak), so it is not used here.
+the same run so their ratios compare. Peak memory is the peak rise of live tensor memory during the call
+(``evaluation.resources.peak_memory_mb``: the allocator's peak on GPU, the profiler's per-operator self
+allocations replayed in time order on CPU).
 
 Run: ``python -m bench.bench_nac [--quick] [--threads N]``.
 """
@@ -13,14 +12,13 @@ Run: ``python -m bench.bench_nac [--quick] [--threads N]``.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import gc
 
 import torch
 
 from bench._util import Row, best_time, print_table
 from circuitop import NeuronalAttentionCircuit
 from circuitop.nac_topk import select_topk, select_topk_ref
+from evaluation.resources import peak_memory_mb
 
 __all__ = ["run"]
 
@@ -56,34 +54,11 @@ def _forward(name: str, t: int):
     return lambda: layer(x)
 
 
-def _malloc_returns_large_blocks() -> None:
-    """glibc: serve every allocation ≥ 64 KiB by mmap (fixed threshold), so freed tensors leave the RSS and
-    a call's new tensors raise it, instead of reusing heap pages that are already resident."""
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallopt(-3, 65536)  # M_MMAP_THRESHOLD (fixing it also stops glibc's dynamic threshold)
-    libc.malloc_trim(0)
-
-
-def _status_mb(field: str) -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"/proc/self/status has no {field}")
-
-
-def peak_rss_mb(name: str, t: int) -> float:
-    """Peak-RSS rise (MB) during one forward pass: Linux's high-water mark VmHWM is reset through
-    /proc/self/clear_refs after the model and inputs are built, then read back against VmRSS before the call."""
+def peak_mb(name: str, t: int) -> float:
+    """Peak rise of live tensor memory (MB) during one forward pass (``evaluation.resources``)."""
     with torch.no_grad():
         fn = _forward(name, t)
-        gc.collect()
-        _malloc_returns_large_blocks()
-        with open("/proc/self/clear_refs", "w") as clear:
-            clear.write("5")
-        base = _status_mb("VmRSS:")
-        fn()
-        return _status_mb("VmHWM:") - base
+        return peak_memory_mb(fn)
 
 
 def _time_ms(name: str, t: int, repeat: int) -> float:
@@ -105,7 +80,7 @@ def run(quick: bool = False) -> list[Row]:
     times = {name: _time_ms(name, T, repeat) for name in CASES}
     ref = times["MHA (4 heads, SDPA)"]
     for name in CASES:
-        mem = peak_rss_mb(name, T)
+        mem = peak_mb(name, T)
         paper = PAPER.get(name)
         detail = f"peak {mem:.1f} MB; {times[name] / ref:.1f}x MHA time"
         if paper:
@@ -114,7 +89,7 @@ def run(quick: bool = False) -> list[Row]:
         table.append((name, times[name] / 1e3, mem))
     lengths = (1024, 4096) if quick else (1024, 4096, 16384)
     for name in ("NAC-Exact/05s/8k", "MHA (4 heads, SDPA)"):
-        mems = [peak_rss_mb(name, t) for t in lengths]
+        mems = [peak_mb(name, t) for t in lengths]
         growth = mems[-1] / max(mems[0], 1e-3)
         rows.append(Row("nac", f"{name} memory growth T={lengths[0]}->{lengths[-1]}", growth, "x",
                         "peak MB " + ", ".join(f"{t}: {m:.1f}" for t, m in zip(lengths, mems))

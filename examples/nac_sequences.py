@@ -38,18 +38,17 @@ Example:
 
 from __future__ import annotations
 
-import gc
 import time
 
 import numpy as np
 import torch
 import xarray as xr
-from torch.profiler import ProfilerActivity, profile
 
 import _common
 import pde_data
 from circuitop import CfC, LTC, NeuronalAttentionCircuit, SequenceModel
 from evaluation import phm_score, plots
+from evaluation.resources import peak_memory_mb
 
 SCRIPT = "nac_sequences"
 SCALES = {
@@ -99,23 +98,6 @@ def cores(cfg: dict) -> dict:
     out["CfC"] = lambda: CfC(d, d)
     out["MHA"] = lambda: _common.SelfAttention(d, h)
     return out
-
-
-def peak_memory_mb(fn, device: str) -> float:
-    """Peak rise of live tensor memory (MB) while ``fn()`` runs (see the module docstring)."""
-    gc.collect()
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        fn()
-        return (torch.cuda.max_memory_allocated() - base) / 2**20
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    live = peak = 0  # each op's own allocations at its start, frees as [memory] events, in time order
-    for event in sorted(prof.events(), key=lambda e: e.time_range.start):
-        live += event.self_cpu_memory_usage
-        peak = max(peak, live)
-    return peak / 2**20
 
 
 def evaluate(model, test, device: str, batch_size: int) -> dict[str, float]:
