@@ -127,3 +127,16 @@ def test_coarsened_block_is_a_residual_on_the_coarse_grid():
 class _AddOne(torch.nn.Module):
     def forward(self, v):
         return v + 1
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_order_models_see_both_directions_unless_causal(bidirectional):
+    """The order-benchmark targets are symmetric smoothing operators: the default model must use inputs
+    on both sides of a point; ``bidirectional=False`` is the causal block (no dependence on the future)."""
+    torch.manual_seed(0)
+    net = operators.build("ckb_chain", 1, 1, order=2, d_model=4, d_state=2, expand=2, bidirectional=bidirectional)
+    x = torch.randn(1, 1, 32, requires_grad=True)
+    net(x)[0, 0, 10].backward()
+    future = x.grad[0, 0, 11:].abs().sum().item()
+    assert (future > 0) if bidirectional else (future == 0)
+    assert x.grad[0, 0, :10].abs().sum().item() > 0

@@ -2,7 +2,12 @@
 against ``n`` stacked first-order blocks, and the composite ``k × m`` stacks.
 
 All share one shape: lift (1×1 convolution) → ``n_blocks`` CKBs of ``order`` serial KNCs each on
-``(batch, length, d_model)`` → project. The paper's chain uses expansion ratio 16 and ``d_state = 8``.
+``(batch, d_model, length)`` → project. The paper's chain uses expansion ratio 16 and ``d_state = 8``.
+
+The targets ``(I − τ²∂ss)^(−n) x`` are symmetric (non-causal) smoothing operators on a periodic
+domain, which a one-way causal scan cannot represent: by default (``bidirectional=True``) every block
+also scans the sequence backwards with the same weights and averages the two
+(:class:`circuitop.CascadedKirchhoffBlock1d`); ``bidirectional=False`` gives the causal block.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ class CKBChainConfig:
     d_model: int = 16
     d_state: int = 8
     expand: int = 16
+    bidirectional: bool = True
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,7 @@ class DepthStackConfig:
     d_model: int = 16
     d_state: int = 8
     expand: int = 16
+    bidirectional: bool = True
 
 
 @dataclass(frozen=True)
@@ -46,23 +53,23 @@ class CKBStackConfig:
     d_model: int = 16
     d_state: int = 8
     expand: int = 16
+    bidirectional: bool = True
 
 
 class CascadeStack(nn.Module):
     """Lift → ``n_blocks`` × CKB(``order``) → project, on ``(batch, channels, length)``."""
 
     def __init__(self, in_channels: int, out_channels: int, *, order: int, n_blocks: int,
-                 d_model: int, d_state: int, expand: int):
+                 d_model: int, d_state: int, expand: int, bidirectional: bool = True):
         super().__init__()
         if order < 1 or n_blocks < 1:
             raise ValueError(f"expected order >= 1 and n_blocks >= 1, found order={order}, n_blocks={n_blocks}")
-        cls = getattr(circuitop, "CascadedKirchhoffBlock", None)
-        if cls is None:
-            raise NotImplementedError("circuitop.CascadedKirchhoffBlock is not available in circuitop")
         self.in_channels = in_channels
         self.lift = nn.Conv1d(in_channels, d_model, 1)
         self.blocks = nn.ModuleList(
-            cls(d_model, order=order, d_state=d_state, expand=expand) for _ in range(n_blocks)
+            circuitop.CascadedKirchhoffBlock1d(d_model, order=order, d_state=d_state, expand=expand,
+                                               bidirectional=bidirectional)
+            for _ in range(n_blocks)
         )
         self.project = nn.Conv1d(d_model, out_channels, 1)
 
@@ -70,14 +77,14 @@ class CascadeStack(nn.Module):
         """``(batch, in_channels, length)`` → ``(batch, out_channels, length)``."""
         if x.ndim != 3 or x.shape[1] != self.in_channels:
             raise ValueError(f"input: expected shape (batch, {self.in_channels}, length), found {tuple(x.shape)}")
-        h = self.lift(x).transpose(1, 2)
+        h = self.lift(x)
         for block in self.blocks:
             h = block(h)
-        return self.project(h.transpose(1, 2))
+        return self.project(h)
 
 
 def _kwargs(c) -> dict:
-    return {"d_model": c.d_model, "d_state": c.d_state, "expand": c.expand}
+    return {"d_model": c.d_model, "d_state": c.d_state, "expand": c.expand, "bidirectional": c.bidirectional}
 
 
 def build_ckb_chain(in_channels: int, out_channels: int, config: CKBChainConfig) -> nn.Module:
