@@ -8,7 +8,6 @@ import torch
 import operators
 from operators.training import CheckpointError, TrainConfig, Trainer, load_checkpoint, save_checkpoint
 from operators.training.checkpoint import tensor_state
-from test_trainer import one_thread  # noqa: F401 (autouse: one torch thread per test)
 
 
 class _Payload:

@@ -1,20 +1,10 @@
 """``circuitop generate ns|swe``: sharded output equals the full set, attributes, one-line errors."""
 
 import numpy as np
-import pytest
-import torch
 import xarray as xr
 
 import pde_data
 from operators.cli import main
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 NS = ["generate", "ns", "--n", "3", "--n-sim", "16", "--n-out", "8", "--t-final", "0.5", "--records", "2",

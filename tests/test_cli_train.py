@@ -13,7 +13,7 @@ import pde_data
 from operators.cli import main
 from operators.cli.train import parse_config
 from operators.training import load_checkpoint
-from test_trainer import one_thread, poisson_dataset, write_poisson  # noqa: F401
+from test_trainer import poisson_dataset, write_poisson
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 TINY = ["--config", "n_modes=4", "width=8", "n_layers=2", "--threads", "1", "--no-progress"]

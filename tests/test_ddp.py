@@ -10,7 +10,7 @@ import torch
 
 from operators.cli import main
 from operators.training import load_checkpoint
-from test_trainer import one_thread, write_poisson  # noqa: F401
+from test_trainer import write_poisson
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 TORCHRUN = Path(sys.executable).with_name("torchrun")

@@ -11,7 +11,6 @@ from operators.models import SpectralFNO, SpectralFNOConfig, UNet, UNetConfig
 from operators.models.fno import neuralop_modes
 from operators.models.hosts import Coarsened
 from neuralop.layers.spectral_convolution import SpectralConv
-from test_trainer import one_thread  # noqa: F401 (autouse: one torch thread per test)
 
 HAS_CKB = hasattr(circuitop, "CascadedKirchhoffBlock2d")
 HAS_CKB_SEQ = hasattr(circuitop, "CascadedKirchhoffBlock")

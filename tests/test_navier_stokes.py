@@ -10,15 +10,6 @@ import pde_data
 from pde_data.navier_stokes import advective_cfl, simulate_navier_stokes, velocity
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small FFTs run fastest (and steadily) on one thread of a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _grid(n):
     x = torch.arange(n, dtype=torch.float64) / n
     return torch.meshgrid(x, x, indexing="ij")

@@ -11,7 +11,7 @@ import torch
 
 from operators.cli import main
 from operators.training import load_checkpoint
-from test_trainer import one_thread, write_poisson  # noqa: F401
+from test_trainer import write_poisson
 
 EPOCHS = 6
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}

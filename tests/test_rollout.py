@@ -10,7 +10,6 @@ import pde_data
 from operators.rollout import rollout, step
 from operators.training import TrainConfig, train_run
 from operators.training.evaluate import evaluate_run
-from test_trainer import one_thread  # noqa: F401 (autouse: one torch thread per test)
 
 
 def travelling_waves(n_samples=12, n_time=12, size=16, seed=0) -> xr.Dataset:

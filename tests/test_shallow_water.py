@@ -10,14 +10,6 @@ from scipy.optimize import brentq
 from pde_data.shallow_water import cell_centres, simulate_shallow_water
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _radial(n, radius=0.5, length=5.0):
     x = cell_centres(n, length)
     xx, yy = torch.meshgrid(x, x, indexing="ij")

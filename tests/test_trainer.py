@@ -36,15 +36,6 @@ def write_poisson(path, **kwargs):
     return path
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Two shared cores: one thread per process avoids oversubscription (20x slower otherwise)."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def test_epoch_order_is_a_function_of_seed_and_epoch():
     a, b = epoch_order(50, 3, 7), epoch_order(50, 3, 7)
     assert torch.equal(a, b) and sorted(a.tolist()) == list(range(50))
