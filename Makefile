@@ -5,6 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.circuitop-installed
 export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.torchinductor
+export TORCH_EXTENSIONS_DIR := $(CURDIR)/.torch_extensions
 export MPLBACKEND := Agg
 
 .PHONY: install demo test bench clean
@@ -36,4 +37,4 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .torchinductor *.egg-info
+	rm -rf $(VENV) .pytest_cache .torchinductor .torch_extensions *.egg-info
