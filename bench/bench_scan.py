@@ -1,12 +1,15 @@
 """Selective scan and Cascaded Kirchhoff Block: time ratios measured side by side in one run.
 
-1. Scan forward+backward, chunked ``selective_scan`` vs the plain loop ``selective_scan_ref`` at
-   batch 8 x 4096 steps x 64 channels (target: >= 100x faster).
+1. Scan forward+backward, ``selective_scan`` (default path: the native C++ kernel on CPU) vs the plain
+   loop ``selective_scan_ref`` at batch 8 x 4096 steps x 64 channels (target: >= 100x faster); an
+   extra row for the chunked torch fallback (``CIRCUITOP_NATIVE_SCAN=0``).
 2. Scan forward+backward at 8 x 4096 x 64 x d_state 16 against one elementwise pass over a tensor of
    that size (``torch.mul(x, y)``, timed the same way). The memory-traffic floor of a forward+backward
-   scan is about 6–8 such passes (target: within 10x); one row per chunk length Q.
+   scan is about 6–8 such passes (target: within 10x); the default path, then the torch fallback
+   (one row per chunk length Q in the full run).
 3. Cascaded Kirchhoff Block of order 2 vs order 1 vs a plain MLP block of equal inner width
-   (norm -> Linear(d, expand d) -> SiLU -> Linear(expand d, d) + residual), forward+backward, in tokens/s.
+   (norm -> Linear(d, expand d) -> SiLU -> Linear(expand d, d) + residual), forward+backward, in tokens/s;
+   plus the CKB of order 2 on the default path vs the torch fallback.
 
     python -m bench.bench_scan [--quick] [--threads N]
 """
@@ -14,12 +17,33 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 
 import torch
 from torch import nn
 
 from bench._util import Row, best_time, print_table
-from circuitop import CascadedKirchhoffBlock, selective_scan, selective_scan_ref
+from circuitop import CascadedKirchhoffBlock, _native, selective_scan, selective_scan_ref
+
+
+@contextlib.contextmanager
+def _torch_path():
+    """Force the chunked torch scan (CIRCUITOP_NATIVE_SCAN=0) inside the block."""
+    old = os.environ.get("CIRCUITOP_NATIVE_SCAN")
+    os.environ["CIRCUITOP_NATIVE_SCAN"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["CIRCUITOP_NATIVE_SCAN"]
+        else:
+            os.environ["CIRCUITOP_NATIVE_SCAN"] = old
+
+
+def _default_path() -> str:
+    """Which path ``selective_scan`` takes on CPU float32 here (builds the extension if needed)."""
+    return "native" if _native.scan_ops() is not None else "torch (native unavailable)"
 
 
 def _scan_fwd_bwd(scan, a, b, weight, **kw):
@@ -40,10 +64,15 @@ def _scan_vs_loop(quick: bool) -> list[Row]:
     a, b, weight = _inputs(shape)
     repeat = 1 if quick else 3
     t_ref = best_time(_scan_fwd_bwd(selective_scan_ref, a, b, weight), repeat=repeat)
-    t_fast = best_time(_scan_fwd_bwd(selective_scan, a, b, weight), repeat=repeat + 2)
+    path = _default_path()
+    t_fast = best_time(_scan_fwd_bwd(selective_scan, a, b, weight), repeat=repeat + 4)
+    with _torch_path():
+        t_chunked = best_time(_scan_fwd_bwd(selective_scan, a, b, weight), repeat=repeat + 2)
     size = "x".join(map(str, shape))
-    return [Row(f"scan fwd+bwd {size}", "loop / chunked", t_ref / t_fast, "x",
-                f"loop {1e3 * t_ref:.0f} ms, chunked {1e3 * t_fast:.1f} ms (target >= 100x)")]
+    return [Row(f"scan fwd+bwd {size}", f"loop / default ({path})", t_ref / t_fast, "x",
+                f"loop {1e3 * t_ref:.0f} ms, default {1e3 * t_fast:.1f} ms (target >= 100x)"),
+            Row(f"scan fwd+bwd {size}", "loop / torch chunked", t_ref / t_chunked, "x",
+                f"chunked {1e3 * t_chunked:.1f} ms")]
 
 
 def _scan_vs_elementwise(quick: bool) -> list[Row]:
@@ -56,10 +85,13 @@ def _scan_vs_elementwise(quick: bool) -> list[Row]:
     t_mul_out = best_time(lambda: torch.mul(x, y, out=out), repeat=repeat)
     size = "x".join(map(str, shape))
     rows = [Row(f"scan {size}", "one torch.mul pass", 1e3 * t_mul, "ms", f"with out=: {1e3 * t_mul_out:.0f} ms")]
-    for q in (None,) if quick else (None, 16, 32, 64, 128):
-        t_fwd = best_time(lambda: selective_scan(a.detach(), b.detach(), chunk_size=q), repeat=repeat)
-        t_fb = best_time(_scan_fwd_bwd(selective_scan, a, b, weight, chunk_size=q), repeat=repeat)
-        label = "Q auto" if q is None else f"Q {q}"
+    cases = [("default (" + _default_path() + ")", None, contextlib.nullcontext)]
+    cases += [(f"torch {'Q auto' if q is None else f'Q {q}'}", q, _torch_path)
+              for q in ((None,) if quick else (None, 16, 32, 64, 128))]
+    for label, q, context in cases:
+        with context():
+            t_fwd = best_time(lambda: selective_scan(a.detach(), b.detach(), chunk_size=q), repeat=repeat)
+            t_fb = best_time(_scan_fwd_bwd(selective_scan, a, b, weight, chunk_size=q), repeat=repeat)
         rows.append(Row(f"scan {size}", f"fwd / mul, {label}", t_fwd / t_mul, "x", f"{1e3 * t_fwd:.0f} ms"))
         rows.append(Row(f"scan {size}", f"fwd+bwd / mul, {label}", t_fb / t_mul, "x",
                         f"{1e3 * t_fb:.0f} ms (floor ~6-8x, target <= 10x); "
@@ -96,6 +128,12 @@ def _blocks(quick: bool) -> list[Row]:
                         times[name] / times["MLP block"], "x"))
     rows.append(Row(f"block fwd+bwd {batch}x{length}x{d_model}", "order 2 / order 1 time",
                     times["CKB order 2"] / times["CKB order 1"], "x"))
+    model = models["CKB order 2"]
+    with _torch_path():
+        t_torch = best_time(lambda: model(x).square().mean().backward(), repeat=1 if quick else 3)
+    rows.append(Row(f"block fwd+bwd {batch}x{length}x{d_model}", "CKB order 2: torch scan / default time",
+                    t_torch / times["CKB order 2"], "x",
+                    f"default ({_default_path()}) {1e3 * times['CKB order 2']:.0f} ms, torch scan {1e3 * t_torch:.0f} ms"))
     return rows
 
 

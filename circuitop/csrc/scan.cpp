@@ -1,0 +1,185 @@
+// Native CPU kernels for circuitop.selective_scan: h_t = a_t * h_{t-1} + b_t along dim 1 of
+// contiguous (batch, time, channels) tensors, and its reverse-scan adjoint.
+//
+// Exact sequential arithmetic (the same operations, in the same order, as the reference loop).
+// Work is split over (batch, block of channels) with at::parallel_for; within a work item the loop
+// runs over time outside and over a contiguous run of channels inside, so the compiler vectorises
+// the inner loop (the channels of one step are independent).
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kBlock = 256;  // channels per work item
+
+// Work items (batch element, channel block) and a grain that keeps tiny problems on one thread.
+struct Split {
+  int64_t blocks, items, grain;
+};
+
+Split split(int64_t batch, int64_t length, int64_t channels) {
+  const int64_t blocks = std::max<int64_t>(1, (channels + kBlock - 1) / kBlock);
+  const int64_t per_item = std::max<int64_t>(1, length * std::min(channels, kBlock));
+  const int64_t grain = std::max<int64_t>(1, 32768 / per_item);
+  return {blocks, batch * blocks, grain};
+}
+
+template <typename T>
+void forward_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ h0,
+                    T* __restrict__ h, int64_t batch, int64_t length, int64_t channels) {
+  const Split s = split(batch, length, channels);
+  at::parallel_for(0, s.items, s.grain, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t n = item / s.blocks, c0 = (item % s.blocks) * kBlock;
+      const int64_t width = std::min(kBlock, channels - c0);
+      const int64_t base = n * length * channels + c0;
+      const T* __restrict__ a_t = a + base;
+      const T* __restrict__ b_t = b + base;
+      T* __restrict__ h_t = h + base;
+      if (h0 != nullptr) {
+        const T* __restrict__ init = h0 + n * channels + c0;
+        for (int64_t c = 0; c < width; ++c) h_t[c] = a_t[c] * init[c] + b_t[c];
+      } else {
+        for (int64_t c = 0; c < width; ++c) h_t[c] = b_t[c];
+      }
+      for (int64_t t = 1; t < length; ++t) {
+        const T* __restrict__ prev = h_t;
+        a_t += channels;
+        b_t += channels;
+        h_t += channels;
+        for (int64_t c = 0; c < width; ++c) h_t[c] = a_t[c] * prev[c] + b_t[c];
+      }
+    }
+  });
+}
+
+// g_t = grad_h_t + a_{t+1} g_{t+1}; with h given also grad_a_t = g_t h_{t-1} (h_{-1} = h0 or 0)
+// and grad_h0 = a_0 g_0.
+template <typename T>
+void backward_kernel(const T* __restrict__ a, const T* __restrict__ h, const T* __restrict__ h0,
+                     const T* __restrict__ grad_h, T* __restrict__ g, T* __restrict__ grad_a,
+                     T* __restrict__ grad_h0, int64_t batch, int64_t length, int64_t channels) {
+  const Split s = split(batch, length, channels);
+  at::parallel_for(0, s.items, s.grain, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t n = item / s.blocks, c0 = (item % s.blocks) * kBlock;
+      const int64_t width = std::min(kBlock, channels - c0);
+      const int64_t first = n * length * channels + c0;
+      // One pass backwards in time: g_t from g_{t+1}, and with it grad_a_t = g_t h_{t-1}.
+      for (int64_t t = length - 1; t >= 0; --t) {
+        const int64_t off = first + t * channels;
+        const T* __restrict__ gh = grad_h + off;
+        T* __restrict__ g_t = g + off;
+        if (t == length - 1) {
+          for (int64_t c = 0; c < width; ++c) g_t[c] = gh[c];
+        } else {
+          const T* __restrict__ a_next = a + off + channels;
+          const T* __restrict__ g_next = g + off + channels;
+          for (int64_t c = 0; c < width; ++c) g_t[c] = gh[c] + a_next[c] * g_next[c];
+        }
+        if (grad_a == nullptr || t == 0) continue;
+        const T* __restrict__ h_prev = h + off - channels;
+        T* __restrict__ ga = grad_a + off;
+        for (int64_t c = 0; c < width; ++c) ga[c] = g_t[c] * h_prev[c];
+      }
+      if (grad_a == nullptr) continue;
+      T* __restrict__ ga0 = grad_a + first;
+      const T* __restrict__ g0 = g + first;
+      if (h0 != nullptr) {
+        const T* __restrict__ init = h0 + n * channels + c0;
+        const T* __restrict__ a0 = a + first;
+        T* __restrict__ gi = grad_h0 + n * channels + c0;
+        for (int64_t c = 0; c < width; ++c) {
+          ga0[c] = g0[c] * init[c];
+          gi[c] = a0[c] * g0[c];
+        }
+      } else {
+        for (int64_t c = 0; c < width; ++c) ga0[c] = T(0);
+      }
+    }
+  });
+}
+
+void check3(const torch::Tensor& x, const char* name) {
+  TORCH_CHECK(x.device().is_cpu(), name, ": expected a CPU tensor");
+  TORCH_CHECK(x.dim() == 3, name, ": expected (batch, time, channels)");
+  TORCH_CHECK(x.is_contiguous(), name, ": expected a contiguous tensor");
+}
+
+void check_h0(const c10::optional<torch::Tensor>& h0, const torch::Tensor& a) {
+  if (!h0.has_value()) return;
+  TORCH_CHECK(h0->is_contiguous() && h0->dim() == 2 && h0->size(0) == a.size(0) &&
+                  h0->size(1) == a.size(2) && h0->scalar_type() == a.scalar_type(),
+              "h0: expected a contiguous (batch, channels) tensor of a's dtype");
+}
+
+torch::Tensor scan_forward(const torch::Tensor& a, const torch::Tensor& b,
+                           const c10::optional<torch::Tensor>& h0) {
+  check3(a, "a");
+  check3(b, "b");
+  TORCH_CHECK(a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type(), "b: expected a's shape and dtype");
+  check_h0(h0, a);
+  auto h = torch::empty_like(a);
+  if (a.numel() == 0) return h;
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "circuitop_scan_forward", [&] {
+    forward_kernel<scalar_t>(a.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(),
+                             h0.has_value() ? h0->data_ptr<scalar_t>() : nullptr, h.data_ptr<scalar_t>(),
+                             a.size(0), a.size(1), a.size(2));
+  });
+  return h;
+}
+
+// Returns (grad_a, grad_b, grad_h0); grad_h0 is empty when h0 is None.
+std::vector<torch::Tensor> scan_backward(const torch::Tensor& a, const torch::Tensor& h,
+                                         const c10::optional<torch::Tensor>& h0,
+                                         const torch::Tensor& grad_h) {
+  check3(a, "a");
+  check3(h, "h");
+  check3(grad_h, "grad_h");
+  TORCH_CHECK(a.sizes() == h.sizes() && a.sizes() == grad_h.sizes(), "h, grad_h: expected a's shape");
+  TORCH_CHECK(a.scalar_type() == h.scalar_type() && a.scalar_type() == grad_h.scalar_type(),
+              "h, grad_h: expected a's dtype");
+  check_h0(h0, a);
+  auto g = torch::empty_like(a);
+  auto grad_a = torch::empty_like(a);
+  auto grad_h0 = h0.has_value() ? torch::empty_like(*h0) : torch::Tensor();
+  if (a.numel() == 0) {
+    if (h0.has_value()) grad_h0.zero_();
+    return {grad_a, g, grad_h0};
+  }
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "circuitop_scan_backward", [&] {
+    backward_kernel<scalar_t>(a.data_ptr<scalar_t>(), h.data_ptr<scalar_t>(),
+                              h0.has_value() ? h0->data_ptr<scalar_t>() : nullptr,
+                              grad_h.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), grad_a.data_ptr<scalar_t>(),
+                              h0.has_value() ? grad_h0.data_ptr<scalar_t>() : nullptr, a.size(0), a.size(1),
+                              a.size(2));
+  });
+  return {grad_a, g, grad_h0};
+}
+
+// g_t = grad_h_t + a_{t+1} g_{t+1} only (the adjoint states).
+torch::Tensor scan_reverse(const torch::Tensor& a, const torch::Tensor& grad_h) {
+  check3(a, "a");
+  check3(grad_h, "grad_h");
+  TORCH_CHECK(a.sizes() == grad_h.sizes() && a.scalar_type() == grad_h.scalar_type(),
+              "grad_h: expected a's shape and dtype");
+  auto g = torch::empty_like(a);
+  if (a.numel() == 0) return g;
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "circuitop_scan_reverse", [&] {
+    backward_kernel<scalar_t>(a.data_ptr<scalar_t>(), nullptr, nullptr, grad_h.data_ptr<scalar_t>(),
+                              g.data_ptr<scalar_t>(), nullptr, nullptr, a.size(0), a.size(1), a.size(2));
+  });
+  return g;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("forward", &scan_forward, "h_t = a_t h_{t-1} + b_t", py::arg("a"), py::arg("b"), py::arg("h0"));
+  m.def("backward", &scan_backward, "(grad_a, grad_b, grad_h0) of the scan", py::arg("a"), py::arg("h"),
+        py::arg("h0"), py::arg("grad_h"));
+  m.def("reverse", &scan_reverse, "g_t = grad_h_t + a_{t+1} g_{t+1}", py::arg("a"), py::arg("grad_h"));
+}
