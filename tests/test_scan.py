@@ -276,3 +276,18 @@ def test_build_failure_warns_once_and_falls_back(monkeypatch):
     assert "no compiler" in _native.scan_build_error()
     torch.testing.assert_close(first, selective_scan_ref(a, b))
     torch.testing.assert_close(second, first)
+
+
+def test_native_reused_output_buffers_do_not_alias(native):
+    """Outputs of >= 1 MB come from a buffer cache: a live output is never handed out again, and a
+    reused buffer holds the new results."""
+    gen = torch.Generator().manual_seed(12)
+    a, b = torch.rand(2, 2048, 64, generator=gen), torch.randn(2, 2048, 64, generator=gen)
+    first = selective_scan(a, b)
+    kept = first.clone()
+    for _ in range(3):
+        second = selective_scan(a, 2 * b)
+        assert second.data_ptr() != first.data_ptr()
+        torch.testing.assert_close(second, 2 * kept)
+        del second
+    torch.testing.assert_close(first, kept)
