@@ -35,9 +35,19 @@ def scan_ops():
     with _lock:
         if _ops is None and _failed is None:
             try:
+                import torch
                 from torch.utils.cpp_extension import load
 
-                _ops = load(name="circuitop_scan", sources=[str(_SOURCE)], extra_cflags=["-O3"], verbose=False)
+                # at::parallel_for runs serially unless the extension itself is built with OpenMP
+                # (torch's own libgomp is already loaded, so the extension shares its thread pool).
+                omp = ["-fopenmp"] if torch.backends.openmp.is_available() else []
+                _ops = load(
+                    name="circuitop_scan",
+                    sources=[str(_SOURCE)],
+                    extra_cflags=["-O3", *omp],
+                    extra_ldflags=omp,
+                    verbose=False,
+                )
             except Exception as exc:  # noqa: BLE001 - any build/load failure means "use the torch path"
                 _failed = f"{type(exc).__name__}: {exc}".strip()
                 warnings.warn(
