@@ -23,37 +23,35 @@ __all__ = ["CKBChainConfig", "DepthStackConfig", "CKBStackConfig", "CascadeStack
 
 
 @dataclass(frozen=True)
-class CKBChainConfig:
+class _BlockSizes:
+    """Sizes shared by every order-benchmark model (the paper: expansion ratio 16, ``d_state = 8``)."""
+
+    d_model: int = 16
+    d_state: int = 8
+    expand: int = 16
+    bidirectional: bool = True
+
+
+@dataclass(frozen=True)
+class CKBChainConfig(_BlockSizes):
     """One CKB with ``order`` serial KNCs (the matched-order CHONN model)."""
 
     order: int = 2
-    d_model: int = 16
-    d_state: int = 8
-    expand: int = 16
-    bidirectional: bool = True
 
 
 @dataclass(frozen=True)
-class DepthStackConfig:
+class DepthStackConfig(_BlockSizes):
     """``depth`` stacked first-order CKBs (the depth-stacked baseline)."""
 
     depth: int = 2
-    d_model: int = 16
-    d_state: int = 8
-    expand: int = 16
-    bidirectional: bool = True
 
 
 @dataclass(frozen=True)
-class CKBStackConfig:
+class CKBStackConfig(_BlockSizes):
     """``n_blocks`` stacked CKBs of ``order`` serial KNCs each (the paper's ``order × n_blocks``)."""
 
     order: int = 2
     n_blocks: int = 2
-    d_model: int = 16
-    d_state: int = 8
-    expand: int = 16
-    bidirectional: bool = True
 
 
 class CascadeStack(nn.Module):
