@@ -1,12 +1,11 @@
 """CfC: ours equals ncps in every mode (values and gradients) with per-sample irregular steps."""
 
-import copy
-
 import ncps.torch
 import pytest
 import torch
 
 from circuitop import CfC, CfCCell
+from ncps_reference import assert_matches_ncps
 
 IN, HIDDEN, BATCH, TIME = 4, 6, 3, 5
 BACKBONES = {
@@ -15,14 +14,6 @@ BACKBONES = {
     "deep_silu": {"backbone_layers": 2, "backbone_units": 8, "activation": "silu"},
     "projected": {"backbone_units": 8, "proj_size": 3},
 }
-
-
-def _grads_in_our_layout(ref) -> dict[str, torch.Tensor]:
-    """ncps gradients mapped through ``from_ncps`` (a linear re-arrangement of the parameters)."""
-    grads = copy.deepcopy(ref)
-    for p, p_ref in zip(grads.parameters(), ref.parameters()):
-        p.data = p_ref.grad.clone() if p_ref.grad is not None else torch.zeros_like(p)
-    return dict(CfC.from_ncps(grads).named_parameters())
 
 
 @pytest.mark.parametrize("backbone", sorted(BACKBONES))
@@ -35,18 +26,7 @@ def test_cfc_matches_ncps_values_and_gradients(mode, backbone):
     x = torch.randn(BATCH, TIME, IN, generator=gen)
     dt = torch.rand(BATCH, TIME, generator=gen) * 3 + 0.05
     weights = torch.randn(BATCH, TIME, ours.out_channels, generator=gen)
-    x_ours, x_ref = x.clone().requires_grad_(), x.clone().requires_grad_()
-    y, h = ours(x_ours, dt)
-    ((y * weights).sum() + h.square().sum()).backward()
-    for b in range(BATCH):  # ncps' timespans only broadcast for batch 1
-        y_ref, h_ref = ref(x_ref[b: b + 1], timespans=dt[b: b + 1])
-        torch.testing.assert_close(y[b: b + 1], y_ref, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(h[b: b + 1], h_ref, atol=1e-5, rtol=1e-5)
-        ((y_ref * weights[b: b + 1]).sum() + h_ref.square().sum()).backward()
-    torch.testing.assert_close(x_ours.grad, x_ref.grad, atol=1e-5, rtol=1e-5)
-    expected = _grads_in_our_layout(ref)
-    for name, p in ours.named_parameters():
-        torch.testing.assert_close(p.grad, expected[name], atol=1e-5, rtol=1e-4, msg=name)
+    assert_matches_ncps(ours, ref, x, dt, weights, CfC.from_ncps)
 
 
 @pytest.mark.parametrize("mode", ["default", "no_gate", "pure"])

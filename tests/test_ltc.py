@@ -1,27 +1,18 @@
 """LTC: ours equals ncps (values and gradients) with irregular steps; Theorem 2 bounds; bad input."""
 
-import copy
-
 import ncps.torch
 import pytest
 import torch
 from ncps.wirings import AutoNCP, FullyConnected
 
 from circuitop import LTC, LTCCell
+from ncps_reference import assert_matches_ncps
 
 IN, BATCH, TIME = 5, 3, 6
 
 
 def _wiring(kind):
     return AutoNCP(12, 3, seed=1) if kind == "autoncp" else FullyConnected(6, 2)
-
-
-def _grads_in_our_layout(ref) -> dict[str, torch.Tensor]:
-    """ncps gradients mapped through ``from_ncps`` (a linear re-arrangement of the parameters)."""
-    grads = copy.deepcopy(ref)
-    for p, p_ref in zip(grads.parameters(), ref.parameters()):
-        p.data = p_ref.grad.clone() if p_ref.grad is not None else torch.zeros_like(p)
-    return dict(LTC.from_ncps(grads).named_parameters())
 
 
 def _data(seed=0):
@@ -42,18 +33,7 @@ def test_ltc_matches_ncps_values_and_gradients(wiring, implicit, fused):
     ours.fused = fused
     x, dt = _data()
     weights = torch.randn(BATCH, TIME, ours.out_channels)
-    x_ours, x_ref = x.clone().requires_grad_(), x.clone().requires_grad_()
-    y, h = ours(x_ours, dt)
-    ((y * weights).sum() + h.square().sum()).backward()
-    for b in range(BATCH):  # ncps squeezes timespans to (batch,): compare one sample at a time
-        y_ref, h_ref = ref(x_ref[b: b + 1], timespans=dt[b: b + 1])
-        torch.testing.assert_close(y[b: b + 1], y_ref, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(h[b: b + 1], h_ref, atol=1e-5, rtol=1e-5)
-        ((y_ref * weights[b: b + 1]).sum() + h_ref.square().sum()).backward()
-    torch.testing.assert_close(x_ours.grad, x_ref.grad, atol=1e-5, rtol=1e-5)
-    expected = _grads_in_our_layout(ref)
-    for name, p in ours.named_parameters():
-        torch.testing.assert_close(p.grad, expected[name], atol=1e-5, rtol=1e-4, msg=name)
+    assert_matches_ncps(ours, ref, x, dt, weights, LTC.from_ncps)
 
 
 def test_cell_step_matches_ncps_cell_for_a_batch():
