@@ -1,9 +1,11 @@
 """Lazily built native (C++) CPU kernels, compiled once with ``torch.utils.cpp_extension.load``.
 
-The build (about a minute, cached in ``$TORCH_EXTENSIONS_DIR``; torch serialises concurrent builds
-of one extension with a lock file) happens on the first call of :func:`scan_ops`. A failed build is
+Two extensions: ``scan.cpp`` (the plain selective scan) and ``zoh.cpp`` (the Kirchhoff cell's fused
+ZOH scan). Each build (about a minute, cached in ``$TORCH_EXTENSIONS_DIR``; torch serialises
+concurrent builds of one extension with a lock file) happens on the first call of :func:`scan_ops` /
+:func:`zoh_ops`. A failed build is
 reported once with ``warnings.warn`` and not retried; callers then use their pure-torch paths.
-``CIRCUITOP_NATIVE_SCAN=0`` (read on every call) disables the native scan without building it.
+``CIRCUITOP_NATIVE_SCAN=0`` (read on every call) disables both without building them.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ import threading
 import warnings
 from pathlib import Path
 
-__all__ = ["native_scan_enabled", "scan_ops"]
+__all__ = ["native_scan_enabled", "scan_build_error", "scan_ops", "zoh_ops"]
 
-_SOURCE = Path(__file__).with_name("csrc") / "scan.cpp"
+_CSRC = Path(__file__).with_name("csrc")
 _lock = threading.Lock()
-_ops = None
-_failed: str | None = None
+_ops: dict[str, object] = {}
+_failed: dict[str, str] = {}
 
 
 def native_scan_enabled() -> bool:
@@ -27,37 +29,59 @@ def native_scan_enabled() -> bool:
 
 
 def scan_ops():
-    """The compiled scan module (``forward``, ``backward``, ``reverse``), or None when it is disabled
-    or cannot be built (then a single warning says why)."""
-    global _ops, _failed
-    if _ops is not None or _failed is not None or not native_scan_enabled():
-        return _ops if native_scan_enabled() else None
+    """The compiled plain scan (``csrc/scan.cpp``: ``forward``, ``backward``, ``reverse``), or None when
+    it is disabled or cannot be built (then a single warning says why)."""
+    return _extension("scan")
+
+
+def zoh_ops():
+    """The compiled fused ZOH scan of the Kirchhoff cell (``csrc/zoh.cpp``: ``forward``, ``backward``),
+    or None when it is disabled or cannot be built (then a single warning says why)."""
+    return _extension("zoh")
+
+
+def _extension(stem: str):
+    if not native_scan_enabled():
+        return None
+    if stem in _ops or stem in _failed:
+        return _ops.get(stem)
     with _lock:
-        if _ops is None and _failed is None:
+        if stem not in _ops and stem not in _failed:
             try:
-                import torch
-                from torch.utils.cpp_extension import load
-
-                # at::parallel_for runs serially unless the extension itself is built with OpenMP
-                # (torch's own libgomp is already loaded, so the extension shares its thread pool).
-                omp = ["-fopenmp"] if torch.backends.openmp.is_available() else []
-                _ops = load(
-                    name="circuitop_scan",
-                    sources=[str(_SOURCE)],
-                    extra_cflags=["-O3", *omp],
-                    extra_ldflags=omp,
-                    verbose=False,
-                )
+                _ops[stem] = _build(stem)
             except Exception as exc:  # noqa: BLE001 - any build/load failure means "use the torch path"
-                _failed = f"{type(exc).__name__}: {exc}".strip()
+                _failed[stem] = f"{type(exc).__name__}: {exc}".strip()
                 warnings.warn(
-                    f"circuitop: native CPU scan unavailable, using the pure-torch scan ({_failed[:500]})",
+                    f"circuitop: native CPU kernel {stem}.cpp unavailable, using the pure-torch path "
+                    f"({_failed[stem][:500]})",
                     RuntimeWarning,
-                    stacklevel=3,
+                    stacklevel=4,
                 )
-    return _ops
+    return _ops.get(stem)
 
 
-def scan_build_error() -> str | None:
-    """Why the native scan could not be built (None when it was built or not tried yet)."""
-    return _failed
+# The ZOH kernel's clamp is only if-converted (hence vectorised) when comparisons may be speculated;
+# circuitop never enables floating-point traps, so -fno-trapping-math changes no result.
+_EXTRA_CFLAGS = {"scan": [], "zoh": ["-fno-trapping-math"]}
+
+
+def _build(stem: str):
+    import torch
+    from torch.utils.cpp_extension import load
+
+    # at::parallel_for runs serially unless the extension itself is built with OpenMP
+    # (torch's own libgomp is already loaded, so the extension shares its thread pool).
+    omp = ["-fopenmp"] if torch.backends.openmp.is_available() else []
+    return load(
+        name=f"circuitop_{stem}",
+        sources=[str(_CSRC / f"{stem}.cpp")],
+        extra_cflags=["-O3", *omp, *_EXTRA_CFLAGS[stem]],
+        extra_ldflags=omp,
+        verbose=False,
+    )
+
+
+def scan_build_error(stem: str = "scan") -> str | None:
+    """Why the native kernel ``stem`` (``"scan"`` or ``"zoh"``) could not be built (None when it was
+    built or not tried yet)."""
+    return _failed.get(stem)

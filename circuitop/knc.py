@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from . import _native
 from .scan import _chunk_length, _forward_scan, _reverse_scan, selective_scan
 
 __all__ = ["KirchhoffCell", "zoh_coefficients"]
@@ -134,7 +135,7 @@ class KirchhoffCell(nn.Module):
             delta = delta * dt.to(delta.dtype).unsqueeze(-1)
         b, c = self.b_proj(u), self.c_proj(u)
         if v0 is None and not return_state:  # fused: no (batch, time, d_inner, d_state) autograd graph
-            return _ZohScanFn.apply(u, delta, self.lam, b, c) + self.d * u
+            return _fused_zoh_scan(u, delta, self.lam, b, c) + self.d * u
         alpha_bar, inject = _zoh_terms(u, delta, self.lam, b)
         v = selective_scan(alpha_bar, inject, v0)
         y = torch.einsum("btdn,btn->btd", v, c) + self.d * u
@@ -162,6 +163,35 @@ def _zoh_terms(u, delta, lam, b):
     the same numbers as :meth:`KirchhoffCell.coefficients`, with the outer product b u formed once."""
     neg_rate = delta.unsqueeze(-1) * -lam
     return torch.exp(neg_rate), torch.expm1(neg_rate) * (u.unsqueeze(-1) * (b.unsqueeze(-2) / -lam))
+
+
+def _fused_zoh_scan(u, delta, lam, b, c):
+    """y_t = Σ_n c_t v_t of the ZOH recurrence (see :class:`_ZohScanFn`), ``(batch, time, d_inner)``:
+    the native kernel (``csrc/zoh.cpp``) for CPU float32/float64 tensors when it is available,
+    else the torch formulation."""
+    tensors = (u, delta, lam, b, c)
+    if all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) for t in tensors):
+        if len({t.dtype for t in tensors}) == 1 and _native.zoh_ops() is not None:
+            return _NativeZohScanFn.apply(*tensors)
+    return _ZohScanFn.apply(*tensors)
+
+
+class _NativeZohScanFn(torch.autograd.Function):
+    """The fused ZOH scan of :class:`_ZohScanFn` in one native CPU kernel: the states live in a
+    (d_state, d_inner) buffer per sequence, only one state per chunk of steps is saved, and the
+    backward recomputes each chunk's states (same formulas as :class:`_ZohScanFn`)."""
+
+    @staticmethod
+    def forward(ctx, u, delta, lam, b, c):
+        tensors = tuple(t.contiguous() for t in (u, delta, lam, b, c))
+        y, checkpoints = _native.zoh_ops().forward(*tensors)
+        ctx.save_for_backward(*tensors, checkpoints)
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_y):
+        return tuple(_native.zoh_ops().backward(*ctx.saved_tensors, grad_y.contiguous()))
 
 
 class _ZohScanFn(torch.autograd.Function):

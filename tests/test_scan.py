@@ -263,16 +263,16 @@ def test_build_failure_warns_once_and_falls_back(monkeypatch):
         raise RuntimeError("no compiler")
 
     monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "1")
-    monkeypatch.setattr(_native, "_ops", None)
-    monkeypatch.setattr(_native, "_failed", None)
+    monkeypatch.setattr(_native, "_ops", {})
+    monkeypatch.setattr(_native, "_failed", {})
     monkeypatch.setattr(cpp_extension, "load", broken_load)
     a, b = torch.rand(1, 5, 2, dtype=torch.float64), torch.randn(1, 5, 2, dtype=torch.float64)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         first, second = selective_scan(a, b), selective_scan(a, b)
     assert len(calls) == 1
-    assert [str(w.message) for w in caught if "native CPU scan unavailable" in str(w.message)] != []
-    assert len([w for w in caught if "native CPU scan unavailable" in str(w.message)]) == 1
+    assert [str(w.message) for w in caught if "native CPU kernel scan.cpp unavailable" in str(w.message)] != []
+    assert len([w for w in caught if "native CPU kernel scan.cpp unavailable" in str(w.message)]) == 1
     assert "no compiler" in _native.scan_build_error()
     torch.testing.assert_close(first, selective_scan_ref(a, b))
     torch.testing.assert_close(second, first)

@@ -1,0 +1,370 @@
+// Native CPU kernel for the Kirchhoff cell's fused ZOH scan (circuitop/knc.py, _ZohScanFn):
+//
+//   v_t = a_t v_{t-1} + phi_t b_t u_t,   y_t = sum_n c_t[n] v_t[:, n],   v_{-1} = 0,
+//   a_t = exp(-delta_t lam),  phi_t = (1 - a_t) / lam = -expm1(-delta_t lam) / lam      (003, Eqs. 32-34)
+//
+// on u, delta (batch, time, d_inner), lam (d_inner, d_state), b, c (batch, time, d_state).
+//
+// Unlike the torch formulation it never stores the (batch, time, d_inner, d_state) states or
+// coefficients: the state of one batch element lives in a (d_state, d_inner) array, the forward keeps
+// only the state at the start of every chunk of K steps (checkpoints), and the backward recomputes
+// one chunk's states from its checkpoint into a cache-sized buffer before stepping back through it.
+// Memory traffic is O(batch time (d_inner + d_state)) instead of O(batch time d_inner d_state).
+//
+// exp and expm1 of x = -delta lam <= 0 come from one branch-free evaluation (x = k ln2 + f,
+// |f| <= ln2/2: exp(x) = 2^k (1 + p), expm1(x) = 2^k p + (2^k - 1) with p = expm1(f) from its
+// Taylor polynomial), which the compiler vectorises over the d_inner channels (innermost loops).
+//
+// Backward, with g the adjoint of v_t, carried G = a_{t+1} g_{t+1}, q = b u, nil = -1/lam:
+//   g = dy c + G;  dc += dy v;  du += g phi b;  db += g phi u;  de = g (v_prev + q nil);
+//   dr = -a de (r = delta lam);  ddelta += dr lam;  dlam += dr delta + g phi q nil;  G = a g.
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+template <typename T>
+struct ExpConst;
+
+template <>
+struct ExpConst<float> {
+  using Int = int32_t;
+  static constexpr float lo = -87.0f, hi = 88.0f;  // 2^k stays a normal number
+  static constexpr float log2e = 1.44269504088896341f;
+  static constexpr float ln2_hi = 0.693145751953125f, ln2_lo = 1.42860682030941723212e-6f;
+  static constexpr int mantissa = 23, bias = 127;
+  static constexpr int degree = 7;  // |f|^8 / 8! < 6e-9
+  static constexpr float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+};
+
+template <>
+struct ExpConst<double> {
+  using Int = int64_t;
+  static constexpr double lo = -708.0, hi = 709.0;
+  static constexpr double log2e = 1.44269504088896338700e+00;
+  static constexpr double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+  static constexpr int mantissa = 52, bias = 1023;
+  static constexpr int degree = 13;  // |f|^14 / 14! < 5e-18
+  static constexpr double shifter = 6755399441055744.0;  // 1.5 * 2^52
+};
+
+constexpr double kInvFactorial[] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040,
+                                    1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600,
+                                    1.0 / 6227020800.0};  // 1 / i!, i = 0..13
+
+// sum_{i=first..degree} f^(i-first) / i!, unrolled at compile time (a loop here blocks vectorisation).
+template <typename T, int degree, int first>
+inline __attribute__((always_inline)) T horner(T f) {
+  if constexpr (first == degree) {
+    return T(kInvFactorial[degree]);
+  } else {
+    return T(kInvFactorial[first]) + f * horner<T, degree, first + 1>(f);
+  }
+}
+
+// exp(x) and expm1(x) together (see the header comment); accurate to a few ulp for x in [lo, hi].
+template <typename T>
+inline __attribute__((always_inline)) void exp_expm1(T x, T& ex, T& em1) {
+  using C = ExpConst<T>;
+  using Int = typename C::Int;
+  x = x < C::lo ? C::lo : (x > C::hi ? C::hi : x);  // if-converted with -fno-trapping-math
+  // k = round(x / ln2): adding 1.5 * 2^m rounds to an integer and leaves k in the low mantissa
+  // bits, so k and 2^k come from integer adds and shifts (no float->int conversion; vectorisable).
+  const T shifted = x * C::log2e + C::shifter;
+  const T kf = shifted - C::shifter;
+  const Int k = std::bit_cast<Int>(shifted) - std::bit_cast<Int>(C::shifter);
+  const T f = (x - kf * C::ln2_hi) - kf * C::ln2_lo;
+  const T p = horner<T, C::degree, 1>(f) * f;  // expm1(f) = f (1 + f (1/2! + f (1/3! + ...)))
+  const T s = std::bit_cast<T>(static_cast<Int>((k + C::bias) << C::mantissa));  // 2^k
+  ex = s * p + s;
+  em1 = s * p + (s - T(1));
+}
+
+// Channel-major views of lam: (d_state, d_inner) rows of lam and of -1/lam.
+template <typename T>
+struct Rates {
+  std::vector<T> lam, nil;
+  Rates(const T* lam_dn, int64_t d_inner, int64_t d_state) : lam(d_inner * d_state), nil(d_inner * d_state) {
+    for (int64_t d = 0; d < d_inner; ++d)
+      for (int64_t n = 0; n < d_state; ++n) {
+        lam[n * d_inner + d] = lam_dn[d * d_state + n];
+        nil[n * d_inner + d] = T(-1) / lam_dn[d * d_state + n];
+      }
+  }
+};
+
+struct Dims {
+  int64_t batch, length, d_inner, d_state, chunk;
+  int64_t chunks() const { return (length + chunk - 1) / chunk; }
+};
+
+// One step of the state: v = a v_prev + phi b u for every (n, d), with y_t = sum_n c_n v_n when y is
+// given and the coefficients a, phi (d_state, d_inner) kept when they are given (for the backward).
+template <typename T>
+inline __attribute__((always_inline)) void step(T* __restrict__ v, const T* __restrict__ u, const T* __restrict__ delta,
+                                                const T* __restrict__ b, const T* __restrict__ c, T* __restrict__ y,
+                                                T* __restrict__ a_out, T* __restrict__ phi_out,
+                                                const T* __restrict__ lam, const T* __restrict__ nil,
+                                                const T* __restrict__ v_prev, int64_t D, int64_t N) {
+  if (y != nullptr)
+    for (int64_t d = 0; d < D; ++d) y[d] = T(0);
+  for (int64_t n = 0; n < N; ++n) {
+    const T bn = b[n];
+    const T* __restrict__ lam_n = lam + n * D;
+    const T* __restrict__ nil_n = nil + n * D;
+    const T* __restrict__ vp = v_prev + n * D;
+    T* __restrict__ vn = v + n * D;
+    if (a_out == nullptr) {
+#pragma omp simd
+      for (int64_t d = 0; d < D; ++d) {
+        T a, e;
+        exp_expm1<T>(-delta[d] * lam_n[d], a, e);
+        vn[d] = a * vp[d] + e * nil_n[d] * (bn * u[d]);
+      }
+    } else {
+      T* __restrict__ an = a_out + n * D;
+      T* __restrict__ phin = phi_out + n * D;
+#pragma omp simd
+      for (int64_t d = 0; d < D; ++d) {
+        T a, e;
+        exp_expm1<T>(-delta[d] * lam_n[d], a, e);
+        const T phi = e * nil_n[d];
+        vn[d] = a * vp[d] + phi * (bn * u[d]);
+        an[d] = a;
+        phin[d] = phi;
+      }
+    }
+    if (y != nullptr) {
+      const T cn = c[n];
+#pragma omp simd
+      for (int64_t d = 0; d < D; ++d) y[d] += cn * vn[d];
+    }
+  }
+}
+
+// Forward for one batch element: y (length, D) and the chunk checkpoints (chunks, N, D).
+template <typename T>
+inline __attribute__((always_inline)) void forward_item(const T* u, const T* delta, const T* b, const T* c,
+                                                        const Rates<T>& r, T* y, T* ckpt, const Dims& s) {
+  const int64_t D = s.d_inner, N = s.d_state;
+  std::vector<T> state(2 * N * D, T(0));
+  T* cur = state.data();
+  T* next = cur + N * D;
+  for (int64_t t = 0; t < s.length; ++t) {
+    if (t % s.chunk == 0) std::copy(cur, cur + N * D, ckpt + (t / s.chunk) * N * D);
+    step<T>(next, u + t * D, delta + t * D, b + t * N, c + t * N, y + t * D, nullptr, nullptr, r.lam.data(),
+            r.nil.data(), cur, D, N);
+    std::swap(cur, next);
+  }
+}
+
+// Backward through one step t (see the header comment) from the step's a, phi and states; G (N, D)
+// is read and replaced by a_t g.
+template <typename T>
+inline __attribute__((always_inline)) void backward_step(
+    const T* __restrict__ u, const T* __restrict__ delta, const T* __restrict__ b, const T* __restrict__ c,
+    const T* __restrict__ dy, const T* __restrict__ v, const T* __restrict__ v_prev, const T* __restrict__ a_t,
+    const T* __restrict__ phi_t, const T* __restrict__ lam, const T* __restrict__ nil, T* __restrict__ G,
+    T* __restrict__ du, T* __restrict__ ddelta, T* __restrict__ db, T* __restrict__ dc, T* __restrict__ dlam,
+    int64_t D, int64_t N) {
+  for (int64_t d = 0; d < D; ++d) du[d] = ddelta[d] = T(0);
+  for (int64_t n = 0; n < N; ++n) {
+    const T bn = b[n], cn = c[n];
+    const T* __restrict__ lam_n = lam + n * D;
+    const T* __restrict__ nil_n = nil + n * D;
+    const T* __restrict__ vn = v + n * D;
+    const T* __restrict__ vp = v_prev + n * D;
+    const T* __restrict__ an = a_t + n * D;
+    const T* __restrict__ phin = phi_t + n * D;
+    T* __restrict__ Gn = G + n * D;
+    T* __restrict__ dlam_n = dlam + n * D;
+    T dc_n = T(0), db_n = T(0);
+#pragma omp simd reduction(+ : dc_n, db_n)
+    for (int64_t d = 0; d < D; ++d) {
+      const T a = an[d], phi = phin[d];
+      const T g = dy[d] * cn + Gn[d];
+      const T q = bn * u[d];
+      const T g_phi = g * phi;
+      dc_n += dy[d] * vn[d];
+      du[d] += g_phi * bn;
+      db_n += g_phi * u[d];
+      const T dr = -a * (g * (vp[d] + q * nil_n[d]));
+      ddelta[d] += dr * lam_n[d];
+      dlam_n[d] += dr * delta[d] + g_phi * q * nil_n[d];
+      Gn[d] = a * g;
+    }
+    db[n] = db_n;
+    dc[n] = dc_n;
+  }
+}
+
+// Backward for one batch element; dlam_out (N, D) receives this element's sum.
+template <typename T>
+inline __attribute__((always_inline)) void backward_item(const T* u, const T* delta, const T* b, const T* c,
+                                                         const T* dy, const T* ckpt, const Rates<T>& r, T* du,
+                                                         T* ddelta, T* db, T* dc, T* dlam_out, const Dims& s) {
+  const int64_t D = s.d_inner, N = s.d_state, ND = N * D, K = s.chunk;
+  // one chunk's states (K + 1 incl. the checkpoint), coefficients a and phi (K each)
+  std::vector<T> states((K + 1) * ND), coef_a(K * ND), coef_phi(K * ND), G(ND, T(0)), dlam_chunk(ND);
+  std::vector<double> dlam(ND, 0.0);  // chunk sums added in double: long sequences keep their precision
+  for (int64_t j = s.chunks() - 1; j >= 0; --j) {
+    const int64_t t0 = j * K, steps = std::min(K, s.length - t0);
+    std::copy(ckpt + j * ND, ckpt + (j + 1) * ND, states.begin());
+    for (int64_t k = 0; k < steps; ++k) {
+      const int64_t t = t0 + k;
+      step<T>(states.data() + (k + 1) * ND, u + t * D, delta + t * D, b + t * N, nullptr, nullptr,
+              coef_a.data() + k * ND, coef_phi.data() + k * ND, r.lam.data(), r.nil.data(), states.data() + k * ND,
+              D, N);
+    }
+    std::fill(dlam_chunk.begin(), dlam_chunk.end(), T(0));
+    for (int64_t k = steps - 1; k >= 0; --k) {
+      const int64_t t = t0 + k;
+      backward_step<T>(u + t * D, delta + t * D, b + t * N, c + t * N, dy + t * D, states.data() + (k + 1) * ND,
+                       states.data() + k * ND, coef_a.data() + k * ND, coef_phi.data() + k * ND, r.lam.data(),
+                       r.nil.data(), G.data(), du + t * D, ddelta + t * D, db + t * N, dc + t * N,
+                       dlam_chunk.data(), D, N);
+    }
+    for (int64_t i = 0; i < ND; ++i) dlam[i] += dlam_chunk[i];
+  }
+  for (int64_t i = 0; i < ND; ++i) dlam_out[i] = static_cast<T>(dlam[i]);
+}
+
+// Concrete per-dtype entry points, compiled for AVX2 + FMA and for the baseline, picked at run time
+// (every function above is always_inline, so it is compiled into both). GCC's target_clones would
+// need "arch=haswell", which its resolver matches by CPU model, so AMD CPUs got the baseline.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CIRCUITOP_AVX2 __attribute__((target("avx2,fma")))
+bool use_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+#else
+#define CIRCUITOP_AVX2
+bool use_avx2() { return false; }
+#endif
+
+#define CIRCUITOP_ITEMS(T, SUFFIX, ATTR)                                                                    \
+  ATTR void forward_##SUFFIX(const T* u, const T* delta, const T* b, const T* c, const Rates<T>& r, T* y,   \
+                             T* ckpt, const Dims& s) {                                                      \
+    forward_item<T>(u, delta, b, c, r, y, ckpt, s);                                                        \
+  }                                                                                                         \
+  ATTR void backward_##SUFFIX(const T* u, const T* delta, const T* b, const T* c, const T* dy,              \
+                              const T* ckpt, const Rates<T>& r, T* du, T* ddelta, T* db, T* dc, T* dlam,    \
+                              const Dims& s) {                                                              \
+    backward_item<T>(u, delta, b, c, dy, ckpt, r, du, ddelta, db, dc, dlam, s);                            \
+  }
+CIRCUITOP_ITEMS(float, f_avx2, CIRCUITOP_AVX2)
+CIRCUITOP_ITEMS(float, f_base, )
+CIRCUITOP_ITEMS(double, d_avx2, CIRCUITOP_AVX2)
+CIRCUITOP_ITEMS(double, d_base, )
+#undef CIRCUITOP_ITEMS
+
+template <typename T>
+void forward_one(const T* u, const T* delta, const T* b, const T* c, const Rates<T>& r, T* y, T* ckpt,
+                 const Dims& s) {
+  if constexpr (std::is_same_v<T, float>) {
+    (use_avx2() ? forward_f_avx2 : forward_f_base)(u, delta, b, c, r, y, ckpt, s);
+  } else {
+    (use_avx2() ? forward_d_avx2 : forward_d_base)(u, delta, b, c, r, y, ckpt, s);
+  }
+}
+
+template <typename T>
+void backward_one(const T* u, const T* delta, const T* b, const T* c, const T* dy, const T* ckpt,
+                  const Rates<T>& r, T* du, T* ddelta, T* db, T* dc, T* dlam, const Dims& s) {
+  if constexpr (std::is_same_v<T, float>) {
+    (use_avx2() ? backward_f_avx2 : backward_f_base)(u, delta, b, c, dy, ckpt, r, du, ddelta, db, dc, dlam, s);
+  } else {
+    (use_avx2() ? backward_d_avx2 : backward_d_base)(u, delta, b, c, dy, ckpt, r, du, ddelta, db, dc, dlam, s);
+  }
+}
+
+// Steps per chunk: the recomputed states and coefficients of one chunk, 3 x K x d_state x d_inner
+// values, stay within about 384 KiB (L2), between 8 and 256 steps.
+int64_t chunk_length(int64_t d_inner, int64_t d_state, int64_t element_size) {
+  const int64_t per_step = std::max<int64_t>(1, 3 * d_inner * d_state * element_size);
+  return std::max<int64_t>(8, std::min<int64_t>(256, (int64_t(384) << 10) / per_step - 1));
+}
+
+Dims check(const torch::Tensor& u, const torch::Tensor& delta, const torch::Tensor& lam, const torch::Tensor& b,
+           const torch::Tensor& c) {
+  for (const auto* x : {&u, &delta, &lam, &b, &c}) {
+    TORCH_CHECK(x->device().is_cpu() && x->is_contiguous() && x->scalar_type() == u.scalar_type(),
+                "circuitop zoh scan: expected contiguous CPU tensors of one dtype");
+  }
+  TORCH_CHECK(u.dim() == 3 && u.size(1) > 0, "u: expected (batch, time >= 1, d_inner), found ", u.sizes());
+  TORCH_CHECK(delta.sizes() == u.sizes(), "delta: expected u's shape ", u.sizes(), ", found ", delta.sizes());
+  TORCH_CHECK(lam.dim() == 2 && lam.size(0) == u.size(2), "lam: expected (d_inner, d_state), found ", lam.sizes());
+  const std::vector<int64_t> bn = {u.size(0), u.size(1), lam.size(1)};
+  TORCH_CHECK(b.sizes() == bn && c.sizes() == bn, "b, c: expected (batch, time, d_state) = ", bn, ", found ",
+              b.sizes(), ", ", c.sizes());
+  return {u.size(0), u.size(1), u.size(2), lam.size(1), chunk_length(u.size(2), lam.size(1), u.element_size())};
+}
+
+// Returns (y, checkpoints); checkpoints are (batch, chunks, d_state, d_inner).
+std::vector<torch::Tensor> zoh_forward(const torch::Tensor& u, const torch::Tensor& delta, const torch::Tensor& lam,
+                                       const torch::Tensor& b, const torch::Tensor& c) {
+  const Dims s = check(u, delta, lam, b, c);
+  auto y = torch::empty_like(u);
+  auto ckpt = torch::empty({s.batch, s.chunks(), s.d_state, s.d_inner}, u.options());
+  AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "circuitop_zoh_forward", [&] {
+    const Rates<scalar_t> r(lam.data_ptr<scalar_t>(), s.d_inner, s.d_state);
+    const int64_t LD = s.length * s.d_inner, LN = s.length * s.d_state;
+    const int64_t CK = s.chunks() * s.d_state * s.d_inner;
+    at::parallel_for(0, s.batch, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        forward_one(u.data_ptr<scalar_t>() + i * LD, delta.data_ptr<scalar_t>() + i * LD,
+                    b.data_ptr<scalar_t>() + i * LN, c.data_ptr<scalar_t>() + i * LN, r,
+                    y.data_ptr<scalar_t>() + i * LD, ckpt.data_ptr<scalar_t>() + i * CK, s);
+      }
+    });
+  });
+  return {y, ckpt};
+}
+
+// Returns (du, ddelta, dlam, db, dc) for the gradient dy of y.
+std::vector<torch::Tensor> zoh_backward(const torch::Tensor& u, const torch::Tensor& delta, const torch::Tensor& lam,
+                                        const torch::Tensor& b, const torch::Tensor& c, const torch::Tensor& ckpt,
+                                        const torch::Tensor& dy) {
+  const Dims s = check(u, delta, lam, b, c);
+  TORCH_CHECK(dy.sizes() == u.sizes() && dy.is_contiguous() && dy.scalar_type() == u.scalar_type(),
+              "dy: expected a contiguous tensor of u's shape and dtype");
+  const std::vector<int64_t> ck = {s.batch, s.chunks(), s.d_state, s.d_inner};
+  TORCH_CHECK(ckpt.sizes() == ck && ckpt.is_contiguous(), "checkpoints: expected ", ck, ", found ", ckpt.sizes());
+  auto du = torch::empty_like(u), ddelta = torch::empty_like(u);
+  auto db = torch::empty_like(b), dc = torch::empty_like(c);
+  auto dlam = torch::empty({s.batch, s.d_state, s.d_inner}, u.options());
+  AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "circuitop_zoh_backward", [&] {
+    const Rates<scalar_t> r(lam.data_ptr<scalar_t>(), s.d_inner, s.d_state);
+    const int64_t LD = s.length * s.d_inner, LN = s.length * s.d_state, ND = s.d_state * s.d_inner;
+    const int64_t CK = s.chunks() * ND;
+    at::parallel_for(0, s.batch, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        backward_one(u.data_ptr<scalar_t>() + i * LD, delta.data_ptr<scalar_t>() + i * LD,
+                     b.data_ptr<scalar_t>() + i * LN, c.data_ptr<scalar_t>() + i * LN,
+                     dy.data_ptr<scalar_t>() + i * LD, ckpt.data_ptr<scalar_t>() + i * CK, r,
+                     du.data_ptr<scalar_t>() + i * LD, ddelta.data_ptr<scalar_t>() + i * LD,
+                     db.data_ptr<scalar_t>() + i * LN, dc.data_ptr<scalar_t>() + i * LN,
+                     dlam.data_ptr<scalar_t>() + i * ND, s);
+      }
+    });
+  });
+  // (batch, d_state, d_inner) partial sums -> (d_inner, d_state)
+  return {du, ddelta, dlam.sum(0).t().contiguous(), db, dc};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("forward", &zoh_forward, "(y, checkpoints) of the fused ZOH scan", py::arg("u"), py::arg("delta"),
+        py::arg("lam"), py::arg("b"), py::arg("c"));
+  m.def("backward", &zoh_backward, "(du, ddelta, dlam, db, dc) of the fused ZOH scan", py::arg("u"),
+        py::arg("delta"), py::arg("lam"), py::arg("b"), py::arg("c"), py::arg("checkpoints"), py::arg("dy"));
+}
