@@ -9,6 +9,9 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -64,8 +67,13 @@ torch::Tensor empty_output(const torch::Tensor& like) {
     }
   }
   if (ptr == nullptr) {
-    ptr = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    constexpr size_t kHuge = size_t(2) << 20;
+    const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+    ptr = std::aligned_alloc(kHuge, rounded);
     TORCH_CHECK(ptr != nullptr, "circuitop scan: out of memory allocating ", bytes, " bytes");
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    madvise(ptr, rounded, MADV_HUGEPAGE);  // advisory: failure only means 4 KiB pages
+#endif
     std::lock_guard<std::mutex> guard(p.mutex);
     p.sizes[ptr] = bytes;
   }
