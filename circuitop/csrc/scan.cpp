@@ -9,8 +9,16 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #if defined(__linux__)
 #include <sys/mman.h>
+#endif
+#include <cstring>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CIRCUITOP_HAVE_STREAM 1
+#else
+#define CIRCUITOP_HAVE_STREAM 0
 #endif
 #include <cstdlib>
 #include <map>
@@ -94,6 +102,25 @@ Split split(int64_t batch, int64_t length, int64_t channels) {
   return {blocks, batch * blocks, grain};
 }
 
+// Runs body(item) for every item in [0, items): ascending, or descending when `reverse`. Threads take
+// the next item from a shared counter (so a thread slowed by other work takes fewer items, and the
+// items run in about the global order, which keeps the data of the last items of the forward in the
+// caches for the first items of the backward).
+template <typename F>
+void for_items(const Split& s, bool reverse, const F& body) {
+  const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), s.items / s.grain));
+  if (tasks == 1) {
+    for (int64_t i = 0; i < s.items; ++i) body(reverse ? s.items - 1 - i : i);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  at::parallel_for(0, tasks, 1, [&](int64_t, int64_t) {
+    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < s.items;
+         i = next.fetch_add(1, std::memory_order_relaxed))
+      body(reverse ? s.items - 1 - i : i);
+  });
+}
+
 // One work item: channels [c0, c0 + width) of batch element n, over all time steps.
 template <typename T>
 inline __attribute__((always_inline)) void forward_item_impl(const T* __restrict__ a, const T* __restrict__ b,
@@ -116,38 +143,64 @@ inline __attribute__((always_inline)) void forward_item_impl(const T* __restrict
   }
 }
 
+// Copies `count` elements from the 16-byte aligned `src` to `dst`: with streaming (non-temporal) stores
+// when Stream (dst 16-byte aligned, whole 16-byte chunks; the tail with plain stores), else plainly.
+template <bool Stream, typename T>
+inline __attribute__((always_inline)) void store_row(T* __restrict__ dst, const T* __restrict__ src, int64_t count) {
+#if CIRCUITOP_HAVE_STREAM
+  if (Stream) {
+    const int64_t bytes = count * int64_t(sizeof(T)), whole = bytes / 16 * 16;
+    const char* s = reinterpret_cast<const char*>(src);
+    char* d = reinterpret_cast<char*>(dst);
+    for (int64_t i = 0; i < whole; i += 16)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), _mm_load_si128(reinterpret_cast<const __m128i*>(s + i)));
+    if (whole != bytes) std::memcpy(d + whole, s + whole, size_t(bytes - whole));
+    return;
+  }
+#endif
+  for (int64_t c = 0; c < count; ++c) dst[c] = src[c];
+}
+
 // Reverse pass of one work item: g_t = grad_h_t + a_{t+1} g_{t+1}; with grad_a also
-// grad_a_t = g_t h_{t-1} (h_{-1} = init or 0) and grad_init = a_0 g_0.
-template <typename T>
+// grad_a_t = g_t h_{t-1} (h_{-1} = init or 0) and grad_init = a_0 g_0. The running g_t lives in a
+// local row (width <= kBlock), so the outputs g and grad_a are only written, never read back: with
+// Stream they bypass the caches (no read-for-ownership of the output lines, and the caches keep a
+// and h, which the forward has just touched).
+template <bool Stream, typename T>
 inline __attribute__((always_inline)) void backward_item_impl(
     const T* __restrict__ a, const T* __restrict__ h, const T* __restrict__ init, const T* __restrict__ grad_h,
     T* __restrict__ g, T* __restrict__ grad_a, T* __restrict__ grad_init, int64_t length, int64_t channels,
     int64_t width) {
+  alignas(64) T g_row[kBlock];
+  alignas(64) T ga_row[kBlock];
+  {
+    const int64_t off = (length - 1) * channels;
+    const T* __restrict__ gh = grad_h + off;
+    for (int64_t c = 0; c < width; ++c) g_row[c] = gh[c];
+  }
   for (int64_t t = length - 1; t >= 0; --t) {
     const int64_t off = t * channels;
-    const T* __restrict__ gh = grad_h + off;
-    T* __restrict__ g_t = g + off;
-    if (t == length - 1) {
-      for (int64_t c = 0; c < width; ++c) g_t[c] = gh[c];
-    } else {
+    if (t != length - 1) {
+      const T* __restrict__ gh = grad_h + off;
       const T* __restrict__ a_next = a + off + channels;
-      const T* __restrict__ g_next = g + off + channels;
-      for (int64_t c = 0; c < width; ++c) g_t[c] = gh[c] + a_next[c] * g_next[c];
+      for (int64_t c = 0; c < width; ++c) g_row[c] = gh[c] + a_next[c] * g_row[c];
     }
+    store_row<Stream>(g + off, g_row, width);
     if (grad_a == nullptr || t == 0) continue;
     const T* __restrict__ h_prev = h + off - channels;
-    T* __restrict__ ga = grad_a + off;
-    for (int64_t c = 0; c < width; ++c) ga[c] = g_t[c] * h_prev[c];
+    for (int64_t c = 0; c < width; ++c) ga_row[c] = g_row[c] * h_prev[c];
+    store_row<Stream>(grad_a + off, ga_row, width);
   }
   if (grad_a == nullptr) return;
   if (init != nullptr) {
     for (int64_t c = 0; c < width; ++c) {
-      grad_a[c] = g[c] * init[c];
-      grad_init[c] = a[c] * g[c];
+      ga_row[c] = g_row[c] * init[c];
+      grad_init[c] = a[c] * g_row[c];
     }
   } else {
-    for (int64_t c = 0; c < width; ++c) grad_a[c] = T(0);
+    for (int64_t c = 0; c < width; ++c) ga_row[c] = T(0);
   }
+  store_row<Stream>(grad_a, ga_row, width);
 }
 
 // Concrete per-dtype items, cloned for AVX2 and baseline x86-64 (picked at load time; no FMA, so the
@@ -165,24 +218,34 @@ inline __attribute__((always_inline)) void backward_item_impl(
   }                                                                                                        \
   CIRCUITOP_CLONES void backward_item(const T* a, const T* h, const T* init, const T* grad_h, T* g,         \
                                       T* grad_a, T* grad_init, int64_t length, int64_t channels,           \
-                                      int64_t width) {                                                     \
-    backward_item_impl<T>(a, h, init, grad_h, g, grad_a, grad_init, length, channels, width);             \
+                                      int64_t width, bool stream) {                                        \
+    if (stream)                                                                                            \
+      backward_item_impl<true, T>(a, h, init, grad_h, g, grad_a, grad_init, length, channels, width);      \
+    else                                                                                                   \
+      backward_item_impl<false, T>(a, h, init, grad_h, g, grad_a, grad_init, length, channels, width);     \
   }
 CIRCUITOP_ITEMS(float)
 CIRCUITOP_ITEMS(double)
 #undef CIRCUITOP_ITEMS
 
+// Streaming stores for an output of `numel` elements: only on x86, only for outputs too large to stay
+// in the caches anyway (kStreamMin bytes) and only when every row starts 16-byte aligned.
+constexpr size_t kStreamMin = size_t(4 << 20);
+template <typename T>
+bool use_stream(const T* out, int64_t channels, int64_t numel) {
+  return CIRCUITOP_HAVE_STREAM && size_t(numel) * sizeof(T) >= kStreamMin &&
+         reinterpret_cast<uintptr_t>(out) % 16 == 0 && (channels * int64_t(sizeof(T))) % 16 == 0;
+}
+
 template <typename T>
 void forward_kernel(const T* a, const T* b, const T* h0, T* h, int64_t batch, int64_t length, int64_t channels) {
   const Split s = split(batch, length, channels);
-  at::parallel_for(0, s.items, s.grain, [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t n = item / s.blocks, c0 = (item % s.blocks) * kBlock;
-      const int64_t width = std::min(kBlock, channels - c0);
-      const int64_t base = n * length * channels + c0;
-      forward_item(a + base, b + base, h0 == nullptr ? nullptr : h0 + n * channels + c0, h + base, length,
-                   channels, width);
-    }
+  for_items(s, false, [&](int64_t item) {
+    const int64_t n = item / s.blocks, c0 = (item % s.blocks) * kBlock;
+    const int64_t width = std::min(kBlock, channels - c0);
+    const int64_t base = n * length * channels + c0;
+    forward_item(a + base, b + base, h0 == nullptr ? nullptr : h0 + n * channels + c0, h + base, length,
+                 channels, width);
   });
 }
 
@@ -192,17 +255,19 @@ template <typename T>
 void backward_kernel(const T* a, const T* h, const T* h0, const T* grad_h, T* g, T* grad_a, T* grad_h0,
                      int64_t batch, int64_t length, int64_t channels) {
   const Split s = split(batch, length, channels);
-  at::parallel_for(0, s.items, s.grain, [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t n = item / s.blocks, c0 = (item % s.blocks) * kBlock;
-      const int64_t width = std::min(kBlock, channels - c0);
-      const int64_t base = n * length * channels + c0, state = n * channels + c0;
-      backward_item(a + base, h == nullptr ? nullptr : h + base, h0 == nullptr ? nullptr : h0 + state,
-                    grad_h + base, g + base, grad_a == nullptr ? nullptr : grad_a + base,
-                    grad_h0 == nullptr ? nullptr : grad_h0 + state, length, channels, width);
-    }
-  });
-}
+  const bool stream = use_stream(g, channels, batch * length * channels) &&
+                      (grad_a == nullptr || use_stream(grad_a, channels, batch * length * channels));
+  for_items(s, true, [&](int64_t item) {
+    const int64_t n = item / s.blocks, c0 = (item % s.blocks) * kBlock;
+    const int64_t width = std::min(kBlock, channels - c0);
+    const int64_t base = n * length * channels + c0, state = n * channels + c0;
+    backward_item(a + base, h == nullptr ? nullptr : h + base, h0 == nullptr ? nullptr : h0 + state,
+                  grad_h + base, g + base, grad_a == nullptr ? nullptr : grad_a + base,
+                  grad_h0 == nullptr ? nullptr : grad_h0 + state, length, channels, width, stream);
+#if CIRCUITOP_HAVE_STREAM
+    if (stream) _mm_sfence();  // order this item's streaming stores before the results are used
+#endif
+  });}
 
 void check3(const torch::Tensor& x, const char* name) {
   TORCH_CHECK(x.device().is_cpu(), name, ": expected a CPU tensor");
