@@ -2,18 +2,24 @@
 // contiguous (batch, time, channels) tensors, and its reverse-scan adjoint.
 //
 // Exact sequential arithmetic (the same operations, in the same order, as the reference loop).
-// Work is split over (batch, block of channels) with at::parallel_for; within a work item the loop
-// runs over time outside and over a contiguous run of channels inside, so the compiler vectorises
-// the inner loop (the channels of one step are independent).
+// Work is split over (batch, block of channels) work items, which threads take in turn; within a work
+// item the loop runs over time outside and over a contiguous run of channels inside, so the compiler
+// vectorises the inner loop (the channels of one step are independent).
+//
+// Large scans are memory-bound (forward + backward touch a, b, h, grad_h, g and grad_a: 6 tensors
+// that together exceed the last-level cache), so the kernels aim at memory traffic: the backward
+// takes the work items in the reverse order of the forward (its first items find a and h still in
+// the cache), writes its two large outputs with streaming stores (no read-for-ownership, and they do
+// not evict a and h), prefetches its descending streams, and pool buffers sit on huge pages.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
-#include <cstring>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define CIRCUITOP_HAVE_STREAM 1
@@ -89,6 +95,7 @@ torch::Tensor empty_output(const torch::Tensor& like) {
 }
 
 constexpr int64_t kBlock = 256;  // channels per work item
+constexpr int64_t kPrefetchRows = 32;  // the backward prefetches a, grad_h and h this many steps ahead
 
 // Work items (batch element, channel block) and a grain that keeps tiny problems on one thread.
 struct Split {
@@ -183,6 +190,14 @@ inline __attribute__((always_inline)) void backward_item_impl(
     if (t != length - 1) {
       const T* __restrict__ gh = grad_h + off;
       const T* __restrict__ a_next = a + off + channels;
+      if (t > kPrefetchRows) {  // software prefetch: the hardware's falls behind on a busy machine
+        const int64_t pf = off - kPrefetchRows * channels;
+        for (int64_t c = 0; c < width; c += 64 / int64_t(sizeof(T))) {
+          __builtin_prefetch(grad_h + pf + c, 0, 3);
+          __builtin_prefetch(a + pf + c, 0, 3);
+          if (h != nullptr) __builtin_prefetch(h + pf - channels + c, 0, 3);
+        }
+      }
       for (int64_t c = 0; c < width; ++c) g_row[c] = gh[c] + a_next[c] * g_row[c];
     }
     store_row<Stream>(g + off, g_row, width);
@@ -267,7 +282,8 @@ void backward_kernel(const T* a, const T* h, const T* h0, const T* grad_h, T* g,
 #if CIRCUITOP_HAVE_STREAM
     if (stream) _mm_sfence();  // order this item's streaming stores before the results are used
 #endif
-  });}
+  });
+}
 
 void check3(const torch::Tensor& x, const char* name) {
   TORCH_CHECK(x.device().is_cpu(), name, ": expected a CPU tensor");
