@@ -6,7 +6,7 @@ CHONN Navier–Stokes setting: width 20, 12 modes, 4 layers), for ``fno`` (neura
 the default factor 2, by 4, and in quick mode by 1), and ``nac_fno`` (factor 2). Ratios are
 ``time / time(fno)`` measured in the same run (target: CKB overhead ≤ 2×); samples/s = batch / time.
 
-    python -m bench.bench_operators [--quick]
+    python -m bench.bench_operators [--quick] [--threads N]
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ def run(quick: bool = False) -> list[Row]:
     repeat = 2 if quick else 3
     times = {name: best_time(_step_fn(cfg, x, y), repeat=repeat, warmup=1)
              for name, cfg in _models(width, n_modes, n_layers, quick).items()}
-    detail = f"{device.type}, batch {batch}×1×{size}×{size}, width {width}, {n_modes} modes, {n_layers} layers"
+    threads = f"{torch.get_num_threads()} thread(s)" if device.type == "cpu" else device.type
+    detail = f"{threads}, batch {batch}×1×{size}×{size}, width {width}, {n_modes} modes, {n_layers} layers"
     rows = []
     for name, seconds in times.items():
         rows.append(Row("operators train step", name, seconds, "s", detail))
@@ -74,4 +75,8 @@ def run(quick: bool = False) -> list[Row]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="32×32, batch 4, 2 layers")
-    print_table(run(quick=parser.parse_args().quick), "operators: training step, CKB/NAC hosts vs FNO")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print_table(run(quick=args.quick), "operators: training step, CKB/NAC hosts vs FNO")

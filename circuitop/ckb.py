@@ -25,7 +25,7 @@ from torch.nn import functional as F
 
 from .knc import KirchhoffCell, _check_dt, _check_sequence
 
-__all__ = ["CascadedKirchhoffBlock", "CascadedKirchhoffBlock1d", "CascadedKirchhoffBlock2d"]
+__all__ = ["CascadedKirchhoffBlock", "CascadedKirchhoffBlock1d", "CascadedKirchhoffBlock2d", "causal_depthwise_conv"]
 
 
 class CascadedKirchhoffBlock(nn.Module):
@@ -86,14 +86,39 @@ class CascadedKirchhoffBlock(nn.Module):
 
     def _cascade(self, x: torch.Tensor, dt: torch.Tensor | None) -> torch.Tensor:
         """ȳ ⊙ g of Eqs. 31–37, ``(batch, length, expand * d_model)``."""
-        u, g = self.in_proj(self.norm(x)).chunk(2, dim=-1)
-        u = F.pad(u.transpose(1, 2), (self.conv_depthwise.kernel_size[0] - 1, 0))  # causal: left pad
-        u = F.silu(self.conv_pointwise(self.conv_depthwise(u))).transpose(1, 2)
+        x_norm, d_inner = self.norm(x), self.conv_pointwise.in_channels
+        # W_u and W_g applied separately: two contiguous outputs (chunks of one would be strided views)
+        weight, bias = self.in_proj.weight, self.in_proj.bias
+        u = F.linear(x_norm, weight[:d_inner], bias[:d_inner])
+        g = F.linear(x_norm, weight[d_inner:], bias[d_inner:])
+        u = causal_depthwise_conv(u, self.conv_depthwise.weight, self.conv_depthwise.bias)
+        u = F.silu(F.linear(u, self.conv_pointwise.weight[..., 0], self.conv_pointwise.bias))
         total, y = 0, u
         for cell in self.cells:
             y = cell(y, dt)
             total = total + y
         return total * F.silu(g)
+
+
+def causal_depthwise_conv(u: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``nn.Conv1d(groups=channels)`` with ``kernel - 1`` zeros of left padding, on ``(batch, length,
+    channels)`` without transposing: y_t = bias + Σ_k weight[:, 0, k] · u_{t - (kernel - 1) + k}.
+
+    A multiply-add per tap on shifted views keeps the sequence layout of the cells (the Conv1d route
+    needs a transposed copy in and out, which cost more than the convolution itself).
+
+    Args:
+        u: ``(batch, length, channels)``.
+        weight: ``(channels, 1, kernel)``, as ``nn.Conv1d.weight``.
+        bias: ``(channels,)`` or None.
+    """
+    kernel, length = weight.shape[-1], u.shape[1]
+    padded = F.pad(u, (0, 0, kernel - 1, 0))
+    taps = weight[:, 0, :]  # (channels, kernel)
+    out = padded[:, :length] * taps[:, 0] if bias is None else torch.addcmul(bias, padded[:, :length], taps[:, 0])
+    for k in range(1, kernel):
+        out = torch.addcmul(out, padded[:, k:k + length], taps[:, k])
+    return out
 
 
 class _FieldBlock(nn.Module):

@@ -2,8 +2,10 @@
 
 import pytest
 import torch
+from torch.nn import functional as F
 
 from circuitop import CascadedKirchhoffBlock, CascadedKirchhoffBlock1d, CascadedKirchhoffBlock2d
+from circuitop.ckb import causal_depthwise_conv
 
 
 def _block(d_model=6, seed=0, **kw):
@@ -55,6 +57,35 @@ def test_cascade_sums_serial_stage_outputs():
     u, g = block.in_proj(block.norm(x)).chunk(2, dim=-1)
     total = sum(out for _, out in seen)
     torch.testing.assert_close(branch, total * torch.nn.functional.silu(g), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("kernel", [1, 2, 4])
+def test_causal_depthwise_conv_equals_left_padded_conv1d(kernel):
+    """The (batch, length, channels) depthwise convolution equals nn.Conv1d(groups=channels) on the
+    transposed input with kernel - 1 zeros of left padding, in values and gradients."""
+    conv = torch.nn.Conv1d(5, 5, kernel, groups=5).double()
+    u = _randn(3, 11, 5).requires_grad_()
+    fast = causal_depthwise_conv(u, conv.weight, conv.bias)
+    ref = conv(F.pad(u.transpose(1, 2), (kernel - 1, 0))).transpose(1, 2)
+    torch.testing.assert_close(fast, ref, rtol=1e-13, atol=1e-13)
+    weight = _randn(3, 11, 5, seed=4)
+    grads = [torch.autograd.grad((y * weight).sum(), (u, conv.weight, conv.bias)) for y in (fast, ref)]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13)
+
+
+def test_first_cell_input_is_the_conv_stage():
+    """Eq. 31: the first KNC receives u = SiLU(DSConv(W_u Norm(X))) (causal depthwise, then pointwise)."""
+    block = _block(order=1)
+    x = _randn(2, 15, 6)
+    seen = []
+    hook = block.cells[0].register_forward_hook(lambda m, args, out: seen.append(args[0]))
+    block(x)
+    hook.remove()
+    w_u = block.in_proj(block.norm(x)).chunk(2, dim=-1)[0]
+    padded = F.pad(w_u.transpose(1, 2), (block.conv_depthwise.kernel_size[0] - 1, 0))
+    expected = F.silu(block.conv_pointwise(block.conv_depthwise(padded))).transpose(1, 2)
+    torch.testing.assert_close(seen[0], expected, rtol=1e-13, atol=1e-13)
 
 
 def test_gradients_reach_every_parameter():
