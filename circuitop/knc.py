@@ -12,9 +12,11 @@ Unlike Mamba's reference (Euler injection Δ·b) the injection factor here is th
 With irregular sampling the real step Δt_k multiplies Δ_k.
 
 The cell computes one step (:meth:`KirchhoffCell.step`); :meth:`KirchhoffCell.forward` runs all steps
-with the chunked scan of :mod:`circuitop.scan` — fused with the discretisation and the readout in
-``_ZohScanFn`` (analytic gradients, only the states saved) unless ``v0`` or ``return_state`` is asked
-for — and :meth:`KirchhoffCell.forward_ref` loops ``step`` (the reference twin for the tests).
+fused with the discretisation and the readout (unless ``v0`` or ``return_state`` is asked for): on CPU
+in the native kernel ``csrc/zoh.cpp`` (``_NativeZohScanFn``: no ``(batch, time, d_inner, d_state)``
+tensor at all — one state per sequence in cache, chunk checkpoints, recomputation in the backward),
+elsewhere in ``_ZohScanFn`` (the chunked scan of :mod:`circuitop.scan`, analytic gradients, only the
+states saved). :meth:`KirchhoffCell.forward_ref` loops ``step`` (the reference twin for the tests).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ struct ExpConst;
 template <>
 struct ExpConst<float> {
   using Int = int32_t;
-  static constexpr float lo = -87.0f, hi = 88.0f;  // 2^k stays a normal number
+  static constexpr float lo = -87.0f;  // 2^k stays a normal number
   static constexpr float log2e = 1.44269504088896341f;
   static constexpr float ln2_hi = 0.693145751953125f, ln2_lo = 1.42860682030941723212e-6f;
   static constexpr int mantissa = 23, bias = 127;
@@ -47,7 +47,7 @@ struct ExpConst<float> {
 template <>
 struct ExpConst<double> {
   using Int = int64_t;
-  static constexpr double lo = -708.0, hi = 709.0;
+  static constexpr double lo = -708.0;
   static constexpr double log2e = 1.44269504088896338700e+00;
   static constexpr double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
   static constexpr int mantissa = 52, bias = 1023;
@@ -69,12 +69,13 @@ inline __attribute__((always_inline)) T horner(T f) {
   }
 }
 
-// exp(x) and expm1(x) together (see the header comment); accurate to a few ulp for x in [lo, hi].
+// exp(x) and expm1(x) together (see the header comment); accurate to a few ulp for lo <= x <= 0
+// (x = -delta lam <= 0 here: delta >= 0, lam > 0; below lo, exp(x) is returned as exp(lo) ~ 1e-38).
 template <typename T>
 inline __attribute__((always_inline)) void exp_expm1(T x, T& ex, T& em1) {
   using C = ExpConst<T>;
   using Int = typename C::Int;
-  x = x < C::lo ? C::lo : (x > C::hi ? C::hi : x);  // if-converted with -fno-trapping-math
+  x = x < C::lo ? C::lo : x;  // if-converted (vectorised) with -fno-trapping-math  // if-converted with -fno-trapping-math
   // k = round(x / ln2): adding 1.5 * 2^m rounds to an integer and leaves k in the low mantissa
   // bits, so k and 2^k come from integer adds and shifts (no float->int conversion; vectorisable).
   const T shifted = x * C::log2e + C::shifter;
@@ -105,46 +106,54 @@ struct Dims {
   int64_t chunks() const { return (length + chunk - 1) / chunk; }
 };
 
-// One step of the state: v = a v_prev + phi b u for every (n, d), with y_t = sum_n c_n v_n when y is
-// given and the coefficients a, phi (d_state, d_inner) kept when they are given (for the backward).
+// Forward step t: v = a v_prev + phi b u for every (n, d) and y_t = sum_n c_n v_n (in the same pass).
 template <typename T>
-inline __attribute__((always_inline)) void step(T* __restrict__ v, const T* __restrict__ u, const T* __restrict__ delta,
-                                                const T* __restrict__ b, const T* __restrict__ c, T* __restrict__ y,
-                                                T* __restrict__ a_out, T* __restrict__ phi_out,
-                                                const T* __restrict__ lam, const T* __restrict__ nil,
-                                                const T* __restrict__ v_prev, int64_t D, int64_t N) {
-  if (y != nullptr)
-    for (int64_t d = 0; d < D; ++d) y[d] = T(0);
+inline __attribute__((always_inline)) void forward_step(T* __restrict__ v, const T* __restrict__ u,
+                                                        const T* __restrict__ delta, const T* __restrict__ b,
+                                                        const T* __restrict__ c, T* __restrict__ y,
+                                                        const T* __restrict__ lam, const T* __restrict__ nil,
+                                                        const T* __restrict__ v_prev, int64_t D, int64_t N) {
+  for (int64_t d = 0; d < D; ++d) y[d] = T(0);
+  for (int64_t n = 0; n < N; ++n) {
+    const T bn = b[n], cn = c[n];
+    const T* __restrict__ lam_n = lam + n * D;
+    const T* __restrict__ nil_n = nil + n * D;
+    const T* __restrict__ vp = v_prev + n * D;
+    T* __restrict__ vn = v + n * D;
+#pragma omp simd
+    for (int64_t d = 0; d < D; ++d) {
+      T a, e;
+      exp_expm1<T>(-delta[d] * lam_n[d], a, e);
+      const T v_new = a * vp[d] + e * nil_n[d] * (bn * u[d]);
+      vn[d] = v_new;
+      y[d] += cn * v_new;
+    }
+  }
+}
+
+// The backward's recomputation of step t: the state v and the coefficients a, phi (d_state, d_inner).
+template <typename T>
+inline __attribute__((always_inline)) void recompute_step(T* __restrict__ v, T* __restrict__ a_out,
+                                                          T* __restrict__ phi_out, const T* __restrict__ u,
+                                                          const T* __restrict__ delta, const T* __restrict__ b,
+                                                          const T* __restrict__ lam, const T* __restrict__ nil,
+                                                          const T* __restrict__ v_prev, int64_t D, int64_t N) {
   for (int64_t n = 0; n < N; ++n) {
     const T bn = b[n];
     const T* __restrict__ lam_n = lam + n * D;
     const T* __restrict__ nil_n = nil + n * D;
     const T* __restrict__ vp = v_prev + n * D;
     T* __restrict__ vn = v + n * D;
-    if (a_out == nullptr) {
+    T* __restrict__ an = a_out + n * D;
+    T* __restrict__ phin = phi_out + n * D;
 #pragma omp simd
-      for (int64_t d = 0; d < D; ++d) {
-        T a, e;
-        exp_expm1<T>(-delta[d] * lam_n[d], a, e);
-        vn[d] = a * vp[d] + e * nil_n[d] * (bn * u[d]);
-      }
-    } else {
-      T* __restrict__ an = a_out + n * D;
-      T* __restrict__ phin = phi_out + n * D;
-#pragma omp simd
-      for (int64_t d = 0; d < D; ++d) {
-        T a, e;
-        exp_expm1<T>(-delta[d] * lam_n[d], a, e);
-        const T phi = e * nil_n[d];
-        vn[d] = a * vp[d] + phi * (bn * u[d]);
-        an[d] = a;
-        phin[d] = phi;
-      }
-    }
-    if (y != nullptr) {
-      const T cn = c[n];
-#pragma omp simd
-      for (int64_t d = 0; d < D; ++d) y[d] += cn * vn[d];
+    for (int64_t d = 0; d < D; ++d) {
+      T a, e;
+      exp_expm1<T>(-delta[d] * lam_n[d], a, e);
+      const T phi = e * nil_n[d];
+      vn[d] = a * vp[d] + phi * (bn * u[d]);
+      an[d] = a;
+      phin[d] = phi;
     }
   }
 }
@@ -159,8 +168,8 @@ inline __attribute__((always_inline)) void forward_item(const T* u, const T* del
   T* next = cur + N * D;
   for (int64_t t = 0; t < s.length; ++t) {
     if (t % s.chunk == 0) std::copy(cur, cur + N * D, ckpt + (t / s.chunk) * N * D);
-    step<T>(next, u + t * D, delta + t * D, b + t * N, c + t * N, y + t * D, nullptr, nullptr, r.lam.data(),
-            r.nil.data(), cur, D, N);
+    forward_step<T>(next, u + t * D, delta + t * D, b + t * N, c + t * N, y + t * D, r.lam.data(), r.nil.data(),
+                    cur, D, N);
     std::swap(cur, next);
   }
 }
@@ -219,9 +228,8 @@ inline __attribute__((always_inline)) void backward_item(const T* u, const T* de
     std::copy(ckpt + j * ND, ckpt + (j + 1) * ND, states.begin());
     for (int64_t k = 0; k < steps; ++k) {
       const int64_t t = t0 + k;
-      step<T>(states.data() + (k + 1) * ND, u + t * D, delta + t * D, b + t * N, nullptr, nullptr,
-              coef_a.data() + k * ND, coef_phi.data() + k * ND, r.lam.data(), r.nil.data(), states.data() + k * ND,
-              D, N);
+      recompute_step<T>(states.data() + (k + 1) * ND, coef_a.data() + k * ND, coef_phi.data() + k * ND, u + t * D,
+                        delta + t * D, b + t * N, r.lam.data(), r.nil.data(), states.data() + k * ND, D, N);
     }
     std::fill(dlam_chunk.begin(), dlam_chunk.end(), T(0));
     for (int64_t k = steps - 1; k >= 0; --k) {
