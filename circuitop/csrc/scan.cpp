@@ -218,6 +218,95 @@ inline __attribute__((always_inline)) void backward_item_impl(
   store_row<Stream>(grad_a, ga_row, width);
 }
 
+// Register-resident variants for a work item of exactly kRegVecs vectors of channels (64 float or 32
+// double channels: the common "channels = 64" case): the running state stays in registers across
+// the time loop instead of being stored and re-loaded every step. Same operations, same order.
+constexpr int kRegVecs = 8;
+template <typename T> struct Vec;
+template <> struct Vec<float> { typedef float type __attribute__((vector_size(32))); };
+template <> struct Vec<double> { typedef double type __attribute__((vector_size(32))); };
+template <typename T> constexpr int64_t lanes() { return int64_t(32 / sizeof(T)); }
+template <typename T> constexpr int64_t reg_width() { return kRegVecs * lanes<T>(); }
+
+template <typename T>
+inline __attribute__((always_inline)) typename Vec<T>::type vload(const T* p) {
+  typename Vec<T>::type v;
+  __builtin_memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+template <bool Stream, typename T>
+inline __attribute__((always_inline)) void vstore(T* p, typename Vec<T>::type v) {
+#if CIRCUITOP_HAVE_STREAM
+  if (Stream) {
+    __m128i lo, hi;
+    __builtin_memcpy(&lo, &v, 16);
+    __builtin_memcpy(&hi, reinterpret_cast<const char*>(&v) + 16, 16);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p), lo);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p) + 1, hi);
+    return;
+  }
+#endif
+  __builtin_memcpy(p, &v, sizeof(v));
+}
+
+template <typename T>
+inline __attribute__((always_inline)) void forward_item_reg(const T* __restrict__ a, const T* __restrict__ b,
+                                                            const T* __restrict__ init, T* __restrict__ h,
+                                                            int64_t length, int64_t channels) {
+  using V = typename Vec<T>::type;
+  constexpr int64_t L = lanes<T>();
+  V s[kRegVecs];
+  for (int j = 0; j < kRegVecs; ++j) {
+    s[j] = init != nullptr ? vload(a + j * L) * vload(init + j * L) + vload(b + j * L) : vload(b + j * L);
+    vstore<false>(h + j * L, s[j]);
+  }
+  for (int64_t t = 1; t < length; ++t) {
+    const int64_t off = t * channels;
+    for (int j = 0; j < kRegVecs; ++j) {
+      s[j] = vload(a + off + j * L) * s[j] + vload(b + off + j * L);
+      vstore<false>(h + off + j * L, s[j]);
+    }
+  }
+}
+
+template <bool Stream, typename T>
+inline __attribute__((always_inline)) void backward_item_reg(
+    const T* __restrict__ a, const T* __restrict__ h, const T* __restrict__ init, const T* __restrict__ grad_h,
+    T* __restrict__ g, T* __restrict__ grad_a, T* __restrict__ grad_init, int64_t length, int64_t channels) {
+  using V = typename Vec<T>::type;
+  constexpr int64_t L = lanes<T>();
+  V s[kRegVecs];
+  for (int j = 0; j < kRegVecs; ++j) s[j] = vload(grad_h + (length - 1) * channels + j * L);
+  for (int64_t t = length - 1; t >= 0; --t) {
+    const int64_t off = t * channels;
+    if (t != length - 1) {
+      if (t > kPrefetchRows) {  // software prefetch: the hardware's falls behind on a busy machine
+        const int64_t pf = off - kPrefetchRows * channels;
+        for (int64_t c = 0; c < reg_width<T>(); c += 64 / int64_t(sizeof(T))) {
+          __builtin_prefetch(grad_h + pf + c, 0, 3);
+          __builtin_prefetch(a + pf + c, 0, 3);
+          if (h != nullptr) __builtin_prefetch(h + pf - channels + c, 0, 3);
+        }
+      }
+      for (int j = 0; j < kRegVecs; ++j) s[j] = vload(grad_h + off + j * L) + vload(a + off + channels + j * L) * s[j];
+    }
+    for (int j = 0; j < kRegVecs; ++j) vstore<Stream>(g + off + j * L, s[j]);
+    if (grad_a == nullptr || t == 0) continue;
+    for (int j = 0; j < kRegVecs; ++j) vstore<Stream>(grad_a + off + j * L, s[j] * vload(h + off - channels + j * L));
+  }
+  if (grad_a == nullptr) return;
+  for (int j = 0; j < kRegVecs; ++j) {
+    if (init != nullptr) {
+      vstore<Stream>(grad_a + j * L, s[j] * vload(init + j * L));
+      const V gi = vload(a + j * L) * s[j];
+      __builtin_memcpy(grad_init + j * L, &gi, sizeof(V));
+    } else {
+      vstore<Stream>(grad_a + j * L, V{});
+    }
+  }
+}
+
 // Concrete per-dtype items, cloned for AVX2 and baseline x86-64 (picked at load time; no FMA, so the
 // arithmetic stays one multiply and one add per step, as in the reference).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -229,12 +318,19 @@ inline __attribute__((always_inline)) void backward_item_impl(
 #define CIRCUITOP_ITEMS(T)                                                                                   \
   CIRCUITOP_CLONES void forward_item(const T* a, const T* b, const T* init, T* h, int64_t length,          \
                                      int64_t channels, int64_t width) {                                    \
-    forward_item_impl<T>(a, b, init, h, length, channels, width);                                         \
+    if (width == reg_width<T>())                                                                           \
+      forward_item_reg<T>(a, b, init, h, length, channels);                                                \
+    else                                                                                                   \
+      forward_item_impl<T>(a, b, init, h, length, channels, width);                                       \
   }                                                                                                        \
   CIRCUITOP_CLONES void backward_item(const T* a, const T* h, const T* init, const T* grad_h, T* g,         \
                                       T* grad_a, T* grad_init, int64_t length, int64_t channels,           \
                                       int64_t width, bool stream) {                                        \
-    if (stream)                                                                                            \
+    if (width == reg_width<T>() && stream)                                                                 \
+      backward_item_reg<true, T>(a, h, init, grad_h, g, grad_a, grad_init, length, channels);              \
+    else if (width == reg_width<T>())                                                                      \
+      backward_item_reg<false, T>(a, h, init, grad_h, g, grad_a, grad_init, length, channels);             \
+    else if (stream)                                                                                       \
       backward_item_impl<true, T>(a, h, init, grad_h, g, grad_a, grad_init, length, channels, width);      \
     else                                                                                                   \
       backward_item_impl<false, T>(a, h, init, grad_h, g, grad_a, grad_init, length, channels, width);     \
