@@ -100,3 +100,19 @@ def test_train_directly_on_pdebench_files(tmp_path, capsys):
                  str(tmp_path / "rdb"), "--window", "3", *common]) == 0, capsys.readouterr().err
     run = json.loads((tmp_path / "rdb" / "run.json").read_text())
     assert run["data"]["variables"] == ["h"] and run["model"]["in_channels"] == 3
+
+
+def test_nac_over_time_takes_its_frames_from_window(tmp_path, capsys):
+    """``nac_fno --config tokens=time`` with ``--window 3``: the model reads the 3 frames as tokens
+    (frames filled in from the window), trains, and rolls out through ``evaluate``."""
+    from test_rollout import travelling_waves
+
+    waves = travelling_waves(n_samples=8, n_time=7)
+    pde_data.save(waves, tmp_path / "waves.nc")
+    out = tmp_path / "nac_time"
+    assert main(["train", "--data", str(tmp_path / "waves.nc"), "--model", "nac_fno", "--out", str(out),
+                 "--window", "3", "--epochs", "1", "--batch-size", "4", "--split", "4,2,2", "--no-progress",
+                 "--config", "width=8", "n_modes=4", "n_layers=2", "tokens=time", "topk=2"]) == 0, capsys.readouterr().err
+    model = json.loads((out / "run.json").read_text())["model"]
+    assert model["config"]["tokens"] == "time" and model["config"]["frames"] == 3
+    assert main(["evaluate", "--run", str(out), "--data", str(tmp_path / "waves.nc"), "--rollout", "3"]) == 0

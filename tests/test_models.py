@@ -139,3 +139,31 @@ def test_order_models_see_both_directions_unless_causal(bidirectional):
     future = x.grad[0, 0, 11:].abs().sum().item()
     assert (future > 0) if bidirectional else (future == 0)
     assert x.grad[0, 0, :10].abs().sum().item() > 0
+
+
+@pytest.mark.skipif(not HAS_NAC, reason="circuitop.NeuronalAttentionCircuit has not landed")
+def test_nac_fno_over_time_reads_stacked_frames():
+    """tokens="time": (batch, frames·channels, x, y) → (batch, out, x, y) at two resolutions, every
+    frame reaches the output, and the encoder keeps grid points apart (a NAC over frames per point)."""
+    torch.manual_seed(0)
+    model = operators.build("nac_fno", 3 * 2, 2, **TINY_FNO, tokens="time", frames=3, num_heads=2, topk=2)
+    for n in (16, 32):
+        assert model(torch.randn(2, 6, n, n)).shape == (2, 2, n, n)
+    x = torch.randn(1, 6, 8, 8, requires_grad=True)
+    encoder = model[0]
+    out = encoder(x)
+    assert out.shape == (1, TINY_FNO["width"], 8, 8)
+    grad = torch.autograd.grad(out[0, :, 3, 5].sum(), x)[0].reshape(3, 2, 8, 8)
+    assert all(grad[f, :, 3, 5].abs().sum() > 0 for f in range(3))  # every frame of that point
+    grad[:, :, 3, 5] = 0
+    assert torch.count_nonzero(grad) == 0  # and no other point
+
+
+def test_nac_fno_over_time_rejects_a_channel_count_that_is_not_frames_times_channels():
+    with pytest.raises(ValueError, match="frames: expected a divisor of the 7 input channels"):
+        operators.build("nac_fno", 7, 1, **TINY_FNO, tokens="time", frames=3)
+    with pytest.raises(ValueError, match="tokens: expected 'space' or 'time'"):
+        operators.build("nac_fno", 6, 1, **TINY_FNO, tokens="pixels")
+    model = operators.build("nac_fno", 6, 1, **TINY_FNO, tokens="time", frames=3)
+    with pytest.raises(ValueError, match="expected 3 frames x 2 channels = 6 channels, found 4"):
+        model(torch.randn(1, 4, 8, 8))

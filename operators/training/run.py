@@ -43,6 +43,8 @@ def _model_spec(name: str, ds, info: dict, config: dict) -> dict:
     if "n_dim" in fields and "n_dim" not in config:
         variable = (info.get("variables") or info.get("inputs"))[0]
         config["n_dim"] = len(spatial_dims(ds[variable]))
+    if "frames" in fields and "frames" not in config and info.get("kind") == "window":
+        config["frames"] = info["m"]  # models that read the history as frames (nac_fno tokens="time")
     return models.model_spec(name, *channels_for(ds, info), **config)
 
 
