@@ -170,8 +170,13 @@ def _zoh_terms(u, delta, lam, b):
 def _fused_zoh_scan(u, delta, lam, b, c):
     """y_t = Σ_n c_t v_t of the ZOH recurrence (see :class:`_ZohScanFn`), ``(batch, time, d_inner)``:
     the native kernel (``csrc/zoh.cpp``) for CPU float32/float64 tensors when it is available,
-    else the torch formulation."""
+    else the torch formulation. Under autocast (``--amp``) the scan runs in float32, as Mamba's does:
+    a 16-bit state would lose the long memory (ᾱ close to 1)."""
     tensors = (u, delta, lam, b, c)
+    device = u.device.type
+    if torch.is_autocast_enabled(device):  # mixed precision: the scan itself runs in float32
+        with torch.autocast(device, enabled=False):
+            return _fused_zoh_scan(*(t.float() for t in tensors))
     if all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) for t in tensors):
         if len({t.dtype for t in tensors}) == 1 and _native.zoh_ops() is not None:
             return _NativeZohScanFn.apply(*tensors)

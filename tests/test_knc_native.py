@@ -128,3 +128,19 @@ def test_zoh_build_failure_warns_once_and_falls_back(monkeypatch):
     assert "no compiler" in _native.scan_build_error("zoh")
     torch.testing.assert_close(first, cell.forward_ref(u), **TOL[torch.float64])
     torch.testing.assert_close(second, first)
+
+
+def test_scan_runs_in_float32_under_autocast():
+    """Mixed precision (bfloat16 autocast, as ``--amp`` uses on GPU; CPU autocast here): the
+    projections run in bfloat16 but the fused scan in float32, so its output is float32 and close to
+    the full-precision result; gradients reach the parameters."""
+    torch.manual_seed(0)
+    cell = KirchhoffCell(8, d_state=4)
+    u = torch.randn(2, 64, 8)
+    full = cell(u)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = cell(u)
+    assert mixed.dtype == torch.float32
+    torch.testing.assert_close(mixed, full, rtol=0.05, atol=0.05)
+    mixed.square().sum().backward()
+    assert cell.log_lam.grad is not None and torch.isfinite(cell.log_lam.grad).all()
