@@ -105,20 +105,41 @@ def causal_depthwise_conv(u: torch.Tensor, weight: torch.Tensor, bias: torch.Ten
     channels)`` without transposing: y_t = bias + Σ_k weight[:, 0, k] · u_{t - (kernel - 1) + k}.
 
     A multiply-add per tap on shifted views keeps the sequence layout of the cells (the Conv1d route
-    needs a transposed copy in and out, which cost more than the convolution itself).
+    needs a transposed copy in and out, which cost more than the convolution itself); the backward
+    accumulates the taps into one buffer instead of one zero-padded gradient per tap.
 
     Args:
         u: ``(batch, length, channels)``.
         weight: ``(channels, 1, kernel)``, as ``nn.Conv1d.weight``.
         bias: ``(channels,)`` or None.
     """
-    kernel, length = weight.shape[-1], u.shape[1]
-    padded = F.pad(u, (0, 0, kernel - 1, 0))
     taps = weight[:, 0, :]  # (channels, kernel)
-    out = padded[:, :length] * taps[:, 0] if bias is None else torch.addcmul(bias, padded[:, :length], taps[:, 0])
-    for k in range(1, kernel):
-        out = torch.addcmul(out, padded[:, k:k + length], taps[:, k])
-    return out
+    return _CausalDepthwiseFn.apply(u, taps, torch.zeros_like(taps[:, 0]) if bias is None else bias)
+
+
+class _CausalDepthwiseFn(torch.autograd.Function):
+    """y = bias + Σ_k taps[:, k] · shift_k(u) on ``(batch, length, channels)``; see :func:`causal_depthwise_conv`."""
+
+    @staticmethod
+    def forward(ctx, u, taps, bias):
+        kernel, length = taps.shape[1], u.shape[1]
+        padded = F.pad(u, (0, 0, kernel - 1, 0))
+        out = torch.addcmul(bias, padded[:, :length], taps[:, 0])
+        for k in range(1, kernel):
+            out.addcmul_(padded[:, k:k + length], taps[:, k])
+        ctx.save_for_backward(padded, taps)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        padded, taps = ctx.saved_tensors
+        kernel, length = taps.shape[1], grad.shape[1]
+        grad_padded = torch.zeros_like(padded)
+        for k in range(kernel):
+            grad_padded[:, k:k + length].addcmul_(grad, taps[:, k])
+        grad_taps = torch.stack([(grad * padded[:, k:k + length]).sum((0, 1)) for k in range(kernel)], 1)
+        return grad_padded[:, kernel - 1:], grad_taps, grad.sum((0, 1))
 
 
 class _FieldBlock(nn.Module):
