@@ -188,3 +188,27 @@ def test_model_trains_under_bfloat16_autocast(name, config, n_dim, available):
     assert torch.isfinite(mixed).all()
     assert (mixed.float() - full).norm() <= 0.1 * full.norm()
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 6), (1, 2, 1, 3), (1, 1, 3, 4, 5), (2, 3, 1)])
+def test_upsample2x_equals_interpolate_in_values_and_gradients(shape):
+    """The hand-written 2× (bi/tri)linear stencil = F.interpolate(align_corners=False), edges included."""
+    from operators.models.resample import _reference, upsample2x
+
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    fast, ref = upsample2x(x), _reference(x)
+    torch.testing.assert_close(fast, ref, rtol=1e-14, atol=1e-14)
+    weight = torch.randn_like(ref)
+    grads = [torch.autograd.grad((y * weight).sum(), x)[0] for y in (fast, ref)]
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-13, atol=1e-13)
+
+
+def test_coarsened_by_two_uses_the_exact_stencil():
+    """Factor 2 on even sizes takes upsample2x; the result equals the F.interpolate formulation."""
+    torch.manual_seed(0)
+    block = torch.nn.Conv2d(3, 3, 3, padding=1).double()
+    v = torch.randn(2, 3, 8, 6, dtype=torch.float64)
+    coarse = torch.nn.functional.adaptive_avg_pool2d(v, (4, 3))
+    delta = block(coarse) - coarse
+    expected = v + torch.nn.functional.interpolate(delta, size=(8, 6), mode="bilinear", align_corners=False)
+    torch.testing.assert_close(Coarsened(block, 2)(v), expected, rtol=1e-13, atol=1e-13)
