@@ -203,6 +203,20 @@ def test_upsample2x_equals_interpolate_in_values_and_gradients(shape):
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-13, atol=1e-13)
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 6), (2, 3, 4, 6), (1, 2, 2, 2), (1, 1, 4, 2, 6)])
+def test_pool2x_equals_adaptive_avg_pool_in_values_and_gradients(shape):
+    from operators.models.resample import _pool_reference, pool2x
+
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    fast, ref = pool2x(x), _pool_reference(x)
+    torch.testing.assert_close(fast, ref, rtol=1e-14, atol=1e-14)
+    weight = torch.randn_like(ref)
+    grads = [torch.autograd.grad((y * weight).sum(), x)[0] for y in (fast, ref)]
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-14, atol=1e-14)
+    with pytest.raises(ValueError, match="even spatial sizes"):
+        pool2x(torch.zeros(1, 1, 5))
+
+
 def test_coarsened_by_two_uses_the_exact_stencil():
     """Factor 2 on even sizes takes upsample2x; the result equals the F.interpolate formulation."""
     torch.manual_seed(0)

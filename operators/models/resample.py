@@ -1,4 +1,8 @@
-"""Exact 2× (bi)linear upsampling, the ``up`` of :class:`operators.models.hosts.Coarsened`.
+"""Exact 2× average pooling and 2× (bi)linear upsampling: ``pool`` and ``up`` of
+:class:`operators.models.hosts.Coarsened` on even grid sizes.
+
+Pooling is the mean of each 2×2 (or 2, 2×2×2) cell, as ``F.adaptive_avg_pool2d`` computes it on even
+sizes, from strided pair sums (backward: the gradient spread evenly over the cell).
 
 ``F.interpolate(x, scale_factor=2, mode="bilinear" / "linear", align_corners=False)`` samples the
 input at (j + 0.5) / 2 − 0.5 = j/2 − 1/4, so along each axis
@@ -15,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-__all__ = ["upsample2x"]
+__all__ = ["pool2x", "upsample2x"]
 
 
 def upsample2x(x: torch.Tensor) -> torch.Tensor:
@@ -24,6 +28,30 @@ def upsample2x(x: torch.Tensor) -> torch.Tensor:
     if x.ndim not in (3, 4, 5):
         raise ValueError(f"x: expected (batch, channels, *spatial) with 1-3 spatial axes, found {tuple(x.shape)}")
     return _Upsample2x.apply(x)
+
+
+def pool2x(x: torch.Tensor) -> torch.Tensor:
+    """``(batch, channels, *spatial)`` with even spatial sizes → every axis halved, each output the
+    mean of its 2^d input cell (= ``F.adaptive_avg_pool{d}d`` to half size)."""
+    if x.ndim not in (3, 4, 5) or any(n % 2 for n in x.shape[2:]):
+        raise ValueError(f"x: expected (batch, channels, *spatial) with 1-3 even spatial sizes, found {tuple(x.shape)}")
+    return _Pool2x.apply(x)
+
+
+class _Pool2x(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        for axis in range(2, x.ndim):
+            pairs = x.unflatten(axis, (x.shape[axis] // 2, 2))
+            x = torch.add(pairs.select(axis + 1, 0), pairs.select(axis + 1, 1)).mul_(0.5)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad * (0.5 ** (grad.ndim - 2))
+        for axis in range(2, grad.ndim):
+            grad = grad.unsqueeze(axis + 1).expand(*grad.shape[:axis + 1], 2, *grad.shape[axis + 1:]).flatten(axis, axis + 1)
+        return grad.contiguous()
 
 
 def _up_axis(x: torch.Tensor, axis: int) -> torch.Tensor:
@@ -66,6 +94,12 @@ class _Upsample2x(torch.autograd.Function):
         for axis in reversed(range(2, grad.ndim)):
             grad = _up_axis_adjoint(grad, axis)
         return grad
+
+
+def _pool_reference(x: torch.Tensor) -> torch.Tensor:
+    """``F.adaptive_avg_pool`` twin of :func:`pool2x` (for the tests)."""
+    pool = {3: F.adaptive_avg_pool1d, 4: F.adaptive_avg_pool2d, 5: F.adaptive_avg_pool3d}[x.ndim]
+    return pool(x, tuple(n // 2 for n in x.shape[2:]))
 
 
 def _reference(x: torch.Tensor) -> torch.Tensor:
