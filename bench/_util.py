@@ -11,7 +11,7 @@ import torch
 
 from evaluation.resources import peak_memory_mb
 
-__all__ = ["Row", "best_time", "peak_memory_mb", "max_rss_mb", "print_table"]
+__all__ = ["Row", "best_time", "best_times_interleaved", "peak_memory_mb", "max_rss_mb", "print_table"]
 
 
 @dataclass
@@ -39,6 +39,20 @@ def best_time(fn: Callable[[], object], *, repeat: int = 5, warmup: int = 1) -> 
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
     return min(times)
+
+
+def best_times_interleaved(fns: dict[str, Callable[[], object]], *, rounds: int = 5,
+                           warmup: int = 1) -> dict[str, float]:
+    """Minimum wall time of each ``fn()`` over ``rounds`` rounds that run every function once in
+    turn, so that a slow spell of a shared machine hits all of them alike (after ``warmup`` calls)."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    best = {name: float("inf") for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            best[name] = min(best[name], best_time(fn, repeat=1, warmup=0))
+    return best
 
 
 def max_rss_mb() -> float:

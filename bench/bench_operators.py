@@ -4,7 +4,8 @@ One AdamW step (forward, relative-L2 loss, backward, update) on a batch of 20 fi
 CHONN Navier–Stokes setting: width 20, 12 modes, 4 layers), for ``fno`` (neuraloperator's FNO),
 ``chonn_fno`` at order 0 (its SpectralConv host, no block) and order 2 (CKB on the grid coarsened by
 the default factor 2, by 4, and in quick mode by 1), and ``nac_fno`` (factor 2). Ratios are
-``time / time(fno)`` measured in the same run (target: CKB overhead ≤ 2×); samples/s = batch / time.
+``time / time(fno)`` measured in the same run — every model steps once per round, best of 5 rounds,
+so that a slow spell of the machine hits all alike (target: CKB overhead ≤ 2×); samples/s = batch / time.
 
     python -m bench.bench_operators [--quick] [--threads N]
 """
@@ -17,7 +18,7 @@ import torch
 
 import evaluation
 import operators
-from bench._util import Row, best_time, print_table
+from bench._util import Row, best_times_interleaved, print_table
 
 __all__ = ["run"]
 
@@ -59,9 +60,8 @@ def run(quick: bool = False) -> list[Row]:
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(batch, 1, size, size, generator=gen).to(device)
     y = torch.randn(batch, 1, size, size, generator=gen).to(device)
-    repeat = 2 if quick else 3
-    times = {name: best_time(_step_fn(cfg, x, y), repeat=repeat, warmup=1)
-             for name, cfg in _models(width, n_modes, n_layers, quick).items()}
+    steps = {name: _step_fn(cfg, x, y) for name, cfg in _models(width, n_modes, n_layers, quick).items()}
+    times = best_times_interleaved(steps, rounds=3 if quick else 5)
     threads = f"{torch.get_num_threads()} thread(s)" if device.type == "cpu" else device.type
     detail = f"{threads}, batch {batch}×1×{size}×{size}, width {width}, {n_modes} modes, {n_layers} layers"
     rows = []
