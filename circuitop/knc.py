@@ -106,9 +106,7 @@ class KirchhoffCell(nn.Module):
             ``(alpha_bar, beta_bar, c)`` of shapes ``(..., d_inner, d_state)``, ``(..., d_inner, d_state)``
             and ``(..., d_state)``: v_k = alpha_bar v_{k-1} + beta_bar u_k, y_k = c · v_k + d u_k.
         """
-        delta = F.softplus(self.delta_proj(u))
-        if dt is not None:
-            delta = delta * dt.to(delta.dtype).unsqueeze(-1)
+        delta = _step_sizes(self.delta_proj(u), dt)
         alpha_bar, inject = zoh_coefficients(delta.unsqueeze(-1), self.lam)
         return alpha_bar, inject * self.b_proj(u).unsqueeze(-2), self.c_proj(u)
 
@@ -132,13 +130,10 @@ class KirchhoffCell(nn.Module):
             ``y (batch, time, d_inner)``, or ``(y, v)`` with ``return_state``.
         """
         self._check(u, dt)
-        delta = F.softplus(self.delta_proj(u))
-        if dt is not None:
-            delta = delta * dt.to(delta.dtype).unsqueeze(-1)
-        b, c = self.b_proj(u), self.c_proj(u)
+        z, b, c = self.delta_proj(u), self.b_proj(u), self.c_proj(u)
         if v0 is None and not return_state:  # fused: no (batch, time, d_inner, d_state) autograd graph
-            return _fused_zoh_scan(u, delta, self.lam, b, c) + self.d * u
-        alpha_bar, inject = _zoh_terms(u, delta, self.lam, b)
+            return _fused_zoh_scan(u, z, dt, self.lam, b, c) + self.d * u
+        alpha_bar, inject = _zoh_terms(u, _step_sizes(z, dt), self.lam, b)
         v = selective_scan(alpha_bar, inject, v0)
         y = torch.einsum("btdn,btn->btd", v, c) + self.d * u
         return (y, v) if return_state else y
@@ -167,38 +162,51 @@ def _zoh_terms(u, delta, lam, b):
     return torch.exp(neg_rate), torch.expm1(neg_rate) * (u.unsqueeze(-1) * (b.unsqueeze(-2) / -lam))
 
 
-def _fused_zoh_scan(u, delta, lam, b, c):
-    """y_t = Σ_n c_t v_t of the ZOH recurrence (see :class:`_ZohScanFn`), ``(batch, time, d_inner)``:
-    the native kernel (``csrc/zoh.cpp``) for CPU float32/float64 tensors when it is available,
-    else the torch formulation. Under autocast (``--amp``) the scan runs in float32, as Mamba's does:
-    a 16-bit state would lose the long memory (ᾱ close to 1)."""
-    tensors = (u, delta, lam, b, c)
+def _step_sizes(z: torch.Tensor, dt: torch.Tensor | None) -> torch.Tensor:
+    """Δ = softplus(z) (Eq. 33), times the real step sizes ``dt (batch, time)`` when given."""
+    delta = F.softplus(z)
+    return delta if dt is None else delta * dt.to(delta.dtype).unsqueeze(-1)
+
+
+def _fused_zoh_scan(u, z, dt, lam, b, c):
+    """y_t = Σ_n c_t v_t of the ZOH recurrence with Δ = softplus(z) dt (see :class:`_ZohScanFn`),
+    ``(batch, time, d_inner)``: the native kernel (``csrc/zoh.cpp``, which also computes Δ) for CPU
+    float32/float64 tensors when it is available, else the torch formulation. Under autocast
+    (``--amp``) the scan runs in float32, as Mamba's does: a 16-bit state would lose the long memory
+    (ᾱ close to 1)."""
+    tensors = (u, z, lam, b, c)
     device = u.device.type
     if torch.is_autocast_enabled(device):  # mixed precision: the scan itself runs in float32
         with torch.autocast(device, enabled=False):
-            return _fused_zoh_scan(*(t.float() for t in tensors))
+            return _fused_zoh_scan(*(t.float() for t in (u, z)), None if dt is None else dt.float(),
+                                   *(t.float() for t in (lam, b, c)))
     if all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) for t in tensors):
         if len({t.dtype for t in tensors}) == 1 and _native.zoh_ops() is not None:
-            return _NativeZohScanFn.apply(*tensors)
-    return _ZohScanFn.apply(*tensors)
+            return _NativeZohScanFn.apply(u, z, None if dt is None else dt.to(u.dtype), lam, b, c)
+    return _ZohScanFn.apply(u, _step_sizes(z, dt), lam, b, c)
 
 
 class _NativeZohScanFn(torch.autograd.Function):
-    """The fused ZOH scan of :class:`_ZohScanFn` in one native CPU kernel: the states live in a
-    (d_state, d_inner) buffer per sequence, only one state per chunk of steps is saved, and the
-    backward recomputes each chunk's states (same formulas as :class:`_ZohScanFn`)."""
+    """The fused ZOH scan of :class:`_ZohScanFn` in one native CPU kernel, step sizes included
+    (Δ = softplus(z) dt from the pre-activation z and the optional ``dt (batch, time)``): the states
+    live in a (d_state, d_inner) buffer per sequence, only one state per chunk of steps is saved, and
+    the backward recomputes each chunk's states (same formulas as :class:`_ZohScanFn`)."""
 
     @staticmethod
-    def forward(ctx, u, delta, lam, b, c):
-        tensors = tuple(t.contiguous() for t in (u, delta, lam, b, c))
-        y, checkpoints = _native.zoh_ops().forward(*tensors)
-        ctx.save_for_backward(*tensors, checkpoints)
+    def forward(ctx, u, z, dt, lam, b, c):
+        tensors = tuple(t.contiguous() for t in (u, z, lam, b, c))
+        dt = None if dt is None else dt.contiguous()
+        u, z, lam, b, c = tensors
+        y, checkpoints = _native.zoh_ops().forward(u, z, dt, lam, b, c)
+        ctx.save_for_backward(u, z, dt, lam, b, c, checkpoints)
         return y
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_y):
-        return tuple(_native.zoh_ops().backward(*ctx.saved_tensors, grad_y.contiguous()))
+        u, z, dt, lam, b, c, checkpoints = ctx.saved_tensors
+        du, dz, ddt, dlam, db, dc = _native.zoh_ops().backward(u, z, dt, lam, b, c, checkpoints, grad_y.contiguous())
+        return du, dz, (ddt if dt is not None else None), dlam, db, dc
 
 
 class _ZohScanFn(torch.autograd.Function):

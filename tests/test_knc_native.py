@@ -1,6 +1,7 @@
-"""The Kirchhoff cell's native fused ZOH scan (``csrc/zoh.cpp``) against the torch formulation
-``_ZohScanFn`` (itself tested against the step loop in test_knc.py): values and all five gradients,
-across chunk boundaries of the backward's recomputation, extreme step sizes, long sequences, threads."""
+"""The Kirchhoff cell's native fused ZOH scan (``csrc/zoh.cpp``, step sizes Δ = softplus(z)·dt
+computed inside) against softplus + the torch formulation ``_ZohScanFn`` (itself tested against the
+step loop in test_knc.py): values and all six gradients, across chunk boundaries of the backward's
+recomputation, extreme step sizes, long sequences, threads."""
 
 import warnings
 
@@ -9,7 +10,7 @@ import torch
 from torch.nn import functional as F
 
 from circuitop import KirchhoffCell, _native
-from circuitop.knc import _NativeZohScanFn, _ZohScanFn
+from circuitop.knc import _NativeZohScanFn, _step_sizes, _ZohScanFn
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: dict(rtol=1e-12, atol=1e-12)}
 
@@ -22,28 +23,38 @@ def native():
         pytest.skip(f"native ZOH extension cannot be built here: {_native.scan_build_error('zoh')}")
 
 
-def _inputs(batch, length, d_inner, d_state, dtype, seed=0, delta_shift=-2.0):
-    """u, Δ = softplus(z + shift), λ (spread around 1..d_state), b, c — all requiring grad."""
+def _inputs(batch, length, d_inner, d_state, dtype, seed=0, z_shift=-2.0, irregular=True):
+    """u, z (Δ = softplus(z)·dt), dt (or None), λ (spread around 1..d_state), b, c — requiring grad."""
     gen = torch.Generator().manual_seed(seed)
     u = torch.randn(batch, length, d_inner, generator=gen, dtype=dtype)
-    delta = F.softplus(torch.randn(batch, length, d_inner, generator=gen, dtype=dtype) + delta_shift)
+    z = torch.randn(batch, length, d_inner, generator=gen, dtype=dtype) + z_shift
+    dt = 0.5 + torch.rand(batch, length, generator=gen, dtype=dtype) if irregular else None
     lam = torch.arange(1, d_state + 1, dtype=dtype).repeat(d_inner, 1)
     lam = lam * torch.exp(0.3 * torch.randn(d_inner, d_state, generator=gen, dtype=dtype))
     b = torch.randn(batch, length, d_state, generator=gen, dtype=dtype)
     c = torch.randn(batch, length, d_state, generator=gen, dtype=dtype)
-    return [t.requires_grad_() for t in (u, delta, lam, b, c)]
+    return [None if t is None else t.requires_grad_() for t in (u, z, dt, lam, b, c)]
+
+
+def _native_fn(u, z, dt, lam, b, c):
+    return _NativeZohScanFn.apply(u, z, dt, lam, b, c)
+
+
+def _torch_fn(u, z, dt, lam, b, c):
+    return _ZohScanFn.apply(u, _step_sizes(z, dt), lam, b, c)
 
 
 def _values_and_grads(fn, inputs, seed=1):
-    y = fn.apply(*inputs)
+    y = fn(*inputs)
     weight = torch.randn(y.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(y.dtype)
-    return [y] + list(torch.autograd.grad(y, inputs, weight))
+    wrt = [t for t in inputs if t is not None]
+    return [y] + list(torch.autograd.grad(y, wrt, weight))
 
 
 def _assert_same(native_results, torch_results, tol):
-    names = ["y", "du", "ddelta", "dlam", "db", "dc"]
-    for name, fast, ref in zip(names, native_results, torch_results):
-        torch.testing.assert_close(fast, ref, **tol, msg=lambda m, name=name: f"{name}: {m}")
+    assert len(native_results) == len(torch_results)
+    for i, (fast, ref) in enumerate(zip(native_results, torch_results)):
+        torch.testing.assert_close(fast, ref, **tol, msg=lambda m, i=i: f"output {i} (y, then grads): {m}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -51,35 +62,37 @@ def _assert_same(native_results, torch_results, tol):
 def test_native_matches_torch_across_chunk_boundaries(native, dtype, length):
     """64 x 64 states per step make the backward recompute chunks of 8 (float64) or 16 (float32)
     steps, so these lengths end before, on and after chunk boundaries."""
-    inputs = _inputs(2, length, 64, 64, dtype)
-    _assert_same(_values_and_grads(_NativeZohScanFn, inputs), _values_and_grads(_ZohScanFn, inputs), TOL[dtype])
+    for irregular in (True, False):
+        inputs = _inputs(2, length, 64, 64, dtype, irregular=irregular)
+        _assert_same(_values_and_grads(_native_fn, inputs), _values_and_grads(_torch_fn, inputs), TOL[dtype])
 
 
-@pytest.mark.parametrize("delta_shift", [-30.0, 8.0])
-def test_native_matches_torch_for_tiny_and_huge_steps(native, delta_shift):
-    """Δλ ~ 1e-13 (ᾱ -> 1, the injection -> Δ: expm1 without cancellation) and Δλ up to ~200
-    (ᾱ underflows towards 0): the one-polynomial exp/expm1 stays at double precision."""
-    inputs = _inputs(2, 30, 8, 16, torch.float64, delta_shift=delta_shift)
-    _assert_same(_values_and_grads(_NativeZohScanFn, inputs), _values_and_grads(_ZohScanFn, inputs),
-                 TOL[torch.float64])
+@pytest.mark.parametrize("z_shift", [-30.0, 8.0, 25.0])
+def test_native_matches_torch_for_tiny_and_huge_steps(native, z_shift):
+    """Δλ ~ 1e-13 (ᾱ -> 1, the injection -> Δ: expm1 without cancellation), Δλ up to ~200 (ᾱ
+    underflows towards 0), and z beyond torch's softplus threshold 20: the one-polynomial exp/expm1
+    and the in-kernel softplus stay at double precision."""
+    inputs = _inputs(2, 30, 8, 16, torch.float64, z_shift=z_shift)
+    _assert_same(_values_and_grads(_native_fn, inputs), _values_and_grads(_torch_fn, inputs),
+                 dict(rtol=1e-11, atol=1e-11))
 
 
 def test_native_long_sequence_float32_against_float64(native):
     """65,536 steps in float32: values and gradients (dλ sums over every step) stay within 1e-4 of
     the float64 result."""
-    inputs64 = _inputs(1, 65536, 4, 4, torch.float64, delta_shift=-4.0)
+    inputs64 = _inputs(1, 65536, 4, 4, torch.float64, z_shift=-4.0)
     inputs32 = [t.detach().float().requires_grad_() for t in inputs64]
-    ref = _values_and_grads(_ZohScanFn, inputs64)
-    fast = _values_and_grads(_NativeZohScanFn, inputs32)
+    ref = _values_and_grads(_torch_fn, inputs64)
+    fast = _values_and_grads(_native_fn, inputs32)
     _assert_same([t.double() for t in fast], ref, dict(rtol=1e-4, atol=1e-4))
 
 
 def test_native_is_independent_of_thread_count(native):
     """Work is split over the batch: two threads give bitwise the same values and gradients."""
     inputs = _inputs(5, 40, 16, 8, torch.float32)
-    one = _values_and_grads(_NativeZohScanFn, inputs)
+    one = _values_and_grads(_native_fn, inputs)
     torch.set_num_threads(2)
-    two = _values_and_grads(_NativeZohScanFn, inputs)
+    two = _values_and_grads(_native_fn, inputs)
     for a, b in zip(one, two):
         assert torch.equal(a, b)
 
@@ -101,13 +114,15 @@ def test_cell_uses_native_kernel_and_falls_back_when_disabled(native, monkeypatc
 
 def test_native_rejects_bad_shapes(native):
     ops = _native.zoh_ops()
-    u, delta, lam, b, c = (t.detach() for t in _inputs(1, 5, 3, 2, torch.float32))
+    u, z, dt, lam, b, c = (t.detach() for t in _inputs(1, 5, 3, 2, torch.float32))
     with pytest.raises(RuntimeError, match="lam: expected"):
-        ops.forward(u, delta, lam.t().contiguous(), b, c)
+        ops.forward(u, z, dt, lam.t().contiguous(), b, c)
     with pytest.raises(RuntimeError, match="b, c: expected"):
-        ops.forward(u, delta, lam, b[:, :4].contiguous(), c)
+        ops.forward(u, z, dt, lam, b[:, :4].contiguous(), c)
     with pytest.raises(RuntimeError, match="contiguous CPU tensors of one dtype"):
-        ops.forward(u, delta.double(), lam, b, c)
+        ops.forward(u, z.double(), dt, lam, b, c)
+    with pytest.raises(RuntimeError, match="dt: expected a contiguous"):
+        ops.forward(u, z, dt[:, :4].contiguous(), lam, b, c)
 
 
 def test_zoh_build_failure_warns_once_and_falls_back(monkeypatch):

@@ -3,7 +3,9 @@
 //   v_t = a_t v_{t-1} + phi_t b_t u_t,   y_t = sum_n c_t[n] v_t[:, n],   v_{-1} = 0,
 //   a_t = exp(-delta_t lam),  phi_t = (1 - a_t) / lam = -expm1(-delta_t lam) / lam      (003, Eqs. 32-34)
 //
-// on u, delta (batch, time, d_inner), lam (d_inner, d_state), b, c (batch, time, d_state).
+// on u (batch, time, d_inner), lam (d_inner, d_state), b, c (batch, time, d_state), with the step sizes
+// delta_t = softplus(z_t) dt_t computed here from the pre-activation z (batch, time, d_inner) and the
+// optional real steps dt (batch, time) (Eq. 33; torch's softplus and exp cost more than the scan here).
 //
 // Unlike the torch formulation it never stores the (batch, time, d_inner, d_state) states or
 // coefficients: the state of one batch element lives in a (d_state, d_inner) array, the forward keeps
@@ -17,7 +19,8 @@
 //
 // Backward, with g the adjoint of v_t, carried G = a_{t+1} g_{t+1}, q = b u, nil = -1/lam:
 //   g = dy c + G;  dc += dy v;  du += g phi b;  db += g phi u;  de = g (v_prev + q nil);
-//   dr = -a de (r = delta lam);  ddelta += dr lam;  dlam += dr delta + g phi q nil;  G = a g.
+//   dr = -a de (r = delta lam);  ddelta += dr lam;  dlam += dr delta + g phi q nil;  G = a g;
+//   then dz = ddelta sigmoid(z) dt and ddt = sum_d ddelta softplus(z).
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
@@ -86,6 +89,44 @@ inline __attribute__((always_inline)) void exp_expm1(T x, T& ex, T& em1) {
   const T s = std::bit_cast<T>(static_cast<Int>((k + C::bias) << C::mantissa));  // 2^k
   ex = s * p + s;
   em1 = s * p + (s - T(1));
+}
+
+// softplus(z) = max(z, 0) + log1p(exp(-|z|)) and sigmoid(z), from one exp: with w = exp(-|z|) in
+// (0, 1], log1p(w) = 2 atanh(s), s = w / (2 + w) <= 1/3, summed as 2 s (1 + s^2/3 + s^4/5 + ...).
+template <typename T>
+inline __attribute__((always_inline)) void softplus_sigmoid(T z, T& sp, T& sig) {
+  T w, em1;
+  exp_expm1<T>(z < T(0) ? z : -z, w, em1);
+  const T s = w / (T(2) + w), s2 = s * s;
+  constexpr int terms = sizeof(T) == 4 ? 7 : 17;  // truncation (1/9)^terms / (2 terms + 1) < 2e-8 / 1e-17
+  T series = T(1) / T(2 * terms - 1);
+  for (int k = terms - 2; k >= 0; --k) series = T(1) / T(2 * k + 1) + s2 * series;
+  sp = (z > T(0) ? z : T(0)) + T(2) * s * series;
+  sig = (z >= T(0) ? T(1) : w) / (T(1) + w);
+}
+
+// Step sizes of step t: delta[d] = softplus(z[d]) dt (and, when sig is given, sp = softplus(z) and
+// sig = sigmoid(z) for the backward).
+template <typename T>
+inline __attribute__((always_inline)) void step_sizes(const T* __restrict__ z, T dt, T* __restrict__ delta,
+                                                      T* __restrict__ sp_out, T* __restrict__ sig_out, int64_t D) {
+  if (sig_out == nullptr) {
+#pragma omp simd
+    for (int64_t d = 0; d < D; ++d) {
+      T sp, sig;
+      softplus_sigmoid<T>(z[d], sp, sig);
+      delta[d] = sp * dt;
+    }
+  } else {
+#pragma omp simd
+    for (int64_t d = 0; d < D; ++d) {
+      T sp, sig;
+      softplus_sigmoid<T>(z[d], sp, sig);
+      delta[d] = sp * dt;
+      sp_out[d] = sp;
+      sig_out[d] = sig;
+    }
+  }
 }
 
 // Channel-major views of lam: (d_state, d_inner) rows of lam and of -1/lam.
@@ -160,15 +201,16 @@ inline __attribute__((always_inline)) void recompute_step(T* __restrict__ v, T* 
 
 // Forward for one batch element: y (length, D) and the chunk checkpoints (chunks, N, D).
 template <typename T>
-inline __attribute__((always_inline)) void forward_item(const T* u, const T* delta, const T* b, const T* c,
-                                                        const Rates<T>& r, T* y, T* ckpt, const Dims& s) {
+inline __attribute__((always_inline)) void forward_item(const T* u, const T* z, const T* dt, const T* b,
+                                                        const T* c, const Rates<T>& r, T* y, T* ckpt, const Dims& s) {
   const int64_t D = s.d_inner, N = s.d_state;
-  std::vector<T> state(2 * N * D, T(0));
+  std::vector<T> state(2 * N * D, T(0)), delta(D);
   T* cur = state.data();
   T* next = cur + N * D;
   for (int64_t t = 0; t < s.length; ++t) {
     if (t % s.chunk == 0) std::copy(cur, cur + N * D, ckpt + (t / s.chunk) * N * D);
-    forward_step<T>(next, u + t * D, delta + t * D, b + t * N, c + t * N, y + t * D, r.lam.data(), r.nil.data(),
+    step_sizes<T>(z + t * D, dt == nullptr ? T(1) : dt[t], delta.data(), nullptr, nullptr, D);
+    forward_step<T>(next, u + t * D, delta.data(), b + t * N, c + t * N, y + t * D, r.lam.data(), r.nil.data(),
                     cur, D, N);
     std::swap(cur, next);
   }
@@ -216,28 +258,41 @@ inline __attribute__((always_inline)) void backward_step(
 
 // Backward for one batch element; dlam_out (N, D) receives this element's sum.
 template <typename T>
-inline __attribute__((always_inline)) void backward_item(const T* u, const T* delta, const T* b, const T* c,
-                                                         const T* dy, const T* ckpt, const Rates<T>& r, T* du,
-                                                         T* ddelta, T* db, T* dc, T* dlam_out, const Dims& s) {
+inline __attribute__((always_inline)) void backward_item(const T* u, const T* z, const T* dt, const T* b,
+                                                         const T* c, const T* dy, const T* ckpt, const Rates<T>& r,
+                                                         T* du, T* dz, T* ddt, T* db, T* dc, T* dlam_out,
+                                                         const Dims& s) {
   const int64_t D = s.d_inner, N = s.d_state, ND = N * D, K = s.chunk;
   // one chunk's states (K + 1 incl. the checkpoint), coefficients a and phi (K each)
   std::vector<T> states((K + 1) * ND), coef_a(K * ND), coef_phi(K * ND), G(ND, T(0)), dlam_chunk(ND);
+  std::vector<T> delta(D), sp(D), sig(D), ddelta(D);
   std::vector<double> dlam(ND, 0.0);  // chunk sums added in double: long sequences keep their precision
   for (int64_t j = s.chunks() - 1; j >= 0; --j) {
     const int64_t t0 = j * K, steps = std::min(K, s.length - t0);
     std::copy(ckpt + j * ND, ckpt + (j + 1) * ND, states.begin());
     for (int64_t k = 0; k < steps; ++k) {
       const int64_t t = t0 + k;
+      step_sizes<T>(z + t * D, dt == nullptr ? T(1) : dt[t], delta.data(), nullptr, nullptr, D);
       recompute_step<T>(states.data() + (k + 1) * ND, coef_a.data() + k * ND, coef_phi.data() + k * ND, u + t * D,
-                        delta + t * D, b + t * N, r.lam.data(), r.nil.data(), states.data() + k * ND, D, N);
+                        delta.data(), b + t * N, r.lam.data(), r.nil.data(), states.data() + k * ND, D, N);
     }
     std::fill(dlam_chunk.begin(), dlam_chunk.end(), T(0));
     for (int64_t k = steps - 1; k >= 0; --k) {
       const int64_t t = t0 + k;
-      backward_step<T>(u + t * D, delta + t * D, b + t * N, c + t * N, dy + t * D, states.data() + (k + 1) * ND,
+      const T dt_t = dt == nullptr ? T(1) : dt[t];
+      step_sizes<T>(z + t * D, dt_t, delta.data(), sp.data(), sig.data(), D);
+      backward_step<T>(u + t * D, delta.data(), b + t * N, c + t * N, dy + t * D, states.data() + (k + 1) * ND,
                        states.data() + k * ND, coef_a.data() + k * ND, coef_phi.data() + k * ND, r.lam.data(),
-                       r.nil.data(), G.data(), du + t * D, ddelta + t * D, db + t * N, dc + t * N,
+                       r.nil.data(), G.data(), du + t * D, ddelta.data(), db + t * N, dc + t * N,
                        dlam_chunk.data(), D, N);
+      T* __restrict__ dz_t = dz + t * D;
+      T ddt_t = T(0);
+#pragma omp simd reduction(+ : ddt_t)
+      for (int64_t d = 0; d < D; ++d) {
+        dz_t[d] = ddelta[d] * sig[d] * dt_t;
+        ddt_t += ddelta[d] * sp[d];
+      }
+      if (ddt != nullptr) ddt[t] = ddt_t;
     }
     for (int64_t i = 0; i < ND; ++i) dlam[i] += dlam_chunk[i];
   }
@@ -259,14 +314,14 @@ bool use_avx2() { return false; }
 #endif
 
 #define CIRCUITOP_ITEMS(T, SUFFIX, ATTR)                                                                    \
-  ATTR void forward_##SUFFIX(const T* u, const T* delta, const T* b, const T* c, const Rates<T>& r, T* y,   \
-                             T* ckpt, const Dims& s) {                                                      \
-    forward_item<T>(u, delta, b, c, r, y, ckpt, s);                                                        \
+  ATTR void forward_##SUFFIX(const T* u, const T* z, const T* dt, const T* b, const T* c, const Rates<T>& r, \
+                             T* y, T* ckpt, const Dims& s) {                                                \
+    forward_item<T>(u, z, dt, b, c, r, y, ckpt, s);                                                        \
   }                                                                                                         \
-  ATTR void backward_##SUFFIX(const T* u, const T* delta, const T* b, const T* c, const T* dy,              \
-                              const T* ckpt, const Rates<T>& r, T* du, T* ddelta, T* db, T* dc, T* dlam,    \
-                              const Dims& s) {                                                              \
-    backward_item<T>(u, delta, b, c, dy, ckpt, r, du, ddelta, db, dc, dlam, s);                            \
+  ATTR void backward_##SUFFIX(const T* u, const T* z, const T* dt, const T* b, const T* c, const T* dy,     \
+                              const T* ckpt, const Rates<T>& r, T* du, T* dz, T* ddt, T* db, T* dc,         \
+                              T* dlam, const Dims& s) {                                                     \
+    backward_item<T>(u, z, dt, b, c, dy, ckpt, r, du, dz, ddt, db, dc, dlam, s);                           \
   }
 CIRCUITOP_ITEMS(float, f_avx2, CIRCUITOP_AVX2)
 CIRCUITOP_ITEMS(float, f_base, )
@@ -275,22 +330,22 @@ CIRCUITOP_ITEMS(double, d_base, )
 #undef CIRCUITOP_ITEMS
 
 template <typename T>
-void forward_one(const T* u, const T* delta, const T* b, const T* c, const Rates<T>& r, T* y, T* ckpt,
+void forward_one(const T* u, const T* z, const T* dt, const T* b, const T* c, const Rates<T>& r, T* y, T* ckpt,
                  const Dims& s) {
   if constexpr (std::is_same_v<T, float>) {
-    (use_avx2() ? forward_f_avx2 : forward_f_base)(u, delta, b, c, r, y, ckpt, s);
+    (use_avx2() ? forward_f_avx2 : forward_f_base)(u, z, dt, b, c, r, y, ckpt, s);
   } else {
-    (use_avx2() ? forward_d_avx2 : forward_d_base)(u, delta, b, c, r, y, ckpt, s);
+    (use_avx2() ? forward_d_avx2 : forward_d_base)(u, z, dt, b, c, r, y, ckpt, s);
   }
 }
 
 template <typename T>
-void backward_one(const T* u, const T* delta, const T* b, const T* c, const T* dy, const T* ckpt,
-                  const Rates<T>& r, T* du, T* ddelta, T* db, T* dc, T* dlam, const Dims& s) {
+void backward_one(const T* u, const T* z, const T* dt, const T* b, const T* c, const T* dy, const T* ckpt,
+                  const Rates<T>& r, T* du, T* dz, T* ddt, T* db, T* dc, T* dlam, const Dims& s) {
   if constexpr (std::is_same_v<T, float>) {
-    (use_avx2() ? backward_f_avx2 : backward_f_base)(u, delta, b, c, dy, ckpt, r, du, ddelta, db, dc, dlam, s);
+    (use_avx2() ? backward_f_avx2 : backward_f_base)(u, z, dt, b, c, dy, ckpt, r, du, dz, ddt, db, dc, dlam, s);
   } else {
-    (use_avx2() ? backward_d_avx2 : backward_d_base)(u, delta, b, c, dy, ckpt, r, du, ddelta, db, dc, dlam, s);
+    (use_avx2() ? backward_d_avx2 : backward_d_base)(u, z, dt, b, c, dy, ckpt, r, du, dz, ddt, db, dc, dlam, s);
   }
 }
 
@@ -301,78 +356,97 @@ int64_t chunk_length(int64_t d_inner, int64_t d_state, int64_t element_size) {
   return std::max<int64_t>(8, std::min<int64_t>(256, (int64_t(384) << 10) / per_step - 1));
 }
 
-Dims check(const torch::Tensor& u, const torch::Tensor& delta, const torch::Tensor& lam, const torch::Tensor& b,
-           const torch::Tensor& c) {
-  for (const auto* x : {&u, &delta, &lam, &b, &c}) {
+Dims check(const torch::Tensor& u, const torch::Tensor& z, const c10::optional<torch::Tensor>& dt,
+           const torch::Tensor& lam, const torch::Tensor& b, const torch::Tensor& c) {
+  for (const auto* x : {&u, &z, &lam, &b, &c}) {
     TORCH_CHECK(x->device().is_cpu() && x->is_contiguous() && x->scalar_type() == u.scalar_type(),
                 "circuitop zoh scan: expected contiguous CPU tensors of one dtype");
   }
   TORCH_CHECK(u.dim() == 3 && u.size(1) > 0, "u: expected (batch, time >= 1, d_inner), found ", u.sizes());
-  TORCH_CHECK(delta.sizes() == u.sizes(), "delta: expected u's shape ", u.sizes(), ", found ", delta.sizes());
+  TORCH_CHECK(z.sizes() == u.sizes(), "z: expected u's shape ", u.sizes(), ", found ", z.sizes());
   TORCH_CHECK(lam.dim() == 2 && lam.size(0) == u.size(2), "lam: expected (d_inner, d_state), found ", lam.sizes());
   const std::vector<int64_t> bn = {u.size(0), u.size(1), lam.size(1)};
   TORCH_CHECK(b.sizes() == bn && c.sizes() == bn, "b, c: expected (batch, time, d_state) = ", bn, ", found ",
               b.sizes(), ", ", c.sizes());
+  if (dt.has_value()) {
+    TORCH_CHECK(dt->is_contiguous() && dt->device().is_cpu() && dt->scalar_type() == u.scalar_type() &&
+                    dt->sizes() == u.sizes().slice(0, 2),
+                "dt: expected a contiguous (batch, time) CPU tensor of u's dtype, found ", dt->sizes());
+  }
   return {u.size(0), u.size(1), u.size(2), lam.size(1), chunk_length(u.size(2), lam.size(1), u.element_size())};
 }
 
+template <typename T>
+const T* optional_ptr(const c10::optional<torch::Tensor>& x) {
+  return x.has_value() ? x->data_ptr<T>() : nullptr;
+}
+
 // Returns (y, checkpoints); checkpoints are (batch, chunks, d_state, d_inner).
-std::vector<torch::Tensor> zoh_forward(const torch::Tensor& u, const torch::Tensor& delta, const torch::Tensor& lam,
+std::vector<torch::Tensor> zoh_forward(const torch::Tensor& u, const torch::Tensor& z,
+                                       const c10::optional<torch::Tensor>& dt, const torch::Tensor& lam,
                                        const torch::Tensor& b, const torch::Tensor& c) {
-  const Dims s = check(u, delta, lam, b, c);
+  const Dims s = check(u, z, dt, lam, b, c);
   auto y = torch::empty_like(u);
   auto ckpt = torch::empty({s.batch, s.chunks(), s.d_state, s.d_inner}, u.options());
   AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "circuitop_zoh_forward", [&] {
     const Rates<scalar_t> r(lam.data_ptr<scalar_t>(), s.d_inner, s.d_state);
     const int64_t LD = s.length * s.d_inner, LN = s.length * s.d_state;
     const int64_t CK = s.chunks() * s.d_state * s.d_inner;
+    const scalar_t* dt_ptr = optional_ptr<scalar_t>(dt);
     at::parallel_for(0, s.batch, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        forward_one(u.data_ptr<scalar_t>() + i * LD, delta.data_ptr<scalar_t>() + i * LD,
-                    b.data_ptr<scalar_t>() + i * LN, c.data_ptr<scalar_t>() + i * LN, r,
-                    y.data_ptr<scalar_t>() + i * LD, ckpt.data_ptr<scalar_t>() + i * CK, s);
+        forward_one(u.data_ptr<scalar_t>() + i * LD, z.data_ptr<scalar_t>() + i * LD,
+                    dt_ptr == nullptr ? nullptr : dt_ptr + i * s.length, b.data_ptr<scalar_t>() + i * LN,
+                    c.data_ptr<scalar_t>() + i * LN, r, y.data_ptr<scalar_t>() + i * LD,
+                    ckpt.data_ptr<scalar_t>() + i * CK, s);
       }
     });
   });
   return {y, ckpt};
 }
 
-// Returns (du, ddelta, dlam, db, dc) for the gradient dy of y.
-std::vector<torch::Tensor> zoh_backward(const torch::Tensor& u, const torch::Tensor& delta, const torch::Tensor& lam,
+// Returns (du, dz, ddt, dlam, db, dc) for the gradient dy of y; ddt is empty without dt.
+std::vector<torch::Tensor> zoh_backward(const torch::Tensor& u, const torch::Tensor& z,
+                                        const c10::optional<torch::Tensor>& dt, const torch::Tensor& lam,
                                         const torch::Tensor& b, const torch::Tensor& c, const torch::Tensor& ckpt,
                                         const torch::Tensor& dy) {
-  const Dims s = check(u, delta, lam, b, c);
+  const Dims s = check(u, z, dt, lam, b, c);
   TORCH_CHECK(dy.sizes() == u.sizes() && dy.is_contiguous() && dy.scalar_type() == u.scalar_type(),
               "dy: expected a contiguous tensor of u's shape and dtype");
   const std::vector<int64_t> ck = {s.batch, s.chunks(), s.d_state, s.d_inner};
   TORCH_CHECK(ckpt.sizes() == ck && ckpt.is_contiguous(), "checkpoints: expected ", ck, ", found ", ckpt.sizes());
-  auto du = torch::empty_like(u), ddelta = torch::empty_like(u);
+  auto du = torch::empty_like(u), dz = torch::empty_like(u);
+  auto ddt = dt.has_value() ? torch::empty_like(*dt) : torch::Tensor();
   auto db = torch::empty_like(b), dc = torch::empty_like(c);
   auto dlam = torch::empty({s.batch, s.d_state, s.d_inner}, u.options());
   AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "circuitop_zoh_backward", [&] {
     const Rates<scalar_t> r(lam.data_ptr<scalar_t>(), s.d_inner, s.d_state);
     const int64_t LD = s.length * s.d_inner, LN = s.length * s.d_state, ND = s.d_state * s.d_inner;
     const int64_t CK = s.chunks() * ND;
+    const scalar_t* dt_ptr = optional_ptr<scalar_t>(dt);
+    scalar_t* ddt_ptr = dt.has_value() ? ddt.data_ptr<scalar_t>() : nullptr;
     at::parallel_for(0, s.batch, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        backward_one(u.data_ptr<scalar_t>() + i * LD, delta.data_ptr<scalar_t>() + i * LD,
-                     b.data_ptr<scalar_t>() + i * LN, c.data_ptr<scalar_t>() + i * LN,
-                     dy.data_ptr<scalar_t>() + i * LD, ckpt.data_ptr<scalar_t>() + i * CK, r,
-                     du.data_ptr<scalar_t>() + i * LD, ddelta.data_ptr<scalar_t>() + i * LD,
+        backward_one(u.data_ptr<scalar_t>() + i * LD, z.data_ptr<scalar_t>() + i * LD,
+                     dt_ptr == nullptr ? nullptr : dt_ptr + i * s.length, b.data_ptr<scalar_t>() + i * LN,
+                     c.data_ptr<scalar_t>() + i * LN, dy.data_ptr<scalar_t>() + i * LD,
+                     ckpt.data_ptr<scalar_t>() + i * CK, r, du.data_ptr<scalar_t>() + i * LD,
+                     dz.data_ptr<scalar_t>() + i * LD, ddt_ptr == nullptr ? nullptr : ddt_ptr + i * s.length,
                      db.data_ptr<scalar_t>() + i * LN, dc.data_ptr<scalar_t>() + i * LN,
                      dlam.data_ptr<scalar_t>() + i * ND, s);
       }
     });
   });
   // (batch, d_state, d_inner) partial sums -> (d_inner, d_state)
-  return {du, ddelta, dlam.sum(0).t().contiguous(), db, dc};
+  return {du, dz, ddt, dlam.sum(0).t().contiguous(), db, dc};
 }
 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("forward", &zoh_forward, "(y, checkpoints) of the fused ZOH scan", py::arg("u"), py::arg("delta"),
-        py::arg("lam"), py::arg("b"), py::arg("c"));
-  m.def("backward", &zoh_backward, "(du, ddelta, dlam, db, dc) of the fused ZOH scan", py::arg("u"),
-        py::arg("delta"), py::arg("lam"), py::arg("b"), py::arg("c"), py::arg("checkpoints"), py::arg("dy"));
+  m.def("forward", &zoh_forward, "(y, checkpoints) of the fused ZOH scan", py::arg("u"), py::arg("z"),
+        py::arg("dt"), py::arg("lam"), py::arg("b"), py::arg("c"));
+  m.def("backward", &zoh_backward, "(du, dz, ddt, dlam, db, dc) of the fused ZOH scan", py::arg("u"),
+        py::arg("z"), py::arg("dt"), py::arg("lam"), py::arg("b"), py::arg("c"), py::arg("checkpoints"),
+        py::arg("dy"));
 }
