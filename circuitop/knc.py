@@ -194,9 +194,8 @@ class _NativeZohScanFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, u, z, dt, lam, b, c):
-        tensors = tuple(t.contiguous() for t in (u, z, lam, b, c))
+        u, z, lam, b, c = (t.contiguous() for t in (u, z, lam, b, c))
         dt = None if dt is None else dt.contiguous()
-        u, z, lam, b, c = tensors
         y, checkpoints = _native.zoh_ops().forward(u, z, dt, lam, b, c)
         ctx.save_for_backward(u, z, dt, lam, b, c, checkpoints)
         return y
