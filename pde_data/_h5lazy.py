@@ -1,9 +1,10 @@
 """Lazily indexed h5py-backed variables: xarray reads a slice only when it is asked for.
 
 An :class:`H5Source` says where sample ``i`` of a variable lives (row ``i`` of one dataset, or one
-dataset per sample group); :func:`lazy_variable` wraps it in ``xarray``'s ``LazilyIndexedArray`` so
-``ds.isel(sample=i).values`` costs one h5py read. Every slice read is checked for NaN. File handles
-are opened per process on first use, so datasets pickle into DataLoader workers.
+dataset per sample group; optionally one trailing channel of it); :func:`lazy_variable` wraps it in
+``xarray``'s ``LazilyIndexedArray`` so ``ds.isel(sample=i).values`` costs one h5py read. Every slice
+read is checked for NaN. File handles are opened per process on first use, so datasets pickle into
+DataLoader workers.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class H5Source:
     dtype: np.dtype
     groups: tuple[str, ...] | None = None
     lead: tuple[int, ...] = ()  # fixed indices after the sample axis (Darcy's tensor channel 0)
-    channel: int | None = None  # trailing channel of group data (T, X, Y, C)
+    channel: int | None = None  # trailing channel: group data (T, X, Y, C), ns_incom velocity (N, T, X, Y, 2)
     swap_xy: bool = False  # the file stores (..., y, x)
     stamp: tuple[int, int] = ()  # file_stamp() at open time
 
@@ -86,12 +87,13 @@ class _H5Array(BackendArray):
     def _read(self, i: int, rest: tuple[slice, ...]) -> np.ndarray:
         src = self.source
         file_rest = rest[:-2] + (rest[-1], rest[-2]) if src.swap_xy else rest
+        channel = () if src.channel is None else (src.channel,)
         if src.groups is not None:
             name = f"{src.groups[i]}/{src.key}"
-            block = open_file(src.path, src.stamp)[name][file_rest + (src.channel,)]
+            block = open_file(src.path, src.stamp)[name][file_rest + channel]
         else:
             name = src.key
-            block = open_file(src.path, src.stamp)[name][(i,) + src.lead + file_rest]
+            block = open_file(src.path, src.stamp)[name][(i,) + src.lead + file_rest + channel]
         if src.swap_xy:
             block = np.swapaxes(block, -1, -2)
         if np.isnan(block).any():

@@ -10,6 +10,12 @@ layout         file keys                                      Dataset
 ``diff-react`` as ``group``, file axes (T, y, x, C)           ``u``, ``v`` (sample, time, x, y)
 ``1d``         ``tensor`` (N,T,X), ``t-coordinate`` (T+1,)    ``u`` (sample, time, x)
 ``cfd``        ``density``, ``pressure``, ``Vx``[, Vy, Vz]     same names (sample, time, x[, y, z])
+``ns_incom``   ``velocity`` (N,T,X,Y,2), ``particles``         ``vx``, ``vy``, ``particles``
+               (N,T,X,Y,1), ``force`` (N,X,Y,2), ``t`` (N,T)   (sample, time, x, y); ``force_x``,
+                                                              ``force_y`` (sample, x, y)
+``cno_poisson`` groups ``Sample_0``... with ``input``,        ``f``, ``u`` (sample, x, y);
+               ``output`` (X,Y); scalars ``min_inp``,          the four scalars in attrs
+               ``max_inp``, ``min_out``, ``max_out``
 =============  =============================================  ====================================
 
 Nothing is read at open time except coordinates and attributes: every variable is an
@@ -17,12 +23,26 @@ Nothing is read at open time except coordinates and attributes: every variable i
 ``i`` only (one h5py read per sample), and each slice is checked for NaN when it is read. The
 ``t-coordinate`` of the single-file layouts has one entry more than there are frames: ``time`` is
 its first T entries and the last is kept in ``attrs["t_final"]``.
+
+``ns_incom`` (PDEBench 2D incompressible Navier-Stokes, ``ns_incom_inhom_2d_512-*.h5``) stores no grid:
+``x``, ``y`` are *assumed* cell centres ``(i + 0.5) / n`` on [0, 1) (their ``grid`` attribute says so).
+``t`` is per sample: when all samples share it, ``time`` is that (time,) vector; when they differ,
+``time`` is the data model's irregular-sampling coordinate of dims (sample, time) holding every
+sample's times, and ``attrs["time_note"]`` says so (nothing is dropped). The velocity channels and
+the force channels are lazy views of one channel each of the file's ``velocity`` / ``force``.
+
+``cno_poisson`` (CNO's ``PoissonData_64x64_IN.h5`` / ``_OUT.h5``) keeps samples in the order of
+``i`` in ``Sample_{i}`` (numerically: ``Sample_10`` after ``Sample_9``); if the ``i`` are not
+``0..N-1`` they are kept as a (sample,) coordinate ``sample_id``. The file stores no grid: ``x``,
+``y`` are *assumed* points ``p / (n - 1)`` on [0, 1], boundaries included, as in
+:func:`pde_data.poisson.generate_poisson`.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 
 import h5py
 import numpy as np
@@ -35,10 +55,15 @@ from pde_data.pdebench_config import parse_config
 
 __all__ = ["open_pdebench", "LAYOUTS"]
 
-LAYOUTS = ("darcy", "group", "diff-react", "1d", "cfd")
+LAYOUTS = ("darcy", "group", "diff-react", "1d", "cfd", "ns_incom", "cno_poisson")
 _GROUP_NAMES = {"rdb": ("h",), "diff-react": ("u", "v")}
 _CFD_VARS = ("density", "pressure", "Vx", "Vy", "Vz")
 _COORD_KEYS = (("x-coordinate", X), ("y-coordinate", Y), ("z-coordinate", Z))
+_NS_INCOM_KEYS = ("velocity", "particles", "force", "t")
+_CNO_SCALARS = ("min_inp", "max_inp", "min_out", "max_out")
+_CNO_SAMPLE = re.compile(r"Sample_(\d+)")
+
+
 def _dataset(f: h5py.File, path: str, key: str, ndim: int | tuple[int, ...]) -> h5py.Dataset:
     """``f[key]`` if it is a dataset with ``ndim`` axes (or one of several), else a clear error."""
     if key not in f or not isinstance(f[key], h5py.Dataset):
@@ -99,6 +124,81 @@ def _read_single(f: h5py.File, path: str, stamp: tuple, names: tuple[str, ...], 
     return xr.Dataset(data, coords={**_coords(f, path, first.shape[2:]), **time}, attrs=attrs)
 
 
+def _expect_shape(path: str, key: str, expected: tuple[int, ...], found: tuple[int, ...], why: str) -> None:
+    if tuple(found) != tuple(expected):
+        raise ValueError(f"{path}: key '{key}': expected shape {tuple(expected)} ({why}), found {tuple(found)}")
+
+
+def _read_ns_incom(f: h5py.File, path: str, stamp: tuple) -> xr.Dataset:
+    """``velocity`` (N,T,X,Y,2) → ``vx``, ``vy``; ``particles`` (N,T,X,Y,1); ``force`` (N,X,Y,2); ``t`` (N,T)."""
+    velocity = _dataset(f, path, "velocity", 5)
+    n, nt, nx, ny, nc = velocity.shape
+    if nc != 2:
+        raise ValueError(f"{path}: key 'velocity': expected shape (N, T, X, Y, 2), found {velocity.shape}")
+    particles = _dataset(f, path, "particles", 5)
+    _expect_shape(path, "particles", (n, nt, nx, ny, 1), particles.shape, "from 'velocity'")
+    force = _dataset(f, path, "force", 4)
+    _expect_shape(path, "force", (n, nx, ny, 2), force.shape, "from 'velocity'")
+    t = _dataset(f, path, "t", 2)[()]
+    _expect_shape(path, "t", (n, nt), t.shape, "from 'velocity'")
+
+    def var(key, arr, shape, dims, channel):
+        return lazy_variable(H5Source(path, key, shape, arr.dtype, channel=channel, stamp=stamp), dims)
+
+    timed, steady = (SAMPLE, TIME, X, Y), (SAMPLE, X, Y)
+    data = {"vx": var("velocity", velocity, (n, nt, nx, ny), timed, 0),
+            "vy": var("velocity", velocity, (n, nt, nx, ny), timed, 1),
+            "particles": var("particles", particles, (n, nt, nx, ny), timed, 0),
+            "force_x": var("force", force, (n, nx, ny), steady, 0),
+            "force_y": var("force", force, (n, nx, ny), steady, 1)}
+    grid = {"grid": "cell centres (i + 0.5) / n on [0, 1), assumed: the file has no grid"}
+    coords = {X: xr.Variable(X, (np.arange(nx) + 0.5) / nx, grid), Y: xr.Variable(Y, (np.arange(ny) + 0.5) / ny, grid)}
+    attrs = {}
+    if (t == t[:1]).all():
+        coords[TIME] = xr.Variable(TIME, t[0])
+    else:
+        coords[TIME] = xr.Variable((SAMPLE, TIME), t)
+        attrs["time_note"] = "the file's 't' differs between samples: 'time' has dims (sample, time)"
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _cno_samples(f: h5py.File) -> list[tuple[int, str]]:
+    """``(i, "Sample_i")`` for every ``Sample_{i}`` group, by ``i`` numerically."""
+    found = ((_CNO_SAMPLE.fullmatch(k), k) for k in f.keys())
+    return sorted((int(m.group(1)), k) for m, k in found if m and isinstance(f[k], h5py.Group))
+
+
+def _read_cno_poisson(f: h5py.File, path: str, stamp: tuple) -> xr.Dataset:
+    """Groups ``Sample_{i}`` with ``input`` → ``f`` and ``output`` → ``u`` (X, Y); scalars into attrs."""
+    samples = _cno_samples(f)
+    if not samples:
+        raise ValueError(f"{path}: expected per-sample groups 'Sample_0', ...; found keys {sorted(f.keys())}")
+    first = samples[0][1]
+    shape = _dataset(f[first], f"{path}:{first}", "input", 2).shape
+    for _, g in samples:
+        for key in ("input", "output"):
+            found = _dataset(f[g], f"{path}:{g}", key, 2).shape
+            _expect_shape(path, f"{g}/{key}", shape, found, f"as '{first}/input'")
+    attrs = {}
+    for key in _CNO_SCALARS:
+        value = _dataset(f, path, key, (0, 1))
+        if value.size != 1:
+            raise ValueError(f"{path}: key '{key}': expected a scalar, found shape {value.shape}")
+        attrs[key] = float(value[()].item() if value.ndim == 0 else value[0])
+    groups = tuple(g for _, g in samples)
+    full = (len(groups),) + shape
+    dims = (SAMPLE, X, Y)
+    data = {name: lazy_variable(H5Source(path, key, full, f[first][key].dtype, groups, stamp=stamp), dims)
+            for name, key in (("f", "input"), ("u", "output"))}
+    grid = {"grid": "points p / (n - 1) on [0, 1], boundaries included, assumed: the file has no grid"}
+    coords = {X: xr.Variable(X, np.arange(shape[0]) / (shape[0] - 1), grid),
+              Y: xr.Variable(Y, np.arange(shape[1]) / (shape[1] - 1), grid)}
+    ids = np.array([i for i, _ in samples])
+    if not np.array_equal(ids, np.arange(len(ids))):
+        coords["sample_id"] = xr.Variable(SAMPLE, ids)
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
 def _config_coords(f: h5py.File, groups: list[str]) -> dict[str, xr.Variable]:
     """Numbers found in every group's ``config`` become (sample,) coordinates (``sim.`` dropped)."""
     configs = [parse_config(str(f[g].attrs.get("config", ""))) for g in groups]
@@ -145,6 +245,10 @@ def _default_names(f: h5py.File, path: str, n_channels: int) -> tuple[str, ...]:
 
 def _detect(f: h5py.File, path: str) -> str:
     keys = set(f.keys())
+    if _cno_samples(f):  # before "group": CNO's Sample_* groups sit beside scalar datasets
+        return "cno_poisson"
+    if keys & {"velocity", "particles"}:  # then a missing 'force' / 't' is named by the reader
+        return "ns_incom"
     if {"nu", "tensor"} <= keys:
         return "darcy"
     if "density" in keys:
@@ -153,8 +257,9 @@ def _detect(f: h5py.File, path: str) -> str:
         return "1d"
     if keys and all(isinstance(f[k], h5py.Group) for k in keys):
         return "diff-react" if "diff-react" in os.path.basename(path) else "group"
-    raise ValueError(f"{path}: expected PDEBench keys ('nu'+'tensor', 'tensor', 'density', or per-sample "
-                     f"groups); found keys {sorted(keys)}")
+    raise ValueError(f"{path}: expected PDEBench keys ('nu'+'tensor', 'tensor', 'density', "
+                     f"{'+'.join(_NS_INCOM_KEYS)}, 'Sample_0'... groups, or per-sample groups); "
+                     f"found keys {sorted(keys)}")
 
 
 def _read(f: h5py.File, p: str, stamp: tuple, layout: str, variables: tuple[str, ...] | None) -> xr.Dataset:
@@ -167,6 +272,10 @@ def _read(f: h5py.File, p: str, stamp: tuple, layout: str, variables: tuple[str,
     if layout == "cfd":
         names = _CFD_VARS[:3] + tuple(k for k in _CFD_VARS[3:] if k in f)
         return _read_single(f, p, stamp, names, names, (3, 4, 5))
+    if layout == "ns_incom":
+        return _read_ns_incom(f, p, stamp)
+    if layout == "cno_poisson":
+        return _read_cno_poisson(f, p, stamp)
     return _read_group(f, p, stamp, tuple(variables) if variables else None, swap_xy=layout == "diff-react")
 
 
@@ -176,7 +285,8 @@ def open_pdebench(path: str | os.PathLike, *, layout: str | None = None,
 
     Args:
         path: the ``.h5``/``.hdf5`` file.
-        layout: one of ``LAYOUTS``; inferred from the keys (and ``diff-react`` from the name) if omitted.
+        layout: one of ``LAYOUTS``; inferred from the keys (and ``diff-react`` from the name) if omitted:
+            ``Sample_{i}`` groups → ``cno_poisson``; ``velocity``/``particles`` → ``ns_incom``.
         variables: names for the channels of a group file (default: the file's ``variables`` attribute,
             ``h`` for rdb, ``u, v`` for diff-react, else ``c0, c1, ...``); for ``1d`` the variable name.
 

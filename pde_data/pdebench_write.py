@@ -100,6 +100,52 @@ def _write_group(f: h5py.File, ds: xr.Dataset, names: list[str], swap_xy: bool, 
         group.attrs["config"] = format_config({k: sample[k].item() for k in params})
 
 
+def _require(ds: xr.Dataset, layout: str, names: dict[str, tuple[str, ...]]) -> None:
+    missing = [n for n in names if n not in ds.data_vars]
+    if missing:
+        raise ValueError(f"write_pdebench(layout='{layout}'): expected variables {list(names)}; "
+                         f"missing {missing}, found {list(ds.data_vars)}")
+    for name, dims in names.items():
+        check_dims(ds[name], dims, name=name)
+
+
+def _write_ns_incom(f: h5py.File, ds: xr.Dataset, dtype: np.dtype) -> None:
+    """``velocity`` (N,T,X,Y,2) from ``vx``, ``vy``; ``particles`` (N,T,X,Y,1); ``force`` (N,X,Y,2); ``t`` (N,T)."""
+    timed, steady = (SAMPLE, TIME, X, Y), (SAMPLE, X, Y)
+    _require(ds, "ns_incom", {"vx": timed, "vy": timed, "particles": timed, "force_x": steady, "force_y": steady})
+    n, nt, nx, ny = (ds.sizes[d] for d in timed)
+    velocity = f.create_dataset("velocity", (n, nt, nx, ny, 2), dtype)
+    particles = f.create_dataset("particles", (n, nt, nx, ny, 1), dtype)
+    force = f.create_dataset("force", (n, nx, ny, 2), dtype)
+    for i in range(n):
+        sample = ds.isel({SAMPLE: i})
+        velocity[i] = np.stack([sample[v].transpose(*timed[1:]).values for v in ("vx", "vy")], axis=-1)
+        particles[i] = sample["particles"].transpose(*timed[1:]).values[..., None]
+        force[i] = np.stack([sample[v].transpose(*steady[1:]).values for v in ("force_x", "force_y")], axis=-1)
+    if TIME in ds.coords and ds[TIME].ndim == 2:  # per-sample times (sample, time)
+        t = ds[TIME].transpose(SAMPLE, TIME).values
+    else:
+        t = np.broadcast_to(_axis(ds, TIME, np.float64), (n, nt))
+    f.create_dataset("t", data=np.asarray(t, dtype=dtype))
+
+
+def _write_cno_poisson(f: h5py.File, ds: xr.Dataset, dtype: np.dtype) -> None:
+    """Groups ``Sample_{i}`` with ``input`` (``f``) and ``output`` (``u``); scalars from attrs (or the data)."""
+    _require(ds, "cno_poisson", {"f": (SAMPLE, X, Y), "u": (SAMPLE, X, Y)})
+    ids = ds["sample_id"].values if "sample_id" in ds.coords else np.arange(ds.sizes[SAMPLE])
+    low = {"f": np.inf, "u": np.inf}
+    high = {"f": -np.inf, "u": -np.inf}
+    for i, sample_id in enumerate(ids):
+        group = f.create_group(f"Sample_{int(sample_id)}")
+        for name, key in (("f", "input"), ("u", "output")):
+            values = ds[name].isel({SAMPLE: i}).transpose(X, Y).values
+            group.create_dataset(key, data=values.astype(dtype))
+            low[name], high[name] = min(low[name], float(values.min())), max(high[name], float(values.max()))
+    scalars = {"min_inp": low["f"], "max_inp": high["f"], "min_out": low["u"], "max_out": high["u"]}
+    for key, value in scalars.items():
+        f.create_dataset(key, data=np.asarray(ds.attrs.get(key, value), dtype=dtype))
+
+
 def write_pdebench(ds: xr.Dataset, path: str | os.PathLike, *, layout: str,
                    variables: list[str] | None = None, dtype: np.dtype = np.float32) -> Path:
     """Write ``ds`` to ``path`` in a PDEBench layout, atomically. Returns the path.
@@ -109,7 +155,11 @@ def write_pdebench(ds: xr.Dataset, path: str | os.PathLike, *, layout: str,
             (sample, time, x, y) become the channels of ``data`` (T, X, Y, C) (``diff-react``: (T, Y, X, C));
             (sample,) variables/coordinates go into each group's ``config`` under ``sim``.
             ``1d``: one variable (sample, time, x). ``cfd``: ``density``, ``pressure``, ``Vx``[, ``Vy``, ``Vz``].
-        layout: one of ``darcy, group, rdb, ns, diff-react, 1d, cfd``.
+            ``ns_incom``: ``vx``, ``vy``, ``particles`` (sample, time, x, y) and ``force_x``, ``force_y``
+            (sample, x, y); ``time`` (time,) or (sample, time) becomes ``t`` (N, T); no grid is stored.
+            ``cno_poisson``: ``f`` → ``Sample_{i}/input``, ``u`` → ``Sample_{i}/output`` (``i`` from a
+            ``sample_id`` coordinate if present); ``min_inp``... from attrs, else the data's min/max.
+        layout: one of ``darcy, group, rdb, ns, diff-react, 1d, cfd, ns_incom, cno_poisson``.
         variables: the variables to write for ``group``/``1d`` (default: all with a ``time`` dim).
         dtype: stored dtype (PDEBench files are float32).
     """
@@ -133,6 +183,10 @@ def write_pdebench(ds: xr.Dataset, path: str | os.PathLike, *, layout: str,
             if not {"density", "pressure", "Vx"} <= set(keys):
                 raise ValueError(f"write_pdebench(layout='cfd'): expected density, pressure, Vx; found {list(ds.data_vars)}")
             _write_single(f, ds, {k: k for k in keys}, dtype)
+        elif layout == "ns_incom":
+            _write_ns_incom(f, ds, dtype)
+        elif layout == "cno_poisson":
+            _write_cno_poisson(f, ds, dtype)
         else:
             _write_group(f, ds, names, layout == "diff-react", dtype)
     return Path(path)
