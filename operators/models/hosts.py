@@ -111,12 +111,14 @@ class Coarsened(nn.Module):
         if self.factor == 1:
             return self.block(v)
         size = tuple(max(1, n // self.factor) for n in v.shape[2:])
-        if all(2 * c == n for c, n in zip(size, v.shape[2:])):  # factor 2, even sizes: the same
-            coarse = pool2x(v)                                    # numbers, cheaper on CPU
-            delta = self.block(coarse) - coarse
-            return v + upsample2x(delta)
-        coarse = F.adaptive_avg_pool2d(v, size) if v.ndim == 4 else F.adaptive_avg_pool1d(v, size)
+        halves = all(2 * c == n for c, n in zip(size, v.shape[2:]))  # factor 2, even sizes: exact
+        if halves:                                                       # stencils, cheaper on CPU
+            coarse = pool2x(v)
+        else:
+            coarse = F.adaptive_avg_pool2d(v, size) if v.ndim == 4 else F.adaptive_avg_pool1d(v, size)
         delta = self.block(coarse) - coarse
+        if halves:
+            return v + upsample2x(delta)
         mode = "bilinear" if v.ndim == 4 else "linear"
         return v + F.interpolate(delta, size=v.shape[2:], mode=mode, align_corners=False)
 
