@@ -190,29 +190,29 @@ def test_model_trains_under_bfloat16_autocast(name, config, n_dim, available):
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
 
 
+def _assert_same_values_and_grads(fast_fn, ref_fn, shape, *, grad_tol):
+    """fast_fn = ref_fn on a float64 input of ``shape``: values to 1e-14, input gradients to grad_tol."""
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    fast, ref = fast_fn(x), ref_fn(x)
+    torch.testing.assert_close(fast, ref, rtol=1e-14, atol=1e-14)
+    weight = torch.randn_like(ref)
+    grads = [torch.autograd.grad((y * weight).sum(), x)[0] for y in (fast, ref)]
+    torch.testing.assert_close(grads[0], grads[1], rtol=grad_tol, atol=grad_tol)
+
+
 @pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 6), (1, 2, 1, 3), (1, 1, 3, 4, 5), (2, 3, 1)])
 def test_upsample2x_equals_interpolate_in_values_and_gradients(shape):
     """The hand-written 2× (bi/tri)linear stencil = F.interpolate(align_corners=False), edges included."""
     from operators.models.resample import _reference, upsample2x
 
-    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
-    fast, ref = upsample2x(x), _reference(x)
-    torch.testing.assert_close(fast, ref, rtol=1e-14, atol=1e-14)
-    weight = torch.randn_like(ref)
-    grads = [torch.autograd.grad((y * weight).sum(), x)[0] for y in (fast, ref)]
-    torch.testing.assert_close(grads[0], grads[1], rtol=1e-13, atol=1e-13)
+    _assert_same_values_and_grads(upsample2x, _reference, shape, grad_tol=1e-13)
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 6), (2, 3, 4, 6), (1, 2, 2, 2), (1, 1, 4, 2, 6)])
 def test_pool2x_equals_adaptive_avg_pool_in_values_and_gradients(shape):
     from operators.models.resample import _pool_reference, pool2x
 
-    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
-    fast, ref = pool2x(x), _pool_reference(x)
-    torch.testing.assert_close(fast, ref, rtol=1e-14, atol=1e-14)
-    weight = torch.randn_like(ref)
-    grads = [torch.autograd.grad((y * weight).sum(), x)[0] for y in (fast, ref)]
-    torch.testing.assert_close(grads[0], grads[1], rtol=1e-14, atol=1e-14)
+    _assert_same_values_and_grads(pool2x, _pool_reference, shape, grad_tol=1e-14)
     with pytest.raises(ValueError, match="even spatial sizes"):
         pool2x(torch.zeros(1, 1, 5))
 

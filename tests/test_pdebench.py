@@ -7,6 +7,7 @@ import xarray as xr
 
 from pde_data import open_pdebench, write_pdebench
 from pde_data.pdebench_config import format_config, parse_config
+from h5_reads import counting_reads
 
 F32 = np.float32
 
@@ -82,27 +83,13 @@ def test_config_yaml():
     assert parse_config(nested) == {"name": "rdb", "sim.T_end": 1.0, "sim.inner.g": 9.81, "plot": "false"}
 
 
-def _counting_reads(monkeypatch):
-    """Count elements returned by h5py dataset reads."""
-    counts = []
-    original = h5py.Dataset.__getitem__
-
-    def counted(self, key):
-        out = original(self, key)
-        counts.append(np.size(out))
-        return out
-
-    monkeypatch.setattr(h5py.Dataset, "__getitem__", counted)
-    return counts
-
-
 @pytest.mark.parametrize("case", ["darcy", "rdb", "cfd"])
 def test_reads_one_slice(tmp_path, rng, monkeypatch, case):
     (layout, name), ds = next((k, v) for k, v in _cases(rng).items() if k[0] == case)
     path = write_pdebench(ds, tmp_path / name, layout=layout)
     opened = open_pdebench(path)
     var = next(iter(ds.data_vars))
-    counts = _counting_reads(monkeypatch)
+    counts = counting_reads(monkeypatch)
     values = opened[var].isel(sample=1).values
     assert sum(counts) == values.size == ds[var].isel(sample=1).size
     np.testing.assert_array_equal(values, ds[var].values[1])
@@ -202,7 +189,7 @@ def test_sparse_sample_list_reads_only_those(tmp_path, rng, monkeypatch):
     ds = _cases(rng)[("darcy", "2D_DarcyFlow_beta1.0_Train.hdf5")]
     path = write_pdebench(ds, tmp_path / "d.hdf5", layout="darcy")
     with open_pdebench(path) as lazy:
-        counts = _counting_reads(monkeypatch)
+        counts = counting_reads(monkeypatch)
         values = lazy["a"].isel(sample=[0, 2]).values
         assert len(counts) == 2 and sum(counts) == 2 * 8 * 6  # sample 1 is skipped, not read
         np.testing.assert_array_equal(values, ds["a"].values[[0, 2]])

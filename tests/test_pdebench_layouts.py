@@ -9,22 +9,9 @@ import xarray as xr
 
 from pde_data import open_pdebench, write_pdebench
 from pde_data.pdebench_read import LAYOUTS
+from h5_reads import counting_reads
 
 F32 = np.float32
-
-
-def _counting_reads(monkeypatch):
-    """Count elements returned by h5py dataset reads (as tests/test_pdebench.py does)."""
-    counts = []
-    original = h5py.Dataset.__getitem__
-
-    def counted(self, key):
-        out = original(self, key)
-        counts.append(np.size(out))
-        return out
-
-    monkeypatch.setattr(h5py.Dataset, "__getitem__", counted)
-    return counts
 
 
 def ns_incom(n=3, nt=4, nx=8, ny=8, seed=0):
@@ -70,7 +57,7 @@ def test_ns_incom_round_trip_and_file_layout(tmp_path):
 def test_ns_incom_reads_one_channel_of_one_sample(tmp_path, monkeypatch):
     ds = ns_incom()
     path = write_pdebench(ds, tmp_path / "ns.h5", layout="ns_incom")
-    counts = _counting_reads(monkeypatch)
+    counts = counting_reads(monkeypatch)
     opened = open_pdebench(path)
     assert sum(counts) == 3 * 4  # opening reads the (N, T) 't' only
     for name in ("vy", "particles", "force_y"):
@@ -128,7 +115,7 @@ def test_cno_poisson_round_trip_order_and_laziness(tmp_path, monkeypatch):
         assert set(f.keys()) == {f"Sample_{i}" for i in range(12)} | {"min_inp", "max_inp", "min_out", "max_out"}
         assert f["Sample_10/input"].shape == (8, 8) and f["min_out"][()] == F32(-0.25)
         np.testing.assert_array_equal(f["Sample_10/output"][()], ds["u"].values[10])
-    counts = _counting_reads(monkeypatch)
+    counts = counting_reads(monkeypatch)
     opened = open_pdebench(path)  # auto-detected from the Sample_* groups (not the generic "group" layout)
     assert sum(counts) == 4  # opening reads the four scalars only
     assert opened.attrs["pdebench_layout"] == "cno_poisson"
