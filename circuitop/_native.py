@@ -1,9 +1,9 @@
 """Lazily built native (C++) CPU kernels, compiled once with ``torch.utils.cpp_extension.load``.
 
-Two extensions: ``scan.cpp`` (the plain selective scan) and ``zoh.cpp`` (the Kirchhoff cell's fused
-ZOH scan). Each build (about a minute, cached in ``$TORCH_EXTENSIONS_DIR``; torch serialises
-concurrent builds of one extension with a lock file) happens on the first call of :func:`scan_ops` /
-:func:`zoh_ops`. A failed build is
+Two extensions: ``scan.cpp`` (the plain selective scan) and ``kirchhoff.cpp`` (the Kirchhoff cell's
+fused ZOH scan, the block's convolution stage and gate). Each build (about a minute, cached in
+``$TORCH_EXTENSIONS_DIR``; torch serialises concurrent builds of one extension with a lock file)
+happens on the first call of :func:`scan_ops` / :func:`kirchhoff_ops`. A failed build is
 reported once with ``warnings.warn`` and not retried; callers then use their pure-torch paths.
 ``CIRCUITOP_NATIVE_SCAN=0`` (read on every call) disables both without building them.
 """
@@ -15,7 +15,9 @@ import threading
 import warnings
 from pathlib import Path
 
-__all__ = ["native_scan_enabled", "scan_build_error", "scan_ops", "zoh_ops"]
+import torch
+
+__all__ = ["native_scan_enabled", "scan_build_error", "scan_ops", "kirchhoff_ops", "kirchhoff_for"]
 
 _CSRC = Path(__file__).with_name("csrc")
 _lock = threading.Lock()
@@ -34,10 +36,22 @@ def scan_ops():
     return _extension("scan")
 
 
-def zoh_ops():
-    """The compiled fused ZOH scan of the Kirchhoff cell (``csrc/zoh.cpp``: ``forward``, ``backward``),
-    or None when it is disabled or cannot be built (then a single warning says why)."""
-    return _extension("zoh")
+def kirchhoff_ops():
+    """The compiled Kirchhoff kernels (``csrc/kirchhoff.cpp``: ``zoh_forward``/``zoh_backward``, the
+    cell's fused scan; ``conv_forward``/``conv_backward`` and ``gate_forward``/``gate_backward``, the
+    block's), or None when they are disabled or cannot be built (then a single warning says why)."""
+    return _extension("kirchhoff")
+
+
+def kirchhoff_for(*tensors: torch.Tensor):
+    """:func:`kirchhoff_ops` when every tensor is a CPU float32 or float64 tensor, all of one dtype
+    (what the kernels take), else None (then the caller takes its torch path)."""
+    dtype = tensors[0].dtype
+    if dtype not in (torch.float32, torch.float64):
+        return None
+    if any(t.device.type != "cpu" or t.dtype != dtype for t in tensors):
+        return None
+    return kirchhoff_ops()
 
 
 def _extension(stem: str):
@@ -62,11 +76,10 @@ def _extension(stem: str):
 
 # The ZOH kernel's clamp is only if-converted (hence vectorised) when comparisons may be speculated;
 # circuitop never enables floating-point traps, so -fno-trapping-math changes no result.
-_EXTRA_CFLAGS = {"scan": [], "zoh": ["-fno-trapping-math"]}
+_EXTRA_CFLAGS = {"scan": [], "kirchhoff": ["-fno-trapping-math"]}
 
 
 def _build(stem: str):
-    import torch
     from torch.utils.cpp_extension import load
 
     # at::parallel_for runs serially unless the extension itself is built with OpenMP
@@ -82,6 +95,6 @@ def _build(stem: str):
 
 
 def scan_build_error(stem: str = "scan") -> str | None:
-    """Why the native kernel ``stem`` (``"scan"`` or ``"zoh"``) could not be built (None when it was
+    """Why the native kernel ``stem`` (``"scan"`` or ``"kirchhoff"``) could not be built (None when it was
     built or not tried yet)."""
     return _failed.get(stem)

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from . import _native
 from .knc import KirchhoffCell, _check_dt, _check_sequence
 
 __all__ = ["CascadedKirchhoffBlock", "CascadedKirchhoffBlock1d", "CascadedKirchhoffBlock2d", "causal_depthwise_conv"]
@@ -93,11 +94,10 @@ class CascadedKirchhoffBlock(nn.Module):
         g = F.linear(x_norm, weight[d_inner:], bias[d_inner:])
         u = causal_depthwise_conv(u, self.conv_depthwise.weight, self.conv_depthwise.bias)
         u = F.silu(F.linear(u, self.conv_pointwise.weight[..., 0], self.conv_pointwise.bias))
-        total, y = 0, u
-        for cell in self.cells:
-            y = cell(y, dt)
-            total = total + y
-        return total * F.silu(g)
+        outputs = [u]
+        for cell in self.cells:  # x was checked once in forward; the cells skip their own checks
+            outputs.append(cell._run(outputs[-1], dt))
+        return gated_sum(outputs[1:], g)
 
 
 def causal_depthwise_conv(u: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -114,7 +114,26 @@ def causal_depthwise_conv(u: torch.Tensor, weight: torch.Tensor, bias: torch.Ten
         bias: ``(channels,)`` or None.
     """
     taps = weight[:, 0, :]  # (channels, kernel)
-    return _CausalDepthwiseFn.apply(u, taps, torch.zeros_like(taps[:, 0]) if bias is None else bias)
+    bias = torch.zeros_like(taps[:, 0]) if bias is None else bias
+    if _native.kirchhoff_for(u, taps, bias) is not None:
+        return _NativeCausalDepthwiseFn.apply(u, taps, bias)
+    return _CausalDepthwiseFn.apply(u, taps, bias)
+
+
+class _NativeCausalDepthwiseFn(torch.autograd.Function):
+    """:class:`_CausalDepthwiseFn` in one pass forward and one backward (``csrc/kirchhoff.cpp``)."""
+
+    @staticmethod
+    def forward(ctx, u, taps, bias):
+        u = u.contiguous()
+        ctx.save_for_backward(u, taps)
+        return _native.kirchhoff_ops().conv_forward(u, taps, bias)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        u, taps = ctx.saved_tensors
+        return tuple(_native.kirchhoff_ops().conv_backward(u, taps, grad.contiguous()))
 
 
 class _CausalDepthwiseFn(torch.autograd.Function):
@@ -140,6 +159,32 @@ class _CausalDepthwiseFn(torch.autograd.Function):
             grad_padded[:, k:k + length].addcmul_(grad, taps[:, k])
         grad_taps = torch.stack([(grad * padded[:, k:k + length]).sum((0, 1)) for k in range(kernel)], 1)
         return grad_padded[:, kernel - 1:], grad_taps, grad.sum((0, 1))
+
+
+def gated_sum(outputs: list[torch.Tensor], g: torch.Tensor) -> torch.Tensor:
+    """ȳ ⊙ SiLU(g) with ȳ = Σ_r y⁽ʳ⁾ (Eqs. 36–37): the stage outputs and the gate pre-activation all
+    ``(batch, length, d_inner)``; on CPU one native pass (``csrc/kirchhoff.cpp``) forward and one
+    backward instead of torch's sum, SiLU and product and their gradients."""
+    if _native.kirchhoff_for(g, *outputs) is not None:
+        return _NativeGatedSumFn.apply(g, *outputs)
+    return sum(outputs[1:], outputs[0]) * F.silu(g)
+
+
+class _NativeGatedSumFn(torch.autograd.Function):
+    """:func:`gated_sum` in the native kernels; every stage output receives the same gradient."""
+
+    @staticmethod
+    def forward(ctx, g, *outputs):
+        g, outputs = g.contiguous(), [y.contiguous() for y in outputs]
+        ctx.save_for_backward(g, *outputs)
+        return _native.kirchhoff_ops().gate_forward(g, outputs)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        g, *outputs = ctx.saved_tensors
+        grad_total, grad_g = _native.kirchhoff_ops().gate_backward(g, outputs, grad.contiguous())
+        return (grad_g, *[grad_total] * len(outputs))
 
 
 class _FieldBlock(nn.Module):

@@ -13,7 +13,7 @@ With irregular sampling the real step Δt_k multiplies Δ_k.
 
 The cell computes one step (:meth:`KirchhoffCell.step`); :meth:`KirchhoffCell.forward` runs all steps
 fused with the discretisation and the readout (unless ``v0`` or ``return_state`` is asked for): on CPU
-in the native kernel ``csrc/zoh.cpp`` (``_NativeZohScanFn``: no ``(batch, time, d_inner, d_state)``
+in the native kernel ``csrc/kirchhoff.cpp`` (``_NativeZohScanFn``: no ``(batch, time, d_inner, d_state)``
 tensor at all — one state per sequence in cache, chunk checkpoints, recomputation in the backward),
 elsewhere in ``_ZohScanFn`` (the chunked scan of :mod:`circuitop.scan`, analytic gradients, only the
 states saved). :meth:`KirchhoffCell.forward_ref` loops ``step`` (the reference twin for the tests).
@@ -130,13 +130,25 @@ class KirchhoffCell(nn.Module):
             ``y (batch, time, d_inner)``, or ``(y, v)`` with ``return_state``.
         """
         self._check(u, dt)
-        z, b, c = self.delta_proj(u), self.b_proj(u), self.c_proj(u)
         if v0 is None and not return_state:  # fused: no (batch, time, d_inner, d_state) autograd graph
-            return _fused_zoh_scan(u, z, dt, self.lam, b, c) + self.d * u
+            return self._run(u, dt)
+        z, b, c = self.delta_proj(u), self.b_proj(u), self.c_proj(u)
         alpha_bar, inject = _zoh_terms(u, _step_sizes(z, dt), self.lam, b)
         v = selective_scan(alpha_bar, inject, v0)
         y = torch.einsum("btdn,btn->btd", v, c) + self.d * u
         return (y, v) if return_state else y
+
+    def _run(self, u: torch.Tensor, dt: torch.Tensor | None) -> torch.Tensor:
+        """:meth:`forward` from zero state without the input checks (for callers that checked their
+        input once, as the block does): ``u (batch, time, d_inner)`` -> ``y`` of the same shape."""
+        return _fused_zoh_scan(u, self._projections(u), dt, self.lam, self.d)
+
+    def _projections(self, u: torch.Tensor) -> torch.Tensor:
+        """``[z | b | c] (batch, time, d_inner + 2 d_state)``: z = W_Δ u + b_Δ, b = W_b u, c = W_c u
+        (Eq. 33) in one matmul with the stacked weights (three small ones cost about three times as much)."""
+        weight = torch.cat([self.delta_proj.weight, self.b_proj.weight, self.c_proj.weight])
+        bias = torch.cat([self.delta_proj.bias, self.delta_proj.bias.new_zeros(2 * self.d_state)])
+        return F.linear(u, weight, bias)
 
     def forward_ref(self, u: torch.Tensor, dt: torch.Tensor | None = None, *, v0=None, return_state=False):
         """Reference twin of :meth:`forward`: a Python loop over :meth:`step`."""
@@ -168,44 +180,47 @@ def _step_sizes(z: torch.Tensor, dt: torch.Tensor | None) -> torch.Tensor:
     return delta if dt is None else delta * dt.to(delta.dtype).unsqueeze(-1)
 
 
-def _fused_zoh_scan(u, z, dt, lam, b, c):
-    """y_t = Σ_n c_t v_t of the ZOH recurrence with Δ = softplus(z) dt (see :class:`_ZohScanFn`),
-    ``(batch, time, d_inner)``: the native kernel (``csrc/zoh.cpp``, which also computes Δ) for CPU
-    float32/float64 tensors when it is available, else the torch formulation. Under autocast
-    (``--amp``) the scan runs in float32, as Mamba's does: a 16-bit state would lose the long memory
-    (ᾱ close to 1)."""
-    tensors = (u, z, lam, b, c)
+def _fused_zoh_scan(u, proj, dt, lam, skip):
+    """y_t = Σ_n c_t v_t + skip · u_t of the ZOH recurrence with Δ = softplus(z) dt (see
+    :class:`_ZohScanFn`), ``(batch, time, d_inner)``, from ``proj = [z | b | c]`` (batch, time,
+    d_inner + 2 d_state) (:meth:`KirchhoffCell._projections`): the native kernel (``csrc/kirchhoff.cpp``,
+    which also computes Δ and the skip term) for CPU float32/float64 tensors when it is available, else
+    the torch formulation. Under autocast (``--amp``) the scan runs in float32, as Mamba's does: a
+    16-bit state would lose the long memory (ᾱ close to 1)."""
     device = u.device.type
     if torch.is_autocast_enabled(device):  # mixed precision: the scan itself runs in float32
         with torch.autocast(device, enabled=False):
-            return _fused_zoh_scan(*(t.float() for t in (u, z)), None if dt is None else dt.float(),
-                                   *(t.float() for t in (lam, b, c)))
-    if all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) for t in tensors):
-        if len({t.dtype for t in tensors}) == 1 and _native.zoh_ops() is not None:
-            return _NativeZohScanFn.apply(u, z, None if dt is None else dt.to(u.dtype), lam, b, c)
-    return _ZohScanFn.apply(u, _step_sizes(z, dt), lam, b, c)
+            return _fused_zoh_scan(u.float(), proj.float(), None if dt is None else dt.float(), lam.float(),
+                                   skip.float())
+    if _native.kirchhoff_for(u, proj, lam, skip) is not None:
+        return _NativeZohScanFn.apply(u, proj, None if dt is None else dt.to(u.dtype), lam, skip)
+    d_state = lam.shape[-1]
+    z, b, c = proj.split([u.shape[-1], d_state, d_state], -1)
+    return _ZohScanFn.apply(u, _step_sizes(z, dt), lam, b, c) + skip * u
 
 
 class _NativeZohScanFn(torch.autograd.Function):
-    """The fused ZOH scan of :class:`_ZohScanFn` in one native CPU kernel, step sizes included
-    (Δ = softplus(z) dt from the pre-activation z and the optional ``dt (batch, time)``): the states
-    live in a (d_state, d_inner) buffer per sequence, only one state per chunk of steps is saved, and
-    the backward recomputes each chunk's states (same formulas as :class:`_ZohScanFn`)."""
+    """The fused ZOH scan of :class:`_ZohScanFn` plus the skip term in one native CPU kernel, step
+    sizes included (Δ = softplus(z) dt from the pre-activation z in ``proj = [z | b | c]`` and the
+    optional ``dt (batch, time)``): the states live in a (d_state, d_inner) buffer per sequence, only one
+    state per chunk of steps is saved, and the backward recomputes each chunk's states (same formulas
+    as :class:`_ZohScanFn`); the gradient of ``proj`` comes back in its ``[dz | db | dc]`` layout."""
 
     @staticmethod
-    def forward(ctx, u, z, dt, lam, b, c):
-        u, z, lam, b, c = (t.contiguous() for t in (u, z, lam, b, c))
+    def forward(ctx, u, proj, dt, lam, skip):
+        u, proj, lam, skip = (t.contiguous() for t in (u, proj, lam, skip))
         dt = None if dt is None else dt.contiguous()
-        y, checkpoints = _native.zoh_ops().forward(u, z, dt, lam, b, c)
-        ctx.save_for_backward(u, z, dt, lam, b, c, checkpoints)
+        y, checkpoints = _native.kirchhoff_ops().zoh_forward(u, proj, dt, lam, skip)
+        ctx.save_for_backward(u, proj, dt, lam, skip, checkpoints)
         return y
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_y):
-        u, z, dt, lam, b, c, checkpoints = ctx.saved_tensors
-        du, dz, ddt, dlam, db, dc = _native.zoh_ops().backward(u, z, dt, lam, b, c, checkpoints, grad_y.contiguous())
-        return du, dz, (ddt if dt is not None else None), dlam, db, dc
+        u, proj, dt, lam, skip, checkpoints = ctx.saved_tensors
+        du, dproj, ddt, dlam, dskip = _native.kirchhoff_ops().zoh_backward(u, proj, dt, lam, skip, checkpoints,
+                                                                 grad_y.contiguous())
+        return du, dproj, (ddt if dt is not None else None), dlam, dskip
 
 
 class _ZohScanFn(torch.autograd.Function):

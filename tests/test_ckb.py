@@ -5,7 +5,8 @@ import torch
 from torch.nn import functional as F
 
 from circuitop import CascadedKirchhoffBlock, CascadedKirchhoffBlock1d, CascadedKirchhoffBlock2d
-from circuitop.ckb import causal_depthwise_conv
+from circuitop import _native
+from circuitop.ckb import causal_depthwise_conv, gated_sum
 
 
 def _block(d_model=6, seed=0, **kw):
@@ -43,15 +44,30 @@ def test_block_is_causal(conv_kernel):
     assert grad[0, : t + 1].abs().sum() > 0  # the past does influence y_t
 
 
+def _record_cells(block):
+    """A list that receives ``(input, output)`` of every cell call: the block calls each cell's
+    unchecked ``_run`` (it checked its input once), so that is what is wrapped."""
+    seen = []
+
+    def recording(run):
+        def wrapped(u, dt):
+            out = run(u, dt)
+            seen.append((u, out))
+            return out
+        return wrapped
+
+    for cell in block.cells:
+        cell._run = recording(cell._run)
+    return seen
+
+
 def test_cascade_sums_serial_stage_outputs():
     """Eqs. 35–36: stage r receives stage r-1's output and ȳ sums every stage's output."""
     block = _block(order=3)
     x = _randn(2, 15, 6)
-    seen = []
-    hooks = [cell.register_forward_hook(lambda m, args, out: seen.append((args[0], out))) for cell in block.cells]
+    seen = _record_cells(block)
     branch = block._cascade(x, None)
-    for hook in hooks:
-        hook.remove()
+    assert len(seen) == 3
     for (_, previous_out), (next_in, _) in zip(seen, seen[1:]):
         assert next_in is previous_out
     u, g = block.in_proj(block.norm(x)).chunk(2, dim=-1)
@@ -59,33 +75,79 @@ def test_cascade_sums_serial_stage_outputs():
     torch.testing.assert_close(branch, total * torch.nn.functional.silu(g), rtol=1e-13, atol=1e-13)
 
 
-@pytest.mark.parametrize("kernel", [1, 2, 4])
-def test_causal_depthwise_conv_equals_left_padded_conv1d(kernel):
+def _path(native: bool, monkeypatch) -> None:
+    """Selects the native kernels (skipped when they cannot be built) or the torch path (the GPU's)."""
+    if not native:
+        monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "0")
+    elif _native.kirchhoff_ops() is None:
+        pytest.skip(f"native Kirchhoff extension unavailable: {_native.scan_build_error('kirchhoff')}")
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("kernel, length", [(1, 11), (2, 11), (4, 11), (4, 2), (5, 1)])
+def test_causal_depthwise_conv_equals_left_padded_conv1d(kernel, length, native, monkeypatch):
     """The (batch, length, channels) depthwise convolution equals nn.Conv1d(groups=channels) on the
-    transposed input with kernel - 1 zeros of left padding, in values and gradients."""
+    transposed input with kernel - 1 zeros of left padding, in values and gradients, on the native
+    and the torch path, also for sequences shorter than the kernel."""
+    _path(native, monkeypatch)
     conv = torch.nn.Conv1d(5, 5, kernel, groups=5).double()
-    u = _randn(3, 11, 5).requires_grad_()
+    u = _randn(3, length, 5).requires_grad_()
     fast = causal_depthwise_conv(u, conv.weight, conv.bias)
+    assert type(fast.grad_fn).__name__ == ("_Native" if native else "_") + "CausalDepthwiseFnBackward"
     ref = conv(F.pad(u.transpose(1, 2), (kernel - 1, 0))).transpose(1, 2)
     torch.testing.assert_close(fast, ref, rtol=1e-13, atol=1e-13)
-    weight = _randn(3, 11, 5, seed=4)
+    weight = _randn(3, length, 5, seed=4)
     grads = [torch.autograd.grad((y * weight).sum(), (u, conv.weight, conv.bias)) for y in (fast, ref)]
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_native_gated_sum_equals_torch(order, dtype, monkeypatch):
+    """Eqs. 36–37's ȳ ⊙ SiLU(g) in the native pass equals torch's sum · silu in values and in the
+    gradients of g and of every stage output, for gate values up to ±60 (sigmoid saturates, no overflow)."""
+    _path(True, monkeypatch)
+    g = (_randn(2, 9, 5, seed=1) * 20).clamp(-60, 60).to(dtype).requires_grad_()
+    ys = [_randn(2, 9, 5, seed=2 + r).to(dtype).requires_grad_() for r in range(order)]
+    weight = _randn(2, 9, 5, seed=9).to(dtype)
+    results = []
+    for native in (True, False):
+        if not native:
+            monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "0")
+        out = gated_sum(ys, g)
+        assert ("_NativeGatedSumFn" in type(out.grad_fn).__name__) == native
+        results.append([out, *torch.autograd.grad((out * weight).sum(), [g, *ys])])
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-6)
+    for fast, ref in zip(*results):
+        torch.testing.assert_close(fast, ref, **tol)
+
+
+def test_native_block_kernels_reject_bad_shapes(kirchhoff_native):
+    ops = _native.kirchhoff_ops()
+    u = torch.randn(2, 7, 3)
+    with pytest.raises(RuntimeError, match=r"taps: expected \(channels, kernel\)"):
+        ops.conv_forward(u, torch.randn(4, 2), torch.randn(3))
+    with pytest.raises(RuntimeError, match="bias: expected"):
+        ops.conv_forward(u, torch.randn(3, 2), torch.randn(4))
+    with pytest.raises(RuntimeError, match="dy: expected a contiguous CPU tensor of shape"):
+        ops.conv_backward(u, torch.randn(3, 2), torch.randn(2, 6, 3))
+    with pytest.raises(RuntimeError, match="ys: expected at least one"):
+        ops.gate_forward(u, [])
+    with pytest.raises(RuntimeError, match=r"ys\[r\]: expected"):
+        ops.gate_forward(u, [u, u.double()])
 
 
 def test_first_cell_input_is_the_conv_stage():
     """Eq. 31: the first KNC receives u = SiLU(DSConv(W_u Norm(X))) (causal depthwise, then pointwise)."""
     block = _block(order=1)
     x = _randn(2, 15, 6)
-    seen = []
-    hook = block.cells[0].register_forward_hook(lambda m, args, out: seen.append(args[0]))
+    seen = _record_cells(block)
     block(x)
-    hook.remove()
     w_u = block.in_proj(block.norm(x)).chunk(2, dim=-1)[0]
     padded = F.pad(w_u.transpose(1, 2), (block.conv_depthwise.kernel_size[0] - 1, 0))
     expected = F.silu(block.conv_pointwise(block.conv_depthwise(padded))).transpose(1, 2)
-    torch.testing.assert_close(seen[0], expected, rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(seen[0][0], expected, rtol=1e-13, atol=1e-13)
 
 
 def test_gradients_reach_every_parameter():

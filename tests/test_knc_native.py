@@ -1,7 +1,8 @@
-"""The Kirchhoff cell's native fused ZOH scan (``csrc/zoh.cpp``, step sizes Δ = softplus(z)·dt
-computed inside) against softplus + the torch formulation ``_ZohScanFn`` (itself tested against the
-step loop in test_knc.py): values and all six gradients, across chunk boundaries of the backward's
-recomputation, extreme step sizes, long sequences, threads."""
+"""The Kirchhoff cell's native fused ZOH scan (``csrc/kirchhoff.cpp``: step sizes Δ = softplus(z)·dt and
+the skip term computed inside, the projections [z | b | c] in one tensor) against softplus + the torch
+formulation ``_ZohScanFn`` + skip (itself tested against the step loop in test_knc.py): values and all
+five gradients, across chunk boundaries of the backward's recomputation, extreme step sizes, long
+sequences, threads."""
 
 import warnings
 
@@ -16,15 +17,13 @@ TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: dict(rtol=1e-12
 
 
 @pytest.fixture
-def native():
-    if not _native.native_scan_enabled():
-        pytest.skip("native kernels disabled by CIRCUITOP_NATIVE_SCAN=0 in the environment")
-    if _native.zoh_ops() is None:
-        pytest.skip(f"native ZOH extension cannot be built here: {_native.scan_build_error('zoh')}")
+def native(kirchhoff_native):
+    """The native kernels are built (``kirchhoff_native`` in conftest.py skips otherwise)."""
 
 
 def _inputs(batch, length, d_inner, d_state, dtype, seed=0, z_shift=-2.0, irregular=True):
-    """u, z (Δ = softplus(z)·dt), dt (or None), λ (spread around 1..d_state), b, c — requiring grad."""
+    """u, proj = [z | b | c] (Δ = softplus(z)·dt), dt (or None), λ (spread around 1..d_state), the
+    skip readout — requiring grad."""
     gen = torch.Generator().manual_seed(seed)
     u = torch.randn(batch, length, d_inner, generator=gen, dtype=dtype)
     z = torch.randn(batch, length, d_inner, generator=gen, dtype=dtype) + z_shift
@@ -33,15 +32,18 @@ def _inputs(batch, length, d_inner, d_state, dtype, seed=0, z_shift=-2.0, irregu
     lam = lam * torch.exp(0.3 * torch.randn(d_inner, d_state, generator=gen, dtype=dtype))
     b = torch.randn(batch, length, d_state, generator=gen, dtype=dtype)
     c = torch.randn(batch, length, d_state, generator=gen, dtype=dtype)
-    return [None if t is None else t.requires_grad_() for t in (u, z, dt, lam, b, c)]
+    skip = torch.randn(d_inner, generator=gen, dtype=dtype)
+    proj = torch.cat([z, b, c], -1)
+    return [None if t is None else t.requires_grad_() for t in (u, proj, dt, lam, skip)]
 
 
-def _native_fn(u, z, dt, lam, b, c):
-    return _NativeZohScanFn.apply(u, z, dt, lam, b, c)
+def _native_fn(u, proj, dt, lam, skip):
+    return _NativeZohScanFn.apply(u, proj, dt, lam, skip)
 
 
-def _torch_fn(u, z, dt, lam, b, c):
-    return _ZohScanFn.apply(u, _step_sizes(z, dt), lam, b, c)
+def _torch_fn(u, proj, dt, lam, skip):
+    z, b, c = proj.split([u.shape[-1], lam.shape[-1], lam.shape[-1]], -1)
+    return _ZohScanFn.apply(u, _step_sizes(z, dt), lam, b, c) + skip * u
 
 
 def _values_and_grads(fn, inputs, seed=1):
@@ -104,7 +106,7 @@ def test_cell_uses_native_kernel_and_falls_back_when_disabled(native, monkeypatc
     cell = KirchhoffCell(6, d_state=4).double()
     u = torch.randn(2, 33, 6, dtype=torch.float64)
     y = cell(u)
-    assert "_NativeZohScanFnBackward" in str(y.grad_fn.next_functions)  # y = scan + d u
+    assert type(y.grad_fn).__name__ == "_NativeZohScanFnBackward"  # the skip term d u is inside
     monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "0")
     y_torch = cell(u)
     assert "_ZohScanFnBackward" in str(y_torch.grad_fn.next_functions)
@@ -113,16 +115,18 @@ def test_cell_uses_native_kernel_and_falls_back_when_disabled(native, monkeypatc
 
 
 def test_native_rejects_bad_shapes(native):
-    ops = _native.zoh_ops()
-    u, z, dt, lam, b, c = (t.detach() for t in _inputs(1, 5, 3, 2, torch.float32))
+    ops = _native.kirchhoff_ops()
+    u, proj, dt, lam, skip = (t.detach() for t in _inputs(1, 5, 3, 2, torch.float32))
     with pytest.raises(RuntimeError, match="lam: expected"):
-        ops.forward(u, z, dt, lam.t().contiguous(), b, c)
-    with pytest.raises(RuntimeError, match="b, c: expected"):
-        ops.forward(u, z, dt, lam, b[:, :4].contiguous(), c)
+        ops.zoh_forward(u, proj, dt, lam.t().contiguous(), skip)
+    with pytest.raises(RuntimeError, match=r"proj: expected \(batch, time, d_inner \+ 2 d_state\)"):
+        ops.zoh_forward(u, proj[..., :6].contiguous(), dt, lam, skip)
+    with pytest.raises(RuntimeError, match="skip: expected"):
+        ops.zoh_forward(u, proj, dt, lam, skip[:2].contiguous())
     with pytest.raises(RuntimeError, match="contiguous CPU tensors of one dtype"):
-        ops.forward(u, z.double(), dt, lam, b, c)
+        ops.zoh_forward(u, proj.double(), dt, lam, skip)
     with pytest.raises(RuntimeError, match="dt: expected a contiguous"):
-        ops.forward(u, z, dt[:, :4].contiguous(), lam, b, c)
+        ops.zoh_forward(u, proj, dt[:, :4].contiguous(), lam, skip)
 
 
 def test_zoh_build_failure_warns_once_and_falls_back(monkeypatch):
@@ -139,8 +143,8 @@ def test_zoh_build_failure_warns_once_and_falls_back(monkeypatch):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         first, second = cell(u), cell(u)
-    assert len([w for w in caught if "zoh.cpp unavailable" in str(w.message)]) == 1
-    assert "no compiler" in _native.scan_build_error("zoh")
+    assert len([w for w in caught if "kirchhoff.cpp unavailable" in str(w.message)]) == 1
+    assert "no compiler" in _native.scan_build_error("kirchhoff")
     torch.testing.assert_close(first, cell.forward_ref(u), **TOL[torch.float64])
     torch.testing.assert_close(second, first)
 
