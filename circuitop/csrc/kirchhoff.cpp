@@ -18,8 +18,8 @@
 // Memory traffic is O(batch time (d_inner + d_state)) instead of O(batch time d_inner d_state).
 //
 // exp and expm1 of x = -delta lam <= 0 come from one branch-free evaluation (x = k ln2 + f,
-// |f| <= ln2/2: exp(x) = 2^k (1 + p), expm1(x) = 2^k p + (2^k - 1) with p = expm1(f) from its
-// Taylor polynomial), which the compiler vectorises over the d_inner channels (innermost loops).
+// |f| <= ln2/2: exp(x) = 2^k (1 + p), expm1(x) = 2^k p + (2^k - 1) with p = expm1(f) from a
+// polynomial), which the compiler vectorises over the d_inner channels (innermost loops).
 //
 // Backward, with g the adjoint of v_t, carried G = a_{t+1} g_{t+1}, q = b u, nil = -1/lam:
 //   du = skip dy;  dskip += dy u;
@@ -48,8 +48,14 @@ struct ExpConst<float> {
   static constexpr float log2e = 1.44269504088896341f;
   static constexpr float ln2_hi = 0.693145751953125f, ln2_lo = 1.42860682030941723212e-6f;
   static constexpr int mantissa = 23, bias = 127;
-  static constexpr int degree = 7;  // |f|^8 / 8! < 6e-9
   static constexpr float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  // expm1(f) = f + f^2 r(f) on |f| <= ln2/2 with r of degree 4: near-minimax for the relative error
+  // of expm1(f)/f (1.1e-8; fitted by iteratively reweighted least squares; the degree-6 Taylor
+  // series it replaces has 1.7e-8, one term more). Evaluated in float32, exp and expm1 stay within
+  // 1.4 ulp of the exact values, as before.
+  static constexpr int terms = 5;
+  static constexpr float r[terms] = {0.49999998155154085f, 0.1666654367015148f, 0.041667199646060846f,
+                                     0.008366513941121163f, 0.0013882522769553401f};
 };
 
 template <>
@@ -59,21 +65,22 @@ struct ExpConst<double> {
   static constexpr double log2e = 1.44269504088896338700e+00;
   static constexpr double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
   static constexpr int mantissa = 52, bias = 1023;
-  static constexpr int degree = 13;  // |f|^14 / 14! < 5e-18
   static constexpr double shifter = 6755399441055744.0;  // 1.5 * 2^52
+  // expm1(f) = f + f^2 r(f), r the Taylor series 1/2! + f/3! + ... + f^11/13! (|f|^14 / 14! < 5e-18)
+  static constexpr int terms = 12;
+  static constexpr double r[terms] = {1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040, 1.0 / 40320,
+                                      1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600,
+                                      1.0 / 6227020800.0};
 };
 
-constexpr double kInvFactorial[] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040,
-                                    1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600,
-                                    1.0 / 6227020800.0};  // 1 / i!, i = 0..13
-
-// sum_{i=first..degree} f^(i-first) / i!, unrolled at compile time (a loop here blocks vectorisation).
-template <typename T, int degree, int first>
-inline __attribute__((always_inline)) T horner(T f) {
-  if constexpr (first == degree) {
-    return T(kInvFactorial[degree]);
+// r(f) = sum_i ExpConst<T>::r[i] f^i by Horner's rule, unrolled at compile time (a loop here blocks
+// vectorisation).
+template <typename T, int i = 0>
+inline __attribute__((always_inline)) T series(T f) {
+  if constexpr (i == ExpConst<T>::terms - 1) {
+    return ExpConst<T>::r[i];
   } else {
-    return T(kInvFactorial[first]) + f * horner<T, degree, first + 1>(f);
+    return ExpConst<T>::r[i] + f * series<T, i + 1>(f);
   }
 }
 
@@ -83,14 +90,14 @@ template <typename T>
 inline __attribute__((always_inline)) void exp_expm1(T x, T& ex, T& em1) {
   using C = ExpConst<T>;
   using Int = typename C::Int;
-  x = x < C::lo ? C::lo : x;  // if-converted (vectorised) with -fno-trapping-math  // if-converted with -fno-trapping-math
+  x = x < C::lo ? C::lo : x;  // if-converted (vectorised) with -fno-trapping-math
   // k = round(x / ln2): adding 1.5 * 2^m rounds to an integer and leaves k in the low mantissa
   // bits, so k and 2^k come from integer adds and shifts (no float->int conversion; vectorisable).
   const T shifted = x * C::log2e + C::shifter;
   const T kf = shifted - C::shifter;
   const Int k = std::bit_cast<Int>(shifted) - std::bit_cast<Int>(C::shifter);
   const T f = (x - kf * C::ln2_hi) - kf * C::ln2_lo;
-  const T p = horner<T, C::degree, 1>(f) * f;  // expm1(f) = f (1 + f (1/2! + f (1/3! + ...)))
+  const T p = f + (f * f) * series<T>(f);  // expm1(f); f * f runs beside the series
   const T s = std::bit_cast<T>(static_cast<Int>((k + C::bias) << C::mantissa));  // 2^k
   ex = s * p + s;
   em1 = s * p + (s - T(1));
