@@ -1,7 +1,7 @@
 """Training-step cost of the CKB- and NAC-hosting FNOs against the FNO baseline, side by side.
 
-One AdamW step (forward, relative-L2 loss, backward, update) on a batch of 20 fields at 64×64 (the
-CHONN Navier–Stokes setting: width 20, 12 modes, 4 layers), for ``fno`` (neuraloperator's FNO),
+One AdamW step as the trainer takes it (forward, relative-L2 loss, backward, multi-tensor update) on
+a batch of 20 fields at 64×64 (the CHONN Navier–Stokes setting: width 20, 12 modes, 4 layers), for ``fno`` (neuraloperator's FNO),
 ``chonn_fno`` at order 0 (its SpectralConv host, no block) and order 2 (CKB on the grid coarsened by
 the default factor 2, by 4, and in quick mode by 1; and with ``expand=1``, the cells at the block's
 width as Eq. 38 is written), and ``nac_fno`` (factor 2). Ratios are
@@ -19,6 +19,8 @@ import torch
 
 import evaluation
 import operators
+from operators.training import TrainConfig
+from operators.training.optim import make_optimizer
 from bench._util import Row, best_times_interleaved, print_table
 
 __all__ = ["run"]
@@ -44,7 +46,7 @@ def _step_fn(config: dict, x: torch.Tensor, y: torch.Tensor):
     config = dict(config)
     torch.manual_seed(0)
     model = operators.build(config.pop("name"), x.shape[1], y.shape[1], **config).to(x.device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    optimizer = make_optimizer(model.parameters(), TrainConfig(optimizer="adamw", lr=1e-3))  # the trainer's
 
     def step():
         optimizer.zero_grad(set_to_none=True)

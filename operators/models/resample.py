@@ -83,15 +83,19 @@ def _up_axis_adjoint(grad: torch.Tensor, axis: int) -> torch.Tensor:
 
 
 class _Upsample2x(torch.autograd.Function):
+    """Axis by axis, the last (contiguous) axis first: its interleaving writes every other value, so
+    it runs on the smallest intermediate; the other axes then move whole rows (the backward, the
+    adjoint, runs the axes in the opposite order for the same reason)."""
+
     @staticmethod
     def forward(ctx, x):
-        for axis in range(2, x.ndim):
+        for axis in reversed(range(2, x.ndim)):
             x = _up_axis(x, axis)
         return x
 
     @staticmethod
     def backward(ctx, grad):
-        for axis in reversed(range(2, grad.ndim)):
+        for axis in range(2, grad.ndim):
             grad = _up_axis_adjoint(grad, axis)
         return grad
 
