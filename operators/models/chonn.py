@@ -1,6 +1,6 @@
 """CHONN backbones: the FNO and U-Net hosts carrying Cascaded Kirchhoff Blocks (003, Fig. 2d-e).
 
-``chonn_fno`` puts a CKB of the chosen ``order`` in place of the local (``w0``) branch of every Fourier layer;
+``chonn_fno`` puts a CKB of the chosen ``order`` on the local (``w0``) branch of every Fourier layer;
 ``chonn_unet`` puts one in the deepest encoder and the deepest decoder stage. ``order = 0`` hosts no
 block, which is the host architecture exactly (same parameters, same output).
 """
@@ -66,7 +66,7 @@ def ckb_factory(config, n_dim: int):
 
 
 def build_chonn_fno(in_channels: int, out_channels: int, config: ChonnFNOConfig) -> nn.Module:
-    """FNO host with a CKB replacing each Fourier layer's local (w0) branch; ``(batch, channels, *spatial)``."""
+    """FNO host with a CKB on each Fourier layer's local branch; ``(batch, channels, *spatial)``."""
     return SpectralFNO(in_channels, out_channels, host_config(config, SpectralFNOConfig),
                        coarsened(ckb_factory(config, config.n_dim), config.downsample))
 

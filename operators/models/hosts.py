@@ -1,16 +1,14 @@
 """Host backbones assembled from neuraloperator's ``SpectralConv``: a thin FNO layer stack that can
 carry a block (CKB, NAC) in each Fourier layer.
 
-One Fourier layer (Li et al. 2021, Eq. 2), and the same layer hosting a block ``B``::
+One Fourier layer (Li et al. 2021, Eq. 2, with the hosted block ``B`` on the local branch)::
 
-    v ← σ( K(v) + W v )      without a block (K = SpectralConv, W = 1×1 convolution): the FNO paper
-    v ← σ( K(v) + B(v) )     with one: B replaces the local ``w0`` branch W
+    v ← σ( K(v) + W(B(v)) )        K = SpectralConv, W = 1×1 convolution, B = block or identity
 
-as the CHONN paper's FNO variant "replaces the w0 convolutional branch with the proposed cascaded
-state-space evolution operator" (003, Methods, Navier–Stokes). The hosted blocks are residual
-(B(v) = v + branch(v): the CKB, :class:`Coarsened`, the spatial NAC), so the identity path of the
-local branch stays. A host built with no block (an order-0 CKB builds none) is the plain FNO layer
-stack with its W convolutions.
+With ``B = identity`` this is exactly the FNO-paper layer; the CHONN paper's FNO variant puts the
+cascaded evolution operator on this ``w0`` branch (003, Methods, Navier–Stokes). Because the block is
+an identity when absent, a host built with no block and one built with an order-0 block have the
+same parameters and compute the same function.
 """
 
 from __future__ import annotations
@@ -54,8 +52,7 @@ def conv_nd(n_dim: int, in_channels: int, out_channels: int, kernel_size: int = 
 
 
 class SpectralFNO(nn.Module):
-    """FNO built of ``SpectralConv`` + 1×1 skip layers, or of ``SpectralConv`` + a hosted block in
-    each layer (the block replaces the 1×1 skip; see the module docstring).
+    """FNO built of ``SpectralConv`` + 1×1 skip layers, optionally hosting a block in each layer.
 
     Args:
         in_channels, out_channels: channels of the input ``(batch, in_channels, *spatial)`` and the
@@ -73,9 +70,10 @@ class SpectralFNO(nn.Module):
         self.grid = GridEmbeddingND(in_channels, dim=n_dim, grid_boundaries=[[0.0, 1.0]] * n_dim) if config.grid else None
         self.lift = conv_nd(n_dim, in_channels + (n_dim if config.grid else 0), width)
         self.spectral = nn.ModuleList(SpectralConv(width, width, modes) for _ in range(config.n_layers))
-        # the local branch of each layer: the 1×1 convolution W, or the hosted block that replaces it
-        local = (lambda: make_block(width)) if make_block else (lambda: conv_nd(n_dim, width, width))
-        self.local = nn.ModuleList(local() for _ in range(config.n_layers))
+        self.skips = nn.ModuleList(conv_nd(n_dim, width, width) for _ in range(config.n_layers))
+        self.blocks = nn.ModuleList(
+            (make_block(width) if make_block else nn.Identity()) for _ in range(config.n_layers)
+        )
         hidden = int(config.projection_ratio * width)
         self.project = nn.Sequential(conv_nd(n_dim, width, hidden), nn.GELU(), conv_nd(n_dim, hidden, out_channels))
 
@@ -86,8 +84,8 @@ class SpectralFNO(nn.Module):
             x = self.grid(x)
         v = self.lift(x)
         last = len(self.spectral) - 1
-        for i, (spectral, local) in enumerate(zip(self.spectral, self.local)):
-            v = spectral(v) + local(v)
+        for i, (spectral, skip, block) in enumerate(zip(self.spectral, self.skips, self.blocks)):
+            v = spectral(v) + skip(block(v))
             if i < last:
                 v = F.gelu(v)
         return self.project(v)

@@ -113,7 +113,7 @@ def _factory(config):
 
 
 def build_nac_fno(in_channels: int, out_channels: int, config: NACFNOConfig) -> nn.Module:
-    """FNO host with a spatial NAC replacing each Fourier layer's local branch (``tokens="space"``), or a
+    """FNO host with a spatial NAC on each Fourier layer's local branch (``tokens="space"``), or a
     :class:`TemporalNAC` history encoder in front of the plain host (``tokens="time"``)."""
     host = host_config(config, SpectralFNOConfig)
     if config.tokens == "space":
