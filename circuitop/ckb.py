@@ -229,7 +229,9 @@ class _FieldBlock(nn.Module):
         outputs = []
         for order in orders:
             perm = [0] + order + [1]
-            seq = x.permute(perm).reshape(x.shape[0], -1, d_model)
+            # one explicit copy into the sequence layout: the block's norm would otherwise make its
+            # own contiguous copy in the forward and again in the backward
+            seq = x.permute(perm).reshape(x.shape[0], -1, d_model).contiguous()
             flips = [False, True] if self.bidirectional else [False]
             for flip in flips:
                 y = self.block(seq.flip(1)).flip(1) if flip else self.block(seq)
