@@ -26,7 +26,13 @@ from torch.nn import functional as F
 from . import _native
 from .knc import KirchhoffCell, _check_dt, _check_sequence
 
-__all__ = ["CascadedKirchhoffBlock", "CascadedKirchhoffBlock1d", "CascadedKirchhoffBlock2d", "causal_depthwise_conv"]
+__all__ = [
+    "CascadedKirchhoffBlock",
+    "CascadedKirchhoffBlock1d",
+    "CascadedKirchhoffBlock2d",
+    "causal_depthwise_conv",
+    "gated_sum",
+]
 
 
 class CascadedKirchhoffBlock(nn.Module):
@@ -104,9 +110,10 @@ def causal_depthwise_conv(u: torch.Tensor, weight: torch.Tensor, bias: torch.Ten
     """``nn.Conv1d(groups=channels)`` with ``kernel - 1`` zeros of left padding, on ``(batch, length,
     channels)`` without transposing: y_t = bias + Σ_k weight[:, 0, k] · u_{t - (kernel - 1) + k}.
 
-    A multiply-add per tap on shifted views keeps the sequence layout of the cells (the Conv1d route
-    needs a transposed copy in and out, which cost more than the convolution itself); the backward
-    accumulates the taps into one buffer instead of one zero-padded gradient per tap.
+    Both paths keep the sequence layout of the cells (the Conv1d route needs a transposed copy in and
+    out, which cost more than the convolution itself): CPU float32/float64 tensors take one native
+    pass forward and one backward (``csrc/kirchhoff.cpp``); other devices and dtypes a multiply-add
+    per tap on shifted views, whose backward accumulates the taps into one buffer.
 
     Args:
         u: ``(batch, length, channels)``.

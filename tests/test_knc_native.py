@@ -62,8 +62,8 @@ def _assert_same(native_results, torch_results, tol):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("length", [1, 7, 8, 9, 17, 50])
 def test_native_matches_torch_across_chunk_boundaries(native, dtype, length):
-    """64 x 64 states per step make the backward recompute chunks of 8 (float64) or 16 (float32)
-    steps, so these lengths end before, on and after chunk boundaries."""
+    """64 x 64 states per step make the backward recompute chunks of 8 steps (its minimum, in float32
+    and float64), so these lengths end before, on and after chunk boundaries."""
     for irregular in (True, False):
         inputs = _inputs(2, length, 64, 64, dtype, irregular=irregular)
         _assert_same(_values_and_grads(_native_fn, inputs), _values_and_grads(_torch_fn, inputs), TOL[dtype])
