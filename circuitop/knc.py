@@ -218,8 +218,8 @@ class _NativeZohScanFn(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_y):
         u, proj, dt, lam, skip, checkpoints = ctx.saved_tensors
-        du, dproj, ddt, dlam, dskip = _native.kirchhoff_ops().zoh_backward(u, proj, dt, lam, skip, checkpoints,
-                                                                 grad_y.contiguous())
+        ops = _native.kirchhoff_ops()
+        du, dproj, ddt, dlam, dskip = ops.zoh_backward(u, proj, dt, lam, skip, checkpoints, grad_y.contiguous())
         return du, dproj, (ddt if dt is not None else None), dlam, dskip
 
 

@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -237,10 +238,10 @@ inline __attribute__((always_inline)) void forward_item(const T* u, const T* pro
 template <typename T>
 inline __attribute__((always_inline)) void backward_step(
     const T* __restrict__ u, const T* __restrict__ delta, const T* __restrict__ b, const T* __restrict__ c,
-    const T* __restrict__ skip, const T* __restrict__ dy, const T* __restrict__ v, const T* __restrict__ v_prev, const T* __restrict__ a_t,
-    const T* __restrict__ phi_t, const T* __restrict__ lam, const T* __restrict__ nil, T* __restrict__ G,
-    T* __restrict__ du, T* __restrict__ ddelta, T* __restrict__ db, T* __restrict__ dc, T* __restrict__ dlam,
-    int64_t D, int64_t N) {
+    const T* __restrict__ skip, const T* __restrict__ dy, const T* __restrict__ v, const T* __restrict__ v_prev,
+    const T* __restrict__ a_t, const T* __restrict__ phi_t, const T* __restrict__ lam, const T* __restrict__ nil,
+    T* __restrict__ G, T* __restrict__ du, T* __restrict__ ddelta, T* __restrict__ db, T* __restrict__ dc,
+    T* __restrict__ dlam, int64_t D, int64_t N) {
   for (int64_t d = 0; d < D; ++d) {
     du[d] = skip[d] * dy[d];
     ddelta[d] = T(0);
@@ -463,63 +464,24 @@ CIRCUITOP_ITEMS(double, d_avx2, CIRCUITOP_AVX2)
 CIRCUITOP_ITEMS(double, d_base, )
 #undef CIRCUITOP_ITEMS
 
-template <typename T>
-void forward_one(const T* u, const T* proj, const T* dt, const T* skip, const Rates<T>& r, T* y, T* ckpt,
-                 const Dims& s) {
-  if constexpr (std::is_same_v<T, float>) {
-    (use_avx2() ? forward_f_avx2 : forward_f_base)(u, proj, dt, skip, r, y, ckpt, s);
-  } else {
-    (use_avx2() ? forward_d_avx2 : forward_d_base)(u, proj, dt, skip, r, y, ckpt, s);
+// NAME_one<T>(args...): the AVX2 + FMA build of the entry point NAME for T when the CPU has them,
+// else the baseline build.
+#define CIRCUITOP_DISPATCH(NAME)                                                                            \
+  template <typename T, typename... Args>                                                                   \
+  void NAME##_one(Args&&... args) {                                                                         \
+    if constexpr (std::is_same_v<T, float>) {                                                               \
+      (use_avx2() ? NAME##_f_avx2 : NAME##_f_base)(std::forward<Args>(args)...);                            \
+    } else {                                                                                                \
+      (use_avx2() ? NAME##_d_avx2 : NAME##_d_base)(std::forward<Args>(args)...);                            \
+    }                                                                                                       \
   }
-}
-
-template <typename T>
-void backward_one(const T* u, const T* proj, const T* dt, const T* skip, const T* dy, const T* ckpt,
-                  const Rates<T>& r, T* du, T* dproj, T* ddt, T* dlam, T* dskip, const Dims& s) {
-  if constexpr (std::is_same_v<T, float>) {
-    (use_avx2() ? backward_f_avx2 : backward_f_base)(u, proj, dt, skip, dy, ckpt, r, du, dproj, ddt, dlam, dskip, s);
-  } else {
-    (use_avx2() ? backward_d_avx2 : backward_d_base)(u, proj, dt, skip, dy, ckpt, r, du, dproj, ddt, dlam, dskip, s);
-  }
-}
-
-template <typename T>
-void conv_forward_one(const T* u, const T* taps, const T* bias, T* y, int64_t L, int64_t C, int64_t K) {
-  if constexpr (std::is_same_v<T, float>) {
-    (use_avx2() ? conv_forward_f_avx2 : conv_forward_f_base)(u, taps, bias, y, L, C, K);
-  } else {
-    (use_avx2() ? conv_forward_d_avx2 : conv_forward_d_base)(u, taps, bias, y, L, C, K);
-  }
-}
-
-template <typename T>
-void conv_backward_one(const T* u, const T* taps, const T* dy, T* du, T* dtaps, T* dbias, int64_t L, int64_t C,
-                       int64_t K) {
-  if constexpr (std::is_same_v<T, float>) {
-    (use_avx2() ? conv_backward_f_avx2 : conv_backward_f_base)(u, taps, dy, du, dtaps, dbias, L, C, K);
-  } else {
-    (use_avx2() ? conv_backward_d_avx2 : conv_backward_d_base)(u, taps, dy, du, dtaps, dbias, L, C, K);
-  }
-}
-
-template <typename T>
-void gate_forward_one(const T* const* ys, int64_t order, const T* g, T* out, int64_t begin, int64_t end) {
-  if constexpr (std::is_same_v<T, float>) {
-    (use_avx2() ? gate_forward_f_avx2 : gate_forward_f_base)(ys, order, g, out, begin, end);
-  } else {
-    (use_avx2() ? gate_forward_d_avx2 : gate_forward_d_base)(ys, order, g, out, begin, end);
-  }
-}
-
-template <typename T>
-void gate_backward_one(const T* const* ys, int64_t order, const T* g, const T* dout, T* dtotal, T* dg,
-                       int64_t begin, int64_t end) {
-  if constexpr (std::is_same_v<T, float>) {
-    (use_avx2() ? gate_backward_f_avx2 : gate_backward_f_base)(ys, order, g, dout, dtotal, dg, begin, end);
-  } else {
-    (use_avx2() ? gate_backward_d_avx2 : gate_backward_d_base)(ys, order, g, dout, dtotal, dg, begin, end);
-  }
-}
+CIRCUITOP_DISPATCH(forward)
+CIRCUITOP_DISPATCH(backward)
+CIRCUITOP_DISPATCH(conv_forward)
+CIRCUITOP_DISPATCH(conv_backward)
+CIRCUITOP_DISPATCH(gate_forward)
+CIRCUITOP_DISPATCH(gate_backward)
+#undef CIRCUITOP_DISPATCH
 
 // Steps per chunk: the recomputed states and coefficients of one chunk, 3 x K x d_state x d_inner
 // values, stay within about 384 KiB (L2), between 8 and 256 steps.
@@ -567,9 +529,9 @@ std::vector<torch::Tensor> zoh_forward(const torch::Tensor& u, const torch::Tens
     const scalar_t* dt_ptr = optional_ptr<scalar_t>(dt);
     at::parallel_for(0, s.batch, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        forward_one(u.data_ptr<scalar_t>() + i * LD, proj.data_ptr<scalar_t>() + i * LP,
-                    dt_ptr == nullptr ? nullptr : dt_ptr + i * s.length, skip.data_ptr<scalar_t>(), r,
-                    y.data_ptr<scalar_t>() + i * LD, ckpt.data_ptr<scalar_t>() + i * CK, s);
+        forward_one<scalar_t>(u.data_ptr<scalar_t>() + i * LD, proj.data_ptr<scalar_t>() + i * LP,
+                              dt_ptr == nullptr ? nullptr : dt_ptr + i * s.length, skip.data_ptr<scalar_t>(), r,
+                              y.data_ptr<scalar_t>() + i * LD, ckpt.data_ptr<scalar_t>() + i * CK, s);
       }
     });
   });
@@ -598,12 +560,12 @@ std::vector<torch::Tensor> zoh_backward(const torch::Tensor& u, const torch::Ten
     scalar_t* ddt_ptr = dt.has_value() ? ddt.data_ptr<scalar_t>() : nullptr;
     at::parallel_for(0, s.batch, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        backward_one(u.data_ptr<scalar_t>() + i * LD, proj.data_ptr<scalar_t>() + i * LP,
-                     dt_ptr == nullptr ? nullptr : dt_ptr + i * s.length, skip.data_ptr<scalar_t>(),
-                     dy.data_ptr<scalar_t>() + i * LD, ckpt.data_ptr<scalar_t>() + i * CK, r,
-                     du.data_ptr<scalar_t>() + i * LD, dproj.data_ptr<scalar_t>() + i * LP,
-                     ddt_ptr == nullptr ? nullptr : ddt_ptr + i * s.length, dlam.data_ptr<scalar_t>() + i * ND,
-                     dskip.data_ptr<scalar_t>() + i * s.d_inner, s);
+        backward_one<scalar_t>(u.data_ptr<scalar_t>() + i * LD, proj.data_ptr<scalar_t>() + i * LP,
+                               dt_ptr == nullptr ? nullptr : dt_ptr + i * s.length, skip.data_ptr<scalar_t>(),
+                               dy.data_ptr<scalar_t>() + i * LD, ckpt.data_ptr<scalar_t>() + i * CK, r,
+                               du.data_ptr<scalar_t>() + i * LD, dproj.data_ptr<scalar_t>() + i * LP,
+                               ddt_ptr == nullptr ? nullptr : ddt_ptr + i * s.length,
+                               dlam.data_ptr<scalar_t>() + i * ND, dskip.data_ptr<scalar_t>() + i * s.d_inner, s);
       }
     });
   });
@@ -638,8 +600,8 @@ torch::Tensor conv_forward(const torch::Tensor& u, const torch::Tensor& taps, co
   AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "circuitop_conv_forward", [&] {
     at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        conv_forward_one(u.data_ptr<scalar_t>() + i * L * C, tk.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(),
-                         y.data_ptr<scalar_t>() + i * L * C, L, C, K);
+        conv_forward_one<scalar_t>(u.data_ptr<scalar_t>() + i * L * C, tk.data_ptr<scalar_t>(),
+                                   b.data_ptr<scalar_t>(), y.data_ptr<scalar_t>() + i * L * C, L, C, K);
       }
     });
   });
@@ -657,9 +619,10 @@ std::vector<torch::Tensor> conv_backward(const torch::Tensor& u, const torch::Te
   AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "circuitop_conv_backward", [&] {
     at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        conv_backward_one(u.data_ptr<scalar_t>() + i * L * C, tk.data_ptr<scalar_t>(),
-                          dy.data_ptr<scalar_t>() + i * L * C, du.data_ptr<scalar_t>() + i * L * C,
-                          dtaps.data_ptr<scalar_t>() + i * K * C, dbias.data_ptr<scalar_t>() + i * C, L, C, K);
+        conv_backward_one<scalar_t>(u.data_ptr<scalar_t>() + i * L * C, tk.data_ptr<scalar_t>(),
+                                    dy.data_ptr<scalar_t>() + i * L * C, du.data_ptr<scalar_t>() + i * L * C,
+                                    dtaps.data_ptr<scalar_t>() + i * K * C, dbias.data_ptr<scalar_t>() + i * C,
+                                    L, C, K);
       }
     });
   });
@@ -688,8 +651,8 @@ torch::Tensor gate_forward(const torch::Tensor& g, const std::vector<torch::Tens
   AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "circuitop_gate_forward", [&] {
     const auto y = pointers<scalar_t>(ys);
     at::parallel_for(0, g.numel(), kGateGrain, [&](int64_t begin, int64_t end) {
-      gate_forward_one(y.data(), static_cast<int64_t>(y.size()), g.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
-                       begin, end);
+      gate_forward_one<scalar_t>(y.data(), static_cast<int64_t>(y.size()), g.data_ptr<scalar_t>(),
+                                 out.data_ptr<scalar_t>(), begin, end);
     });
   });
   return out;
@@ -704,8 +667,9 @@ std::vector<torch::Tensor> gate_backward(const torch::Tensor& g, const std::vect
   AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "circuitop_gate_backward", [&] {
     const auto y = pointers<scalar_t>(ys);
     at::parallel_for(0, g.numel(), kGateGrain, [&](int64_t begin, int64_t end) {
-      gate_backward_one(y.data(), static_cast<int64_t>(y.size()), g.data_ptr<scalar_t>(), dout.data_ptr<scalar_t>(),
-                        dtotal.data_ptr<scalar_t>(), dg.data_ptr<scalar_t>(), begin, end);
+      gate_backward_one<scalar_t>(y.data(), static_cast<int64_t>(y.size()), g.data_ptr<scalar_t>(),
+                                  dout.data_ptr<scalar_t>(), dtotal.data_ptr<scalar_t>(), dg.data_ptr<scalar_t>(),
+                                  begin, end);
     });
   });
   return {dtotal, dg};
