@@ -75,21 +75,22 @@ def test_cascade_sums_serial_stage_outputs():
     torch.testing.assert_close(branch, total * torch.nn.functional.silu(g), rtol=1e-13, atol=1e-13)
 
 
-def _path(native: bool, monkeypatch) -> None:
-    """Selects the native kernels (skipped when they cannot be built) or the torch path (the GPU's)."""
-    if not native:
+def _path(native: bool, request, monkeypatch) -> None:
+    """Selects the native kernels (skipped by conftest's ``kirchhoff_native`` when they are disabled or
+    cannot be built) or the torch path (the GPU's)."""
+    if native:
+        request.getfixturevalue("kirchhoff_native")
+    else:
         monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "0")
-    elif _native.kirchhoff_ops() is None:
-        pytest.skip(f"native Kirchhoff extension unavailable: {_native.scan_build_error('kirchhoff')}")
 
 
 @pytest.mark.parametrize("native", [True, False])
 @pytest.mark.parametrize("kernel, length", [(1, 11), (2, 11), (4, 11), (4, 2), (5, 1)])
-def test_causal_depthwise_conv_equals_left_padded_conv1d(kernel, length, native, monkeypatch):
+def test_causal_depthwise_conv_equals_left_padded_conv1d(kernel, length, native, request, monkeypatch):
     """The (batch, length, channels) depthwise convolution equals nn.Conv1d(groups=channels) on the
     transposed input with kernel - 1 zeros of left padding, in values and gradients, on the native
     and the torch path, also for sequences shorter than the kernel."""
-    _path(native, monkeypatch)
+    _path(native, request, monkeypatch)
     conv = torch.nn.Conv1d(5, 5, kernel, groups=5).double()
     u = _randn(3, length, 5).requires_grad_()
     fast = causal_depthwise_conv(u, conv.weight, conv.bias)
@@ -104,10 +105,10 @@ def test_causal_depthwise_conv_equals_left_padded_conv1d(kernel, length, native,
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("order", [1, 2, 3])
-def test_native_gated_sum_equals_torch(order, dtype, monkeypatch):
+def test_native_gated_sum_equals_torch(order, dtype, request, monkeypatch):
     """Eqs. 36–37's ȳ ⊙ SiLU(g) in the native pass equals torch's sum · silu in values and in the
     gradients of g and of every stage output, for gate values up to ±60 (sigmoid saturates, no overflow)."""
-    _path(True, monkeypatch)
+    _path(True, request, monkeypatch)
     g = (_randn(2, 9, 5, seed=1) * 20).clamp(-60, 60).to(dtype).requires_grad_()
     ys = [_randn(2, 9, 5, seed=2 + r).to(dtype).requires_grad_() for r in range(order)]
     weight = _randn(2, 9, 5, seed=9).to(dtype)
