@@ -2,7 +2,9 @@
 
 1. Scan forward+backward, ``selective_scan`` (default path: the native C++ kernel on CPU) vs the plain
    loop ``selective_scan_ref`` at batch 8 x 4096 steps x 64 channels (target: >= 100x faster); an
-   extra row for the chunked torch fallback (``CIRCUITOP_NATIVE_SCAN=0``).
+   extra row for the chunked torch fallback (``CIRCUITOP_NATIVE_SCAN=0``), and one for the traffic
+   floor: three elementwise torch passes that read and write the bytes a forward+backward scan must
+   (the largest ratio a memory-bound machine allows, whatever the scan).
 2. Scan forward+backward at 8 x 4096 x 64 x d_state 16 against one elementwise pass over a tensor of
    that size (``torch.mul(x, y)``, timed the same way). The memory-traffic floor of a forward+backward
    scan is about 6–8 such passes (target: within 10x); the default path, then the torch fallback
@@ -59,6 +61,22 @@ def _inputs(shape):
     return a, b, torch.randn(shape)
 
 
+def _traffic_floor(a, b, weight):
+    """Elementwise torch passes that move the bytes a forward+backward scan must move: forward
+    ``h = a * b`` (read 2, write 1), backward ``g = grad_h + a * h`` and ``grad_a = g * h``
+    (read 3 + 2, write 2) into preallocated outputs. No scan can beat this time by much on a
+    memory-bound machine, so ``loop / floor`` is about the largest ``loop / scan`` ratio it allows."""
+    a, b = a.detach(), b.detach()
+    h, g, grad_a = torch.empty_like(a), torch.empty_like(a), torch.empty_like(a)
+
+    def run():
+        torch.mul(a, b, out=h)
+        torch.addcmul(weight, a, h, out=g)
+        torch.mul(g, h, out=grad_a)
+
+    return run
+
+
 def _scan_vs_loop(quick: bool) -> list[Row]:
     shape = (8, 1024 if quick else 4096, 64)
     a, b, weight = _inputs(shape)
@@ -66,11 +84,15 @@ def _scan_vs_loop(quick: bool) -> list[Row]:
     t_ref = best_time(_scan_fwd_bwd(selective_scan_ref, a, b, weight), repeat=repeat)
     path = _default_path()
     t_fast = best_time(_scan_fwd_bwd(selective_scan, a, b, weight), repeat=20)  # ms each: noisy, take many
+    t_floor = best_time(_traffic_floor(a, b, weight), repeat=20)
     with _torch_path():
         t_chunked = best_time(_scan_fwd_bwd(selective_scan, a, b, weight), repeat=repeat + 2)
     size = "x".join(map(str, shape))
     return [Row(f"scan fwd+bwd {size}", f"loop / default ({path})", t_ref / t_fast, "x",
                 f"loop {1e3 * t_ref:.0f} ms, default {1e3 * t_fast:.1f} ms (target >= 100x)"),
+            Row(f"scan fwd+bwd {size}", "loop / traffic floor", t_ref / t_floor, "x",
+                f"3 elementwise passes moving the scan's bytes: {1e3 * t_floor:.1f} ms; "
+                f"default / floor {t_fast / t_floor:.2f}x"),
             Row(f"scan fwd+bwd {size}", "loop / torch chunked", t_ref / t_chunked, "x",
                 f"chunked {1e3 * t_chunked:.1f} ms")]
 
