@@ -132,7 +132,7 @@ class KirchhoffCell(nn.Module):
         self._check(u, dt)
         if v0 is None and not return_state:  # fused: no (batch, time, d_inner, d_state) autograd graph
             return self._run(u, dt)
-        z, b, c = self.delta_proj(u), self.b_proj(u), self.c_proj(u)
+        z, b, c = _split_projections(self._projections(u), self.d_state)
         alpha_bar, inject = _zoh_terms(u, _step_sizes(z, dt), self.lam, b)
         v = selective_scan(alpha_bar, inject, v0)
         y = torch.einsum("btdn,btn->btd", v, c) + self.d * u
@@ -174,6 +174,12 @@ def _zoh_terms(u, delta, lam, b):
     return torch.exp(neg_rate), torch.expm1(neg_rate) * (u.unsqueeze(-1) * (b.unsqueeze(-2) / -lam))
 
 
+def _split_projections(proj: torch.Tensor, d_state: int):
+    """``(z, b, c)`` views of ``proj = [z | b | c] (batch, time, d_inner + 2 d_state)``
+    (:meth:`KirchhoffCell._projections`)."""
+    return proj.split([proj.shape[-1] - 2 * d_state, d_state, d_state], -1)
+
+
 def _step_sizes(z: torch.Tensor, dt: torch.Tensor | None) -> torch.Tensor:
     """Δ = softplus(z) (Eq. 33), times the real step sizes ``dt (batch, time)`` when given."""
     delta = F.softplus(z)
@@ -194,8 +200,7 @@ def _fused_zoh_scan(u, proj, dt, lam, skip):
                                    skip.float())
     if _native.kirchhoff_for(u, proj, lam, skip) is not None:
         return _NativeZohScanFn.apply(u, proj, None if dt is None else dt.to(u.dtype), lam, skip)
-    d_state = lam.shape[-1]
-    z, b, c = proj.split([u.shape[-1], d_state, d_state], -1)
+    z, b, c = _split_projections(proj, lam.shape[-1])
     return _ZohScanFn.apply(u, _step_sizes(z, dt), lam, b, c) + skip * u
 
 

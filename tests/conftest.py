@@ -16,10 +16,21 @@ def one_thread():
     torch.set_num_threads(old)
 
 
+def _skip_unless_built(stem: str, ops) -> None:
+    """Skips the test unless the native kernels are enabled and ``ops()`` (their build) succeeds."""
+    if not _native.native_scan_enabled():
+        pytest.skip("native kernels disabled by CIRCUITOP_NATIVE_SCAN=0 in the environment")
+    if ops() is None:
+        pytest.skip(f"native {stem} extension cannot be built here: {_native.scan_build_error(stem)}")
+
+
 @pytest.fixture
 def kirchhoff_native():
     """Skips the test unless the native Kirchhoff kernels (``csrc/kirchhoff.cpp``) are enabled and built."""
-    if not _native.native_scan_enabled():
-        pytest.skip("native kernels disabled by CIRCUITOP_NATIVE_SCAN=0 in the environment")
-    if _native.kirchhoff_ops() is None:
-        pytest.skip(f"native Kirchhoff extension cannot be built here: {_native.scan_build_error('kirchhoff')}")
+    _skip_unless_built("kirchhoff", _native.kirchhoff_ops)
+
+
+@pytest.fixture
+def scan_native():
+    """Skips the test unless the native scan kernel (``csrc/scan.cpp``) is enabled and built."""
+    _skip_unless_built("scan", _native.scan_ops)

@@ -11,17 +11,9 @@ from circuitop import _native, scan as scan_module, selective_scan, selective_sc
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: dict(rtol=1e-12, atol=1e-12)}
 
 
-def _skip_unless_native():
-    if not _native.native_scan_enabled():
-        pytest.skip("native scan disabled by CIRCUITOP_NATIVE_SCAN=0 in the environment")
-    if _native.scan_ops() is None:
-        pytest.skip(f"native scan extension cannot be built here: {_native.scan_build_error()}")
-
-
 @pytest.fixture
-def native():
+def native(scan_native):
     """The native path, enabled (tests skip when the extension cannot be built on this machine)."""
-    _skip_unless_native()
 
 
 @pytest.fixture
@@ -34,7 +26,7 @@ def torch_path(monkeypatch):
 def scan_path(request, monkeypatch):
     """Run the test on the native path and on the chunked torch fallback."""
     if request.param == "native":
-        _skip_unless_native()
+        request.getfixturevalue("scan_native")
     else:
         monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "0")
     return request.param
