@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["native_scan_enabled", "scan_build_error", "scan_ops", "kirchhoff_ops", "kirchhoff_for"]
+__all__ = ["native_scan_enabled", "scan_build_error", "scan_ops", "scan_for", "kirchhoff_ops", "kirchhoff_for"]
 
 _CSRC = Path(__file__).with_name("csrc")
 _lock = threading.Lock()
@@ -43,15 +43,25 @@ def kirchhoff_ops():
     return _extension("kirchhoff")
 
 
-def kirchhoff_for(*tensors: torch.Tensor):
-    """:func:`kirchhoff_ops` when every tensor is a CPU float32 or float64 tensor, all of one dtype
-    (what the kernels take), else None (then the caller takes its torch path)."""
-    dtype = tensors[0].dtype
-    if dtype not in (torch.float32, torch.float64):
-        return None
-    if any(t.device.type != "cpu" or t.dtype != dtype for t in tensors):
-        return None
-    return _extension("kirchhoff")  # directly, so a build warning points where kirchhoff_ops' would
+def scan_for(*tensors: torch.Tensor | None):
+    """:func:`scan_ops` when the given tensors (None entries skipped) suit its kernels (see
+    :func:`_suit`), else None (then the caller takes its torch path)."""
+    return _extension("scan") if _suit(tensors) else None
+
+
+def kirchhoff_for(*tensors: torch.Tensor | None):
+    """:func:`kirchhoff_ops` when the given tensors (None entries skipped) suit its kernels (see
+    :func:`_suit`), else None (then the caller takes its torch path)."""
+    return _extension("kirchhoff") if _suit(tensors) else None
+
+
+def _suit(tensors) -> bool:
+    """Whether every tensor (None skipped) is a CPU float32 or float64 tensor, all of one dtype:
+    what the native kernels take. (The ``*_for`` functions call ``_extension`` themselves, so that a
+    build warning points at their caller, as one from ``scan_ops`` / ``kirchhoff_ops`` does.)"""
+    present = [t for t in tensors if t is not None]
+    dtype = present[0].dtype
+    return dtype in (torch.float32, torch.float64) and all(t.device.type == "cpu" and t.dtype == dtype for t in present)
 
 
 def _extension(stem: str):

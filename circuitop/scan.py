@@ -128,17 +128,10 @@ def selective_scan(
     _check_inputs(a, b, h0)
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size: expected a positive integer, found {chunk_size}")
-    if _native_scan(a, b, h0) is not None:
+    if _native.scan_for(a, b, h0) is not None:
         return _NativeScanFn.apply(a, b, h0)
     q = chunk_size or _chunk_length(a.shape[1])
     return _ScanFn.apply(a, b, h0, min(q, a.shape[1]))
-
-
-def _native_scan(*tensors):
-    """The native scan module when every given tensor suits it (CPU, float32/float64), else None."""
-    if not all(t is None or (t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)) for t in tensors):
-        return None
-    return _native.scan_ops()
 
 
 def _flat(x: torch.Tensor, batch: int, length: int | None = None) -> torch.Tensor:
@@ -234,8 +227,8 @@ def _unchunked(h: torch.Tensor, length: int) -> torch.Tensor:
 
 def _forward_scan(a, b, h0, q: int) -> torch.Tensor:
     """h_t = a_t h_{t-1} + b_t on ``(batch, time, channels)`` (no autograd): the native kernel when
-    available (see :func:`_native_scan`), else the chunked torch scan with chunk length ``q``."""
-    ops = _native_scan(a, b, h0)
+    available (see :func:`circuitop._native.scan_for`), else the chunked torch scan with chunk length ``q``."""
+    ops = _native.scan_for(a, b, h0)
     if ops is not None:
         return ops.forward(a.contiguous(), b.contiguous(), None if h0 is None else h0.contiguous())
     return _forward_scan_torch(a, b, h0, q)
@@ -244,7 +237,7 @@ def _forward_scan(a, b, h0, q: int) -> torch.Tensor:
 def _reverse_scan(a, grad_h, q: int) -> torch.Tensor:
     """g_t = grad_h_t + a_{t+1} g_{t+1} on ``(batch, time, channels)`` (no autograd): native when
     available, else the chunked torch scan."""
-    ops = _native_scan(a, grad_h)
+    ops = _native.scan_for(a, grad_h)
     if ops is not None:
         return ops.reverse(a.contiguous(), grad_h.contiguous())
     return _reverse_scan_torch(a, grad_h, q)
