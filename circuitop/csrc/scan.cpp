@@ -168,6 +168,21 @@ inline __attribute__((always_inline)) void store_row(T* __restrict__ dst, const 
   for (int64_t c = 0; c < count; ++c) dst[c] = src[c];
 }
 
+// Software prefetch for the backward at step t: the rows of grad_h and a kPrefetchRows steps ahead
+// (and of h one step before them, when h is given), `width` channels; the hardware's prefetcher
+// falls behind on a busy machine.
+template <typename T>
+inline __attribute__((always_inline)) void prefetch_ahead(const T* a, const T* h, const T* grad_h, int64_t t,
+                                                          int64_t channels, int64_t width) {
+  if (t <= kPrefetchRows) return;
+  const int64_t pf = (t - kPrefetchRows) * channels;
+  for (int64_t c = 0; c < width; c += 64 / int64_t(sizeof(T))) {
+    __builtin_prefetch(grad_h + pf + c, 0, 3);
+    __builtin_prefetch(a + pf + c, 0, 3);
+    if (h != nullptr) __builtin_prefetch(h + pf - channels + c, 0, 3);
+  }
+}
+
 // Reverse pass of one work item: g_t = grad_h_t + a_{t+1} g_{t+1}; with grad_a also
 // grad_a_t = g_t h_{t-1} (h_{-1} = init or 0) and grad_init = a_0 g_0. The running g_t lives in a
 // local row (width <= kBlock), so the outputs g and grad_a are only written, never read back: with
@@ -190,14 +205,7 @@ inline __attribute__((always_inline)) void backward_item_impl(
     if (t != length - 1) {
       const T* __restrict__ gh = grad_h + off;
       const T* __restrict__ a_next = a + off + channels;
-      if (t > kPrefetchRows) {  // software prefetch: the hardware's falls behind on a busy machine
-        const int64_t pf = off - kPrefetchRows * channels;
-        for (int64_t c = 0; c < width; c += 64 / int64_t(sizeof(T))) {
-          __builtin_prefetch(grad_h + pf + c, 0, 3);
-          __builtin_prefetch(a + pf + c, 0, 3);
-          if (h != nullptr) __builtin_prefetch(h + pf - channels + c, 0, 3);
-        }
-      }
+      prefetch_ahead(a, h, grad_h, t, channels, width);
       for (int64_t c = 0; c < width; ++c) g_row[c] = gh[c] + a_next[c] * g_row[c];
     }
     store_row<Stream>(g + off, g_row, width);
@@ -281,14 +289,7 @@ inline __attribute__((always_inline)) void backward_item_reg(
   for (int64_t t = length - 1; t >= 0; --t) {
     const int64_t off = t * channels;
     if (t != length - 1) {
-      if (t > kPrefetchRows) {  // software prefetch: the hardware's falls behind on a busy machine
-        const int64_t pf = off - kPrefetchRows * channels;
-        for (int64_t c = 0; c < reg_width<T>(); c += 64 / int64_t(sizeof(T))) {
-          __builtin_prefetch(grad_h + pf + c, 0, 3);
-          __builtin_prefetch(a + pf + c, 0, 3);
-          if (h != nullptr) __builtin_prefetch(h + pf - channels + c, 0, 3);
-        }
-      }
+      prefetch_ahead(a, h, grad_h, t, channels, reg_width<T>());
       for (int j = 0; j < kRegVecs; ++j) s[j] = vload(grad_h + off + j * L) + vload(a + off + channels + j * L) * s[j];
     }
     for (int j = 0; j < kRegVecs; ++j) vstore<Stream>(g + off + j * L, s[j]);
