@@ -515,6 +515,13 @@ const T* optional_ptr(const c10::optional<torch::Tensor>& x) {
   return x.has_value() ? x->data_ptr<T>() : nullptr;
 }
 
+void check_sequence(const torch::Tensor& x, const torch::Tensor& like, const char* name) {
+  TORCH_CHECK(x.device().is_cpu() && x.is_contiguous() && x.scalar_type() == like.scalar_type() &&
+                  x.sizes() == like.sizes(),
+              name, ": expected a contiguous CPU tensor of shape ", like.sizes(), " and dtype ", like.scalar_type(),
+              ", found ", x.sizes(), " ", x.scalar_type());
+}
+
 // Returns (y, checkpoints); checkpoints are (batch, chunks, d_state, d_inner).
 std::vector<torch::Tensor> zoh_forward(const torch::Tensor& u, const torch::Tensor& proj,
                                        const c10::optional<torch::Tensor>& dt, const torch::Tensor& lam,
@@ -544,8 +551,7 @@ std::vector<torch::Tensor> zoh_backward(const torch::Tensor& u, const torch::Ten
                                         const torch::Tensor& skip, const torch::Tensor& ckpt,
                                         const torch::Tensor& dy) {
   const Dims s = check(u, proj, dt, lam, skip);
-  TORCH_CHECK(dy.sizes() == u.sizes() && dy.is_contiguous() && dy.scalar_type() == u.scalar_type(),
-              "dy: expected a contiguous tensor of u's shape and dtype");
+  check_sequence(dy, u, "dy");
   const std::vector<int64_t> ck = {s.batch, s.chunks(), s.d_state, s.d_inner};
   TORCH_CHECK(ckpt.sizes() == ck && ckpt.is_contiguous(), "checkpoints: expected ", ck, ", found ", ckpt.sizes());
   auto du = torch::empty_like(u), dproj = torch::empty_like(proj);
@@ -571,13 +577,6 @@ std::vector<torch::Tensor> zoh_backward(const torch::Tensor& u, const torch::Ten
   });
   // per-element partial sums: (batch, d_state, d_inner) -> (d_inner, d_state), (batch, d_inner) -> (d_inner)
   return {du, dproj, ddt, dlam.sum(0).t().contiguous(), dskip.sum(0)};
-}
-
-void check_sequence(const torch::Tensor& x, const torch::Tensor& like, const char* name) {
-  TORCH_CHECK(x.device().is_cpu() && x.is_contiguous() && x.scalar_type() == like.scalar_type() &&
-                  x.sizes() == like.sizes(),
-              name, ": expected a contiguous CPU tensor of shape ", like.sizes(), " and dtype ", like.scalar_type(),
-              ", found ", x.sizes(), " ", x.scalar_type());
 }
 
 void check_conv(const torch::Tensor& u, const torch::Tensor& taps) {
