@@ -200,6 +200,11 @@ def _fused_zoh_scan(u, proj, dt, lam, skip):
                                    skip.float())
     if _native.kirchhoff_for(u, proj, lam, skip) is not None:
         return _NativeZohScanFn.apply(u, proj, None if dt is None else dt.to(u.dtype), lam, skip)
+    return _torch_zoh_scan(u, proj, dt, lam, skip)
+
+
+def _torch_zoh_scan(u, proj, dt, lam, skip):
+    """The torch path of :func:`_fused_zoh_scan` (GPU, other dtypes, native kernels unavailable)."""
     z, b, c = _split_projections(proj, lam.shape[-1])
     return _ZohScanFn.apply(u, _step_sizes(z, dt), lam, b, c) + skip * u
 

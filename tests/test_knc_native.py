@@ -11,7 +11,7 @@ import torch
 from torch.nn import functional as F
 
 from circuitop import KirchhoffCell, _native
-from circuitop.knc import _NativeZohScanFn, _step_sizes, _ZohScanFn
+from circuitop.knc import _NativeZohScanFn, _torch_zoh_scan
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: dict(rtol=1e-12, atol=1e-12)}
 
@@ -37,15 +37,6 @@ def _inputs(batch, length, d_inner, d_state, dtype, seed=0, z_shift=-2.0, irregu
     return [None if t is None else t.requires_grad_() for t in (u, proj, dt, lam, skip)]
 
 
-def _native_fn(u, proj, dt, lam, skip):
-    return _NativeZohScanFn.apply(u, proj, dt, lam, skip)
-
-
-def _torch_fn(u, proj, dt, lam, skip):
-    z, b, c = proj.split([u.shape[-1], lam.shape[-1], lam.shape[-1]], -1)
-    return _ZohScanFn.apply(u, _step_sizes(z, dt), lam, b, c) + skip * u
-
-
 def _values_and_grads(fn, inputs, seed=1):
     y = fn(*inputs)
     weight = torch.randn(y.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(y.dtype)
@@ -66,7 +57,7 @@ def test_native_matches_torch_across_chunk_boundaries(native, dtype, length):
     and float64), so these lengths end before, on and after chunk boundaries."""
     for irregular in (True, False):
         inputs = _inputs(2, length, 64, 64, dtype, irregular=irregular)
-        _assert_same(_values_and_grads(_native_fn, inputs), _values_and_grads(_torch_fn, inputs), TOL[dtype])
+        _assert_same(_values_and_grads(_NativeZohScanFn.apply, inputs), _values_and_grads(_torch_zoh_scan, inputs), TOL[dtype])
 
 
 @pytest.mark.parametrize("z_shift", [-30.0, 8.0, 25.0])
@@ -75,7 +66,7 @@ def test_native_matches_torch_for_tiny_and_huge_steps(native, z_shift):
     underflows towards 0), and z beyond torch's softplus threshold 20: the one-polynomial exp/expm1
     and the in-kernel softplus stay at double precision."""
     inputs = _inputs(2, 30, 8, 16, torch.float64, z_shift=z_shift)
-    _assert_same(_values_and_grads(_native_fn, inputs), _values_and_grads(_torch_fn, inputs),
+    _assert_same(_values_and_grads(_NativeZohScanFn.apply, inputs), _values_and_grads(_torch_zoh_scan, inputs),
                  dict(rtol=1e-11, atol=1e-11))
 
 
@@ -84,17 +75,17 @@ def test_native_long_sequence_float32_against_float64(native):
     the float64 result."""
     inputs64 = _inputs(1, 65536, 4, 4, torch.float64, z_shift=-4.0)
     inputs32 = [t.detach().float().requires_grad_() for t in inputs64]
-    ref = _values_and_grads(_torch_fn, inputs64)
-    fast = _values_and_grads(_native_fn, inputs32)
+    ref = _values_and_grads(_torch_zoh_scan, inputs64)
+    fast = _values_and_grads(_NativeZohScanFn.apply, inputs32)
     _assert_same([t.double() for t in fast], ref, dict(rtol=1e-4, atol=1e-4))
 
 
 def test_native_is_independent_of_thread_count(native):
     """Work is split over the batch: two threads give bitwise the same values and gradients."""
     inputs = _inputs(5, 40, 16, 8, torch.float32)
-    one = _values_and_grads(_native_fn, inputs)
+    one = _values_and_grads(_NativeZohScanFn.apply, inputs)
     torch.set_num_threads(2)
-    two = _values_and_grads(_native_fn, inputs)
+    two = _values_and_grads(_NativeZohScanFn.apply, inputs)
     for a, b in zip(one, two):
         assert torch.equal(a, b)
 
