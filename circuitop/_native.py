@@ -31,7 +31,8 @@ def native_scan_enabled() -> bool:
 
 
 def scan_ops():
-    """The compiled plain scan (``csrc/scan.cpp``: ``forward``, ``backward``, ``reverse``), or None when
+    """The compiled plain scan (``csrc/scan.cpp``: ``scan``, the differentiable scan of ``(batch, time,
+    *channels)`` tensors; ``forward`` and ``reverse``, its two kernels), or None when
     it is disabled or cannot be built (then a single warning says why)."""
     return _extension("scan")
 

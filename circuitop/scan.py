@@ -24,7 +24,8 @@ g_t = dL/dh_t + a_{t+1} g_{t+1},  dL/db_t = g_t,  dL/da_t = g_t h_{t-1},  dL/dh0
 Native CPU path. On CPU tensors of float32/float64 the default is a C++ kernel
 (``circuitop/csrc/scan.cpp``, built on first use by :mod:`circuitop._native`): the plain sequential
 recurrence (the reference loop's arithmetic), parallel over batch x channel blocks, with a fused
-reverse-scan backward. It also serves the internal ``_forward_scan`` / ``_reverse_scan`` used by
+reverse-scan backward, wrapped as a C++ autograd function (its backward runs without Python; like
+``@once_differentiable``, its gradients refuse a second differentiation). It also serves the internal ``_forward_scan`` / ``_reverse_scan`` used by
 the KNC's fused path. The chunked torch scan above remains the path on GPU, for other dtypes, when
 the extension cannot be built (one warning) and when ``CIRCUITOP_NATIVE_SCAN=0`` is set.
 Native outputs of 1 MB or more come from a cache of freed output buffers (at most 256 MB kept) that
@@ -128,47 +129,11 @@ def selective_scan(
     _check_inputs(a, b, h0)
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size: expected a positive integer, found {chunk_size}")
-    if _native.scan_for(a, b, h0) is not None:
-        return _NativeScanFn.apply(a, b, h0)
+    ops = _native.scan_for(a, b, h0)
+    if ops is not None:
+        return ops.scan(a, b, h0)  # a C++ autograd node: no Python between the kernels
     q = chunk_size or _chunk_length(a.shape[1])
     return _ScanFn.apply(a, b, h0, min(q, a.shape[1]))
-
-
-def _flat(x: torch.Tensor, batch: int, length: int | None = None) -> torch.Tensor:
-    """Contiguous ``(batch, time, channels)`` (or ``(batch, channels)`` when ``length`` is None)."""
-    channels = math.prod(x.shape[1:] if length is None else x.shape[2:])
-    shape = (batch, channels) if length is None else (batch, length, channels)
-    return x.reshape(shape).contiguous()
-
-
-class _NativeScanFn(torch.autograd.Function):
-    """Native sequential scan; backward = the native reverse scan, fused with dL/da and dL/dh0."""
-
-    @staticmethod
-    def forward(ctx, a, b, h0):
-        ops = _native.scan_ops()
-        batch, length = a.shape[:2]
-        a3, b3 = _flat(a, batch, length), _flat(b, batch, length)
-        h03 = None if h0 is None else _flat(h0, batch)
-        h = ops.forward(a3, b3, h03)
-        ctx.save_for_backward(a3, h, h03)
-        ctx.ops, ctx.shape, ctx.has_h0 = ops, a.shape, h0 is not None
-        return h.view(a.shape)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_h):
-        ops = ctx.ops
-        a, h, h0 = ctx.saved_tensors
-        shape = ctx.shape
-        grad_h = grad_h.reshape(a.shape).contiguous()
-        if ctx.needs_input_grad[0] or ctx.needs_input_grad[2]:
-            grad_a, g, grad_h0 = ops.backward(a, h, h0, grad_h)
-            grad_a = grad_a.view(shape) if ctx.needs_input_grad[0] else None
-            grad_h0 = grad_h0.view(shape[:1] + shape[2:]) if ctx.has_h0 and ctx.needs_input_grad[2] else None
-        else:
-            g, grad_a, grad_h0 = ops.reverse(a, grad_h), None, None
-        return grad_a, g.view(shape), grad_h0
 
 
 def _chunk_length(length: int) -> int:

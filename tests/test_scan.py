@@ -58,8 +58,8 @@ def _assert_match(fast, ref, dtype):
 @pytest.mark.parametrize("h0", [False, True])
 def test_matches_reference_values_and_grads(scan_path, dtype, length, h0):
     a, b, init, weight = _inputs((3, length, 4, 2), dtype, seed=length, h0=h0)
-    expected = "_NativeScanFnBackward" if scan_path == "native" else "_ScanFnBackward"
-    assert type(selective_scan(a, b, init).grad_fn).__name__ == expected
+    expected = "NativeScanFn>" if scan_path == "native" else "_ScanFnBackward"
+    assert selective_scan(a, b, init).grad_fn.name().endswith(expected)
     fast = _values_and_grads(selective_scan, a, b, init, weight)
     ref = _values_and_grads(selective_scan_ref, a, b, init, weight)
     _assert_match(fast, ref, dtype)
@@ -197,11 +197,31 @@ def test_native_equals_fallback(native, monkeypatch, dtype, h0):
 
 def test_native_gradcheck_float64(native):
     a, b, init, _ = _inputs((2, 9, 3), torch.float64, seed=4)
-    assert type(selective_scan(a, b, init).grad_fn).__name__ == "_NativeScanFnBackward"
+    assert selective_scan(a, b, init).grad_fn.name().endswith("NativeScanFn>")
     assert torch.autograd.gradcheck(selective_scan, (a, b, init))
     assert torch.autograd.gradcheck(lambda a, b: selective_scan(a, b), (a, b))
     # only some inputs needing gradients (the reverse-only kernel for b alone)
     assert torch.autograd.gradcheck(lambda b: selective_scan(a.detach(), b, init.detach()), (b,))
+
+
+def test_native_gradient_refuses_double_backward(native):
+    """As with @once_differentiable: create_graph works, differentiating the gradient again raises."""
+    a, b, init, weight = _inputs((2, 5, 3), torch.float64, seed=6, h0=True)
+    grad_a, grad_b, grad_h0 = torch.autograd.grad(selective_scan(a, b, init), (a, b, init), weight, create_graph=True)
+    first = _values_and_grads(selective_scan_ref, a, b, init, weight)[1:]
+    _assert_match((grad_a.detach(), grad_b.detach(), grad_h0.detach()), first, torch.float64)
+    with pytest.raises(RuntimeError, match="cannot be differentiated again"):
+        (grad_a.sum() + grad_b.sum()).backward()
+
+
+@pytest.mark.parametrize("shape", [(0, 4, 3), (2, 4, 0), (2, 3, 0, 5)])
+def test_native_empty_batch_or_channels(native, shape):
+    a = torch.rand(shape, requires_grad=True)
+    b = torch.randn(shape, requires_grad=True)
+    h = selective_scan(a, b)
+    assert h.shape == shape
+    h.sum().backward()
+    assert a.grad.shape == shape and b.grad.shape == shape
 
 
 def test_native_non_contiguous_inputs(native):
