@@ -1,11 +1,12 @@
 """Lazily built native (C++) CPU kernels, compiled once with ``torch.utils.cpp_extension.load``.
 
-Two extensions: ``scan.cpp`` (the plain selective scan) and ``kirchhoff.cpp`` (the Kirchhoff cell's
-fused ZOH scan, the block's convolution stage and gate). Each build (about a minute, cached in
+Three extensions: ``scan.cpp`` (the plain selective scan), ``kirchhoff.cpp`` (the Kirchhoff cell's
+fused ZOH scan, the block's convolution stage and gate) and ``resample.cpp`` (the exact 2× pooling and
+upsampling on which ``operators`` hosts run their blocks). Each build (about a minute, cached in
 ``$TORCH_EXTENSIONS_DIR``; torch serialises concurrent builds of one extension with a lock file)
-happens on the first call of :func:`scan_ops` / :func:`kirchhoff_ops`. A failed build is
+happens on the first call of :func:`scan_ops` / :func:`kirchhoff_ops` / :func:`resample_for`. A failed build is
 reported once with ``warnings.warn`` and not retried; callers then use their pure-torch paths.
-``CIRCUITOP_NATIVE_SCAN=0`` (read on every call) disables both without building them.
+``CIRCUITOP_NATIVE_SCAN=0`` (read on every call) disables all three without building them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["native_scan_enabled", "scan_build_error", "scan_ops", "scan_for", "kirchhoff_ops", "kirchhoff_for"]
+__all__ = [
+    "native_scan_enabled", "scan_build_error", "scan_ops", "scan_for", "kirchhoff_ops", "kirchhoff_for", "resample_for",
+]
 
 _CSRC = Path(__file__).with_name("csrc")
 _lock = threading.Lock()
@@ -56,6 +59,12 @@ def kirchhoff_for(*tensors: torch.Tensor | None):
     return _extension("kirchhoff") if _suit(tensors) else None
 
 
+def resample_for(*tensors: torch.Tensor | None):
+    """The compiled 2× resampling (``csrc/resample.cpp``: ``pool2x``, ``upsample2x`` and their
+    ``*_adjoint``) when the given tensors suit its kernels (see :func:`_suit`), else None."""
+    return _extension("resample") if _suit(tensors) else None
+
+
 def _suit(tensors) -> bool:
     """Whether every tensor (None skipped) is a CPU float32 or float64 tensor, all of one dtype:
     what the native kernels take. (The ``*_for`` functions call ``_extension`` themselves, so that a
@@ -87,7 +96,7 @@ def _extension(stem: str):
 
 # The ZOH kernel's clamp is only if-converted (hence vectorised) when comparisons may be speculated;
 # circuitop never enables floating-point traps, so -fno-trapping-math changes no result.
-_EXTRA_CFLAGS = {"scan": [], "kirchhoff": ["-fno-trapping-math"]}
+_EXTRA_CFLAGS = {"scan": [], "kirchhoff": ["-fno-trapping-math"], "resample": []}
 
 
 def _build(stem: str):
@@ -106,6 +115,6 @@ def _build(stem: str):
 
 
 def scan_build_error(stem: str = "scan") -> str | None:
-    """Why the native kernel ``stem`` (``"scan"`` or ``"kirchhoff"``) could not be built (None when it was
+    """Why the native kernel ``stem`` (``"scan"``, ``"kirchhoff"`` or ``"resample"``) could not be built (None when it was
     built or not tried yet)."""
     return _failed.get(stem)

@@ -34,3 +34,11 @@ def kirchhoff_native():
 def scan_native():
     """Skips the test unless the native scan kernel (``csrc/scan.cpp``) is enabled and built."""
     _skip_unless_built("scan", _native.scan_ops)
+
+
+@pytest.fixture
+def resample_native():
+    """The native 2× resampling kernels (``csrc/resample.cpp``); skips the test unless enabled and built."""
+    ops = lambda: _native.resample_for(torch.zeros(1))  # noqa: E731 - the builder, called once per check
+    _skip_unless_built("resample", ops)
+    return ops()

@@ -9,15 +9,21 @@ input at (j + 0.5) / 2 − 0.5 = j/2 − 1/4, so along each axis
 
     out[2i] = ¾ x[i] + ¼ x[i−1],   out[2i+1] = ¾ x[i] + ¼ x[i+1]   (indices clamped to 0 … n−1).
 
-This fixed stencil, written as a few multiply-adds into strided halves of the output with its
-adjoint as the backward, gives the same numbers as ``F.interpolate`` and, on CPU, avoids the two
-full-resolution copies its backward makes (see ``bench/bench_operators.py``).
+This fixed stencil with its adjoint as the backward gives the same numbers as ``F.interpolate``. On
+CPU float32/float64 fields with 1 or 2 spatial axes all four maps (pool, upsample and their adjoints)
+run as one-pass native kernels (``circuitop/csrc/resample.cpp``, hand-written because torch has no
+single-pass op for them: its formulation here needs several strided passes, 11 ms of a CKB's 150 ms
+at 20×20×64², against 1–2 ms native; see ``bench/bench_operators.py``); elsewhere, as a few
+multiply-adds into strided halves of the output, which still avoids the two full-resolution copies
+``F.interpolate``'s backward makes.
 """
 
 from __future__ import annotations
 
 import torch
 from torch.nn import functional as F
+
+from circuitop import _native
 
 __all__ = ["pool2x", "upsample2x"]
 
@@ -36,25 +42,6 @@ def pool2x(x: torch.Tensor) -> torch.Tensor:
     if x.ndim not in (3, 4, 5) or any(n % 2 for n in x.shape[2:]):
         raise ValueError(f"x: expected (batch, channels, *spatial) with 1-3 even spatial sizes, found {tuple(x.shape)}")
     return _Pool2x.apply(x)
-
-
-class _Pool2x(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        for axis in range(2, x.ndim):
-            pairs = x.unflatten(axis, (x.shape[axis] // 2, 2))
-            x = torch.add(pairs.select(axis + 1, 0), pairs.select(axis + 1, 1)).mul_(0.5)
-        return x
-
-    @staticmethod
-    def backward(ctx, grad):
-        # each value spread over its cell, the last (contiguous) axis first: its copy repeats single
-        # values and runs on the smallest intermediate; the others then repeat whole rows (3× faster
-        # at 20×20×32² than the opposite order)
-        grad = grad * (0.5 ** (grad.ndim - 2))
-        for axis in reversed(range(2, grad.ndim)):
-            grad = grad.unsqueeze(axis + 1).expand(*grad.shape[:axis + 1], 2, *grad.shape[axis + 1:]).flatten(axis, axis + 1)
-        return grad.contiguous()
 
 
 def _up_axis(x: torch.Tensor, axis: int) -> torch.Tensor:
@@ -85,22 +72,93 @@ def _up_axis_adjoint(grad: torch.Tensor, axis: int) -> torch.Tensor:
     return out
 
 
-class _Upsample2x(torch.autograd.Function):
-    """Axis by axis, the last (contiguous) axis first: its interleaving writes every other value, so
-    it runs on the smallest intermediate; the other axes then move whole rows (the backward, the
-    adjoint, runs the axes in the opposite order for the same reason)."""
+def _native_or(name: str, torch_fn):
+    """The linear map ``name`` of ``circuitop/csrc/resample.cpp`` on CPU float32/float64 fields with
+    1 or 2 spatial axes (one pass over the data), else its torch formulation ``torch_fn``."""
 
+    def apply(x: torch.Tensor) -> torch.Tensor:
+        ops = _native.resample_for(x) if x.ndim in (3, 4) else None
+        return getattr(ops, name)(x.contiguous()) if ops is not None else torch_fn(x)
+
+    return apply
+
+
+def _pool_torch(x: torch.Tensor) -> torch.Tensor:
+    for axis in range(2, x.ndim):
+        pairs = x.unflatten(axis, (x.shape[axis] // 2, 2))
+        x = torch.add(pairs.select(axis + 1, 0), pairs.select(axis + 1, 1)).mul_(0.5)
+    return x
+
+
+def _pool_adjoint_torch(grad: torch.Tensor) -> torch.Tensor:
+    """Each value spread over its cell, the last (contiguous) axis first: its copy repeats single
+    values and runs on the smallest intermediate; the others then repeat whole rows (3× faster at
+    20×20×32² than the opposite order)."""
+    grad = grad * (0.5 ** (grad.ndim - 2))
+    for axis in reversed(range(2, grad.ndim)):
+        grad = grad.unsqueeze(axis + 1).expand(*grad.shape[:axis + 1], 2, *grad.shape[axis + 1:]).flatten(axis, axis + 1)
+    return grad.contiguous()
+
+
+def _up_torch(x: torch.Tensor) -> torch.Tensor:
+    """Axis by axis, the last (contiguous) axis first: its interleaving writes every other value, so
+    it runs on the smallest intermediate; the other axes then move whole rows."""
+    for axis in reversed(range(2, x.ndim)):
+        x = _up_axis(x, axis)
+    return x
+
+
+def _up_adjoint_torch(grad: torch.Tensor) -> torch.Tensor:
+    """The adjoint runs the axes in the opposite order, for the same reason."""
+    for axis in range(2, grad.ndim):
+        grad = _up_axis_adjoint(grad, axis)
+    return grad
+
+
+_pool, _pool_adjoint = _native_or("pool2x", _pool_torch), _native_or("pool2x_adjoint", _pool_adjoint_torch)
+_up, _up_adjoint = _native_or("upsample2x", _up_torch), _native_or("upsample2x_adjoint", _up_adjoint_torch)
+
+
+# Each map's backward is its adjoint, an autograd function in turn (whose backward is the map
+# itself), so gradients of any order flow through the coarsening.
+class _Pool2x(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
-        for axis in reversed(range(2, x.ndim)):
-            x = _up_axis(x, axis)
-        return x
+        return _pool(x)
 
     @staticmethod
     def backward(ctx, grad):
-        for axis in range(2, grad.ndim):
-            grad = _up_axis_adjoint(grad, axis)
-        return grad
+        return _Pool2xAdjoint.apply(grad)
+
+
+class _Pool2xAdjoint(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, grad):
+        return _pool_adjoint(grad)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _Pool2x.apply(grad)
+
+
+class _Upsample2x(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return _up(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _Upsample2xAdjoint.apply(grad)
+
+
+class _Upsample2xAdjoint(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, grad):
+        return _up_adjoint(grad)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _Upsample2x.apply(grad)
 
 
 def _pool_reference(x: torch.Tensor) -> torch.Tensor:
