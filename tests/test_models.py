@@ -252,3 +252,21 @@ def test_resample_differentiates_twice(shape):
     for fn in (pool2x, upsample2x):
         assert torch.autograd.gradcheck(fn, (x,))
         assert torch.autograd.gradgradcheck(fn, (x,))
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 6), (1, 1, 2, 3, 2)])
+def test_upsample2x_add_to_is_the_residual_in_one_pass(shape):
+    """upsample2x(x, add_to=v) = v + upsample2x(x) in values and in the gradients of x and v."""
+    from operators.models.resample import upsample2x
+
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(*shape[:2], *(2 * n for n in shape[2:]), dtype=torch.float64, requires_grad=True)
+    weight = torch.randn_like(v)
+    fused, plain = upsample2x(x, add_to=v), v + upsample2x(x)
+    torch.testing.assert_close(fused, plain, rtol=0, atol=0)
+    grads = [torch.autograd.grad((y * weight).sum(), (x, v)) for y in (fused, plain)]
+    for g_fused, g_plain in zip(*grads):
+        torch.testing.assert_close(g_fused, g_plain, rtol=0, atol=0)
+    assert torch.autograd.gradgradcheck(lambda x, v: upsample2x(x, add_to=v), (x, v))
+    with pytest.raises(ValueError, match="add_to: expected the output's shape"):
+        upsample2x(x, add_to=x)

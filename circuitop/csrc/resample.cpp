@@ -99,13 +99,20 @@ void pool_adjoint(const T* g, T* out, const Plane& p) {
   });
 }
 
+// out = up(x), plus base (same shape as out) when given: the residual v + up(delta) in one pass.
 template <typename T>
-void up(const T* x, T* out, const Plane& p) {
-  const int64_t h = p.rows, cols = 2 * p.cols;
+void up(const T* x, const T* base, T* out, const Plane& p) {
+  const int64_t h = p.rows, cols = 2 * p.cols, plane_out = (p.two_d ? 2 * h : 1) * cols;
   for_planes(p, 4 * h * p.cols, [&](int64_t n) {
     const T* plane = x + n * h * p.cols;
-    T* o = out + n * (p.two_d ? 2 * h : 1) * cols;
-    if (!p.two_d) return up_row(plane, o, p.cols);
+    T* o = out + n * plane_out;
+    const T* b = base == nullptr ? nullptr : base + n * plane_out;
+    if (!p.two_d) {
+      up_row(plane, o, p.cols);
+      if (b != nullptr)
+        for (int64_t j = 0; j < cols; ++j) o[j] += b[j];
+      return;
+    }
     std::vector<T> t(h * cols);  // the plane upsampled along its columns
     for (int64_t i = 0; i < h; ++i) up_row(plane + i * p.cols, t.data() + i * cols, p.cols);
     for (int64_t i = 0; i < h; ++i) {
@@ -117,6 +124,10 @@ void up(const T* x, T* out, const Plane& p) {
       for (int64_t j = 0; j < cols; ++j) {
         even[j] = T(0.75) * mid[j] + T(0.25) * above[j];
         odd[j] = T(0.75) * mid[j] + T(0.25) * below[j];
+      }
+      if (b != nullptr) {
+        const T* b_even = b + 2 * i * cols;
+        for (int64_t j = 0; j < 2 * cols; ++j) even[j] += b_even[j];  // the even and the odd row
       }
     }
   });
@@ -145,7 +156,7 @@ void up_adjoint(const T* g, T* out, const Plane& p) {
 
 enum class Op { kPool, kPoolAdjoint, kUp, kUpAdjoint };
 
-torch::Tensor run(const torch::Tensor& x, Op op) {
+torch::Tensor run(const torch::Tensor& x, Op op, const c10::optional<torch::Tensor>& base = c10::nullopt) {
   const Plane p = plane_of(x);
   const bool halves = op == Op::kPool || op == Op::kUpAdjoint;
   if (halves)
@@ -154,14 +165,18 @@ torch::Tensor run(const torch::Tensor& x, Op op) {
   const int64_t rows = !p.two_d ? 1 : halves ? p.rows / 2 : 2 * p.rows;
   const int64_t cols = halves ? p.cols / 2 : 2 * p.cols;
   auto out = empty_plane(x, p, rows, cols);
-  if (x.numel() == 0) return out;
+  if (base.has_value())
+    TORCH_CHECK(base->is_contiguous() && base->sizes() == out.sizes() && base->scalar_type() == x.scalar_type(),
+                "resample: expected add_to contiguous, of x's dtype and of the output's shape ", out.sizes(),
+                ", found ", base->sizes());
+  if (x.numel() == 0) return base.has_value() ? base->clone() : out;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "circuitop_resample", [&] {
     const scalar_t* in = x.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
     switch (op) {
       case Op::kPool: return pool(in, o, p);
       case Op::kPoolAdjoint: return pool_adjoint(in, o, p);
-      case Op::kUp: return up(in, o, p);
+      case Op::kUp: return up(in, base.has_value() ? base->data_ptr<scalar_t>() : nullptr, o, p);
       case Op::kUpAdjoint: return up_adjoint(in, o, p);
     }
   });
@@ -175,8 +190,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("x"));
   m.def("pool2x_adjoint", [](const torch::Tensor& g) { return run(g, Op::kPoolAdjoint); },
         "adjoint of pool2x: every value spread over its cell", py::arg("g"));
-  m.def("upsample2x", [](const torch::Tensor& x) { return run(x, Op::kUp); },
-        "(bi)linear 2x upsampling, align_corners=False", py::arg("x"));
+  m.def("upsample2x", [](const torch::Tensor& x, const c10::optional<torch::Tensor>& add_to) {
+          return run(x, Op::kUp, add_to);
+        },
+        "(bi)linear 2x upsampling, align_corners=False, plus add_to when given", py::arg("x"), py::arg("add_to") = py::none());
   m.def("upsample2x_adjoint", [](const torch::Tensor& g) { return run(g, Op::kUpAdjoint); },
         "adjoint of upsample2x", py::arg("g"));
 }

@@ -118,7 +118,7 @@ class Coarsened(nn.Module):
             coarse = F.adaptive_avg_pool2d(v, size) if v.ndim == 4 else F.adaptive_avg_pool1d(v, size)
         delta = self.block(coarse) - coarse
         if halves:
-            return v + upsample2x(delta)
+            return upsample2x(delta, add_to=v)  # v + up(delta) in one pass
         mode = "bilinear" if v.ndim == 4 else "linear"
         return v + F.interpolate(delta, size=v.shape[2:], mode=mode, align_corners=False)
 

@@ -28,12 +28,16 @@ from circuitop import _native
 __all__ = ["pool2x", "upsample2x"]
 
 
-def upsample2x(x: torch.Tensor) -> torch.Tensor:
+def upsample2x(x: torch.Tensor, add_to: torch.Tensor | None = None) -> torch.Tensor:
     """``(batch, channels, *spatial)`` → every spatial axis twice as long, (bi)linear with
-    ``align_corners=False`` (1, 2 or 3 spatial axes)."""
+    ``align_corners=False`` (1, 2 or 3 spatial axes); with ``add_to`` (the output's shape),
+    ``add_to + upsample2x(x)`` in one pass (the residual of :class:`~operators.models.hosts.Coarsened`)."""
     if x.ndim not in (3, 4, 5):
         raise ValueError(f"x: expected (batch, channels, *spatial) with 1-3 spatial axes, found {tuple(x.shape)}")
-    return _Upsample2x.apply(x)
+    out_shape = x.shape[:2] + tuple(2 * n for n in x.shape[2:])
+    if add_to is not None and add_to.shape != out_shape:
+        raise ValueError(f"add_to: expected the output's shape {tuple(out_shape)}, found {tuple(add_to.shape)}")
+    return _Upsample2x.apply(x, add_to)
 
 
 def pool2x(x: torch.Tensor) -> torch.Tensor:
@@ -73,12 +77,15 @@ def _up_axis_adjoint(grad: torch.Tensor, axis: int) -> torch.Tensor:
 
 
 def _native_or(name: str, torch_fn):
-    """The linear map ``name`` of ``circuitop/csrc/resample.cpp`` on CPU float32/float64 fields with
-    1 or 2 spatial axes (one pass over the data), else its torch formulation ``torch_fn``."""
+    """The map ``name`` of ``circuitop/csrc/resample.cpp`` on CPU float32/float64 fields with 1 or 2
+    spatial axes (one pass over the data), else its torch formulation ``torch_fn``; further tensor
+    arguments are passed to either."""
 
-    def apply(x: torch.Tensor) -> torch.Tensor:
-        ops = _native.resample_for(x) if x.ndim in (3, 4) else None
-        return getattr(ops, name)(x.contiguous()) if ops is not None else torch_fn(x)
+    def apply(x: torch.Tensor, *more: torch.Tensor) -> torch.Tensor:
+        ops = _native.resample_for(x, *more) if x.ndim in (3, 4) else None
+        if ops is None:
+            return torch_fn(x, *more)
+        return getattr(ops, name)(x.contiguous(), *(t.contiguous() for t in more))
 
     return apply
 
@@ -100,12 +107,12 @@ def _pool_adjoint_torch(grad: torch.Tensor) -> torch.Tensor:
     return grad.contiguous()
 
 
-def _up_torch(x: torch.Tensor) -> torch.Tensor:
+def _up_torch(x: torch.Tensor, add_to: torch.Tensor | None = None) -> torch.Tensor:
     """Axis by axis, the last (contiguous) axis first: its interleaving writes every other value, so
     it runs on the smallest intermediate; the other axes then move whole rows."""
     for axis in reversed(range(2, x.ndim)):
         x = _up_axis(x, axis)
-    return x
+    return x if add_to is None else add_to + x
 
 
 def _up_adjoint_torch(grad: torch.Tensor) -> torch.Tensor:
@@ -143,12 +150,13 @@ class _Pool2xAdjoint(torch.autograd.Function):
 
 class _Upsample2x(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x):
-        return _up(x)
+    def forward(ctx, x, add_to):
+        ctx.has_base = add_to is not None
+        return _up(x) if add_to is None else _up(x, add_to)
 
     @staticmethod
     def backward(ctx, grad):
-        return _Upsample2xAdjoint.apply(grad)
+        return _Upsample2xAdjoint.apply(grad), (grad if ctx.has_base else None)
 
 
 class _Upsample2xAdjoint(torch.autograd.Function):
@@ -158,7 +166,7 @@ class _Upsample2xAdjoint(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return _Upsample2x.apply(grad)
+        return _Upsample2x.apply(grad, None)
 
 
 def _pool_reference(x: torch.Tensor) -> torch.Tensor:
