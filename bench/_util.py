@@ -41,17 +41,20 @@ def best_time(fn: Callable[[], object], *, repeat: int = 5, warmup: int = 1) -> 
     return min(times)
 
 
-def best_times_interleaved(fns: dict[str, Callable[[], object]], *, rounds: int = 5,
-                           warmup: int = 1) -> dict[str, float]:
-    """Minimum wall time of each ``fn()`` over ``rounds`` rounds that run every function once in
-    turn, so that a slow spell of a shared machine hits all of them alike (after ``warmup`` calls)."""
+def best_times_interleaved(fns: dict[str, Callable[[], object]], *, rounds: int = 5, warmup: int = 1,
+                           repeat: int | dict[str, int] = 1, round_warmup: int = 0) -> dict[str, float]:
+    """Minimum wall time of each ``fn()`` over ``rounds`` rounds that run every function in turn, so
+    that a slow spell of a shared machine hits all of them alike (after ``warmup`` calls each). In a
+    round each function is called ``round_warmup`` times untimed (its caches, after the others ran),
+    then timed ``repeat`` times (an int, or one per name: more for the fast ones)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     best = {name: float("inf") for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            best[name] = min(best[name], best_time(fn, repeat=1, warmup=0))
+            calls = repeat[name] if isinstance(repeat, dict) else repeat
+            best[name] = min(best[name], best_time(fn, repeat=calls, warmup=round_warmup))
     return best
 
 

@@ -25,7 +25,7 @@ import os
 import torch
 from torch import nn
 
-from bench._util import Row, best_time, print_table
+from bench._util import Row, best_time, best_times_interleaved, print_table
 from circuitop import CascadedKirchhoffBlock, _native, selective_scan, selective_scan_ref
 
 
@@ -81,17 +81,13 @@ def _scan_vs_loop(quick: bool) -> list[Row]:
     shape = (8, 1024 if quick else 4096, 64)
     a, b, weight = _inputs(shape)
     path = _default_path()
-    # the loop, the scan and the floor take turns (rounds), so that a slow spell of this shared
-    # machine hits all three alike; in every round each case is warmed up by one untimed call (its
-    # caches and allocations, after the other cases ran), then timed (best of several calls for
-    # the millisecond cases)
-    cases = {"loop": (_scan_fwd_bwd(selective_scan_ref, a, b, weight), 1),
-             "fast": (_scan_fwd_bwd(selective_scan, a, b, weight), 5),
-             "floor": (_traffic_floor(a, b, weight), 5)}
-    best = {name: float("inf") for name in cases}
-    for _ in range(2 if quick else 5):
-        for name, (fn, calls) in cases.items():
-            best[name] = min(best[name], best_time(fn, repeat=calls, warmup=1))
+    # the loop, the scan and the floor take turns, each warmed up in its round (its caches and
+    # allocations, after the others ran); the millisecond cases take the best of 5 calls per round
+    fns = {"loop": _scan_fwd_bwd(selective_scan_ref, a, b, weight),
+           "fast": _scan_fwd_bwd(selective_scan, a, b, weight),
+           "floor": _traffic_floor(a, b, weight)}
+    best = best_times_interleaved(fns, rounds=2 if quick else 5, warmup=0, round_warmup=1,
+                                  repeat={"loop": 1, "fast": 5, "floor": 5})
     t_ref, t_fast, t_floor = best["loop"], best["fast"], best["floor"]
     with _torch_path():
         t_chunked = best_time(_scan_fwd_bwd(selective_scan, a, b, weight), repeat=3 if quick else 5)

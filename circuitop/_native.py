@@ -115,6 +115,6 @@ def _build(stem: str):
 
 
 def scan_build_error(stem: str = "scan") -> str | None:
-    """Why the native kernel ``stem`` (``"scan"``, ``"kirchhoff"`` or ``"resample"``) could not be built (None when it was
-    built or not tried yet)."""
+    """Why the native kernel ``stem`` (``"scan"``, ``"kirchhoff"`` or ``"resample"``) could not be
+    built (None when it was built or not tried yet)."""
     return _failed.get(stem)

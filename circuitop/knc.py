@@ -284,7 +284,7 @@ def _check_sequence(u: torch.Tensor, channels: int, name: str) -> None:
         raise ValueError(f"{name}: expected at least one time step, found shape {tuple(u.shape)}")
     # a NaN anywhere makes the sum NaN, so a finite sum (one read, no mask) clears the input; only a
     # non-finite sum (NaN, or an infinity/overflow) takes the exact elementwise check
-    if not torch.isfinite(u.sum()) and torch.isnan(u).any():
+    if not torch.isfinite(u.detach().sum()) and torch.isnan(u).any():
         raise ValueError(f"{name}: expected finite values, found NaN")
 
 

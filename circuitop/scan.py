@@ -18,16 +18,18 @@ Algorithm (three levels, no Python loop over time steps; T = time, Q = chunk len
 Work is O(T) for levels 1 and 3 (two passes over a and b, one write of h) plus O(n log n) on the
 small chunk summaries; the Python overhead is 2Q + O(log n) tensor operations per direction, each
 over all chunks at once (Q <= 32 by default, so the count does not grow with T beyond log n).
-Inputs are not checked for NaN here (a full extra pass); the cells and blocks check their inputs. The backward pass is the same scan run in reverse (``_ScanFn``):
+Inputs are not checked for NaN here (a full extra pass); the cells and blocks check their inputs.
+The backward pass is the same scan run in reverse (``_ScanFn``):
 g_t = dL/dh_t + a_{t+1} g_{t+1},  dL/db_t = g_t,  dL/da_t = g_t h_{t-1},  dL/dh0 = a_0 g_0.
 
 Native CPU path. On CPU tensors of float32/float64 the default is a C++ kernel
 (``circuitop/csrc/scan.cpp``, built on first use by :mod:`circuitop._native`): the plain sequential
 recurrence (the reference loop's arithmetic), parallel over batch x channel blocks, with a fused
-reverse-scan backward, wrapped as a C++ autograd function (its backward runs without Python; like
-``@once_differentiable``, its gradients refuse a second differentiation). It also serves the internal ``_forward_scan`` / ``_reverse_scan`` used by
-the KNC's fused path. The chunked torch scan above remains the path on GPU, for other dtypes, when
-the extension cannot be built (one warning) and when ``CIRCUITOP_NATIVE_SCAN=0`` is set.
+reverse-scan backward, wrapped as a C++ autograd function (its backward runs without Python; its
+gradients refuse a second differentiation, as under ``@once_differentiable``). It also serves the
+internal ``_forward_scan`` / ``_reverse_scan`` used by the KNC's fused path. The chunked torch scan
+above remains the path on GPU, for other dtypes, when the extension cannot be built (one warning)
+and when ``CIRCUITOP_NATIVE_SCAN=0`` is set.
 Native outputs of 1 MB or more come from a cache of freed output buffers (at most 256 MB kept) that
 the extension reuses for the next call of the same size: on first touch, fresh memory costs a page
 fault per 4 KiB, which measured slower than the scan itself.

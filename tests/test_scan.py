@@ -212,16 +212,35 @@ def test_native_gradient_refuses_double_backward(native):
     _assert_match((grad_a.detach(), grad_b.detach(), grad_h0.detach()), first, torch.float64)
     with pytest.raises(RuntimeError, match="cannot be differentiated again"):
         (grad_a.sum() + grad_b.sum()).backward()
+    # with a constant incoming gradient too (where @once_differentiable would return gradients that
+    # silently drop their dependence on a and b)
+    grad_a, = torch.autograd.grad(selective_scan(a, b, init), a, weight.detach(), create_graph=True)
+    with pytest.raises(RuntimeError, match="cannot be differentiated again"):
+        grad_a.sum().backward()
+    with pytest.raises(RuntimeError):  # the engine's own error: the gradient has no edge to b
+        torch.autograd.grad(grad_a.sum(), b)
+
+
+def test_native_gradient_of_h0_alone(native):
+    """Only h0 (or only a) needing a gradient: the fused backward runs for what is asked."""
+    a, b, init, weight = _inputs((2, 6, 3), torch.float64, seed=11, h0=True)
+    assert torch.autograd.gradcheck(lambda h0: selective_scan(a.detach(), b.detach(), h0), (init,))
+    assert torch.autograd.gradcheck(lambda a: selective_scan(a, b.detach(), init.detach()), (a,))
+    ref = _values_and_grads(selective_scan_ref, a, b, init, weight)
+    h = selective_scan(a.detach(), b.detach(), init)
+    torch.testing.assert_close(torch.autograd.grad(h, init, weight)[0], ref[3])
 
 
 @pytest.mark.parametrize("shape", [(0, 4, 3), (2, 4, 0), (2, 3, 0, 5)])
 def test_native_empty_batch_or_channels(native, shape):
     a = torch.rand(shape, requires_grad=True)
     b = torch.randn(shape, requires_grad=True)
-    h = selective_scan(a, b)
+    init = torch.randn(shape[:1] + shape[2:], requires_grad=True)
+    h = selective_scan(a, b, init)
     assert h.shape == shape
     h.sum().backward()
-    assert a.grad.shape == shape and b.grad.shape == shape
+    assert a.grad.shape == shape and b.grad.shape == shape and init.grad.shape == init.shape
+    assert not a.grad.abs().sum() and not init.grad.abs().sum()
 
 
 def test_native_non_contiguous_inputs(native):

@@ -469,10 +469,13 @@ torch::Tensor as_sequence(const torch::Tensor& x) {
   return x.reshape({s[0], s[1], channels}).contiguous();
 }
 
-// Like Python's @once_differentiable: under create_graph the gradients get a node that raises when
-// differentiated again (the native backward is not itself differentiable).
-variable_list once_differentiable(variable_list grads) {
-  if (!torch::GradMode::is_enabled()) return grads;
+// Once differentiable: when the backward runs under create_graph, the gradients get a node that raises
+// when differentiated again (the native backward is not itself differentiable). Stricter than
+// Python's @once_differentiable, which adds that node only when the incoming gradient requires grad
+// and otherwise returns gradients that silently ignore their dependence on a, b and h0 (a second
+// derivative of zero); here any attempt at one raises.
+variable_list once_differentiable(variable_list grads, bool recorded) {
+  if (!recorded) return grads;
   variable_list leaves;
   for (const auto& g : grads) leaves.push_back(g.defined() ? g.detach().requires_grad_(true) : torch::Tensor());
   torch::autograd::DelayedError error(
@@ -494,6 +497,8 @@ struct NativeScanFn : public torch::autograd::Function<NativeScanFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const bool recorded = torch::GradMode::is_enabled();  // create_graph
+    torch::NoGradGuard no_grad;  // as under @once_differentiable: nothing below is recorded
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &a = saved[0], &h = saved[1], &h0 = saved[2];
     const auto shape = ctx->saved_data["shape"].toIntVector();
@@ -512,12 +517,15 @@ struct NativeScanFn : public torch::autograd::Function<NativeScanFn> {
     } else {
       g = scan_reverse(a, grad_h);
     }
-    return once_differentiable({grad_a, g.view(shape), grad_h0});
+    variable_list out{grad_a, g.view(shape), grad_h0};
+    torch::AutoGradMode recording(recorded);  // the error node is only made with grad mode on
+    return once_differentiable(std::move(out), recorded);
   }
 };
 
 torch::Tensor scan(const torch::Tensor& a, const torch::Tensor& b, const c10::optional<torch::Tensor>& h0) {
-  TORCH_CHECK(a.dim() >= 2 && a.sizes() == b.sizes(), "a, b: expected one shape (batch, time, ...)");
+  TORCH_CHECK(a.dim() >= 2 && a.sizes() == b.sizes(), "a, b: expected one shape (batch, time, ...), found ",
+              a.sizes(), " and ", b.sizes());
   return NativeScanFn::apply(a, b, h0);
 }
 

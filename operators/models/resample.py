@@ -12,8 +12,8 @@ input at (j + 0.5) / 2 − 0.5 = j/2 − 1/4, so along each axis
 This fixed stencil with its adjoint as the backward gives the same numbers as ``F.interpolate``. On
 CPU float32/float64 fields with 1 or 2 spatial axes all four maps (pool, upsample and their adjoints)
 run as one-pass native kernels (``circuitop/csrc/resample.cpp``, hand-written because torch has no
-single-pass op for them: its formulation here needs several strided passes, 11 ms of a CKB's 150 ms
-at 20×20×64², against 1–2 ms native; see ``bench/bench_operators.py``); elsewhere, as a few
+single-pass op for them: its formulation here needs several strided passes, 11.3 ms of a CKB's
+≈ 140 ms fwd+bwd at 20×20×64², against 3.1 ms native; see RESULTS.md, fifth round); elsewhere, as a few
 multiply-adds into strided halves of the output, which still avoids the two full-resolution copies
 ``F.interpolate``'s backward makes.
 """
@@ -79,7 +79,8 @@ def _up_axis_adjoint(grad: torch.Tensor, axis: int) -> torch.Tensor:
 def _native_or(name: str, torch_fn):
     """The map ``name`` of ``circuitop/csrc/resample.cpp`` on CPU float32/float64 fields with 1 or 2
     spatial axes (one pass over the data), else its torch formulation ``torch_fn``; further tensor
-    arguments are passed to either."""
+    arguments are passed to either. (``circuitop._native`` is the project's one builder of native
+    kernels, so this host-side module uses it too.)"""
 
     def apply(x: torch.Tensor, *more: torch.Tensor) -> torch.Tensor:
         ops = _native.resample_for(x, *more) if x.ndim in (3, 4) else None
@@ -91,6 +92,7 @@ def _native_or(name: str, torch_fn):
 
 
 def _pool_torch(x: torch.Tensor) -> torch.Tensor:
+    """``(batch, channels, *spatial)`` → every axis halved: pair means, axis by axis."""
     for axis in range(2, x.ndim):
         pairs = x.unflatten(axis, (x.shape[axis] // 2, 2))
         x = torch.add(pairs.select(axis + 1, 0), pairs.select(axis + 1, 1)).mul_(0.5)
@@ -98,9 +100,9 @@ def _pool_torch(x: torch.Tensor) -> torch.Tensor:
 
 
 def _pool_adjoint_torch(grad: torch.Tensor) -> torch.Tensor:
-    """Each value spread over its cell, the last (contiguous) axis first: its copy repeats single
-    values and runs on the smallest intermediate; the others then repeat whole rows (3× faster at
-    20×20×32² than the opposite order)."""
+    """``(batch, channels, *spatial)`` → every axis doubled: each value spread over its cell, the
+    last (contiguous) axis first: its copy repeats single values and runs on the smallest
+    intermediate; the others then repeat whole rows (3× faster at 20×20×32² than the opposite order)."""
     grad = grad * (0.5 ** (grad.ndim - 2))
     for axis in reversed(range(2, grad.ndim)):
         grad = grad.unsqueeze(axis + 1).expand(*grad.shape[:axis + 1], 2, *grad.shape[axis + 1:]).flatten(axis, axis + 1)
@@ -108,15 +110,17 @@ def _pool_adjoint_torch(grad: torch.Tensor) -> torch.Tensor:
 
 
 def _up_torch(x: torch.Tensor, add_to: torch.Tensor | None = None) -> torch.Tensor:
-    """Axis by axis, the last (contiguous) axis first: its interleaving writes every other value, so
-    it runs on the smallest intermediate; the other axes then move whole rows."""
+    """``(batch, channels, *spatial)`` → every axis doubled (plus ``add_to``). Axis by axis, the
+    last (contiguous) axis first: its interleaving writes every other value, so it runs on the
+    smallest intermediate; the other axes then move whole rows."""
     for axis in reversed(range(2, x.ndim)):
         x = _up_axis(x, axis)
     return x if add_to is None else add_to + x
 
 
 def _up_adjoint_torch(grad: torch.Tensor) -> torch.Tensor:
-    """The adjoint runs the axes in the opposite order, for the same reason."""
+    """``(batch, channels, *spatial)`` with even sizes → every axis halved; the adjoint of
+    :func:`_up_torch`, running the axes in the opposite order for the same reason."""
     for axis in range(2, grad.ndim):
         grad = _up_axis_adjoint(grad, axis)
     return grad
@@ -129,6 +133,8 @@ _up, _up_adjoint = _native_or("upsample2x", _up_torch), _native_or("upsample2x_a
 # Each map's backward is its adjoint, an autograd function in turn (whose backward is the map
 # itself), so gradients of any order flow through the coarsening.
 class _Pool2x(torch.autograd.Function):
+    """pool2x; backward: its adjoint (:class:`_Pool2xAdjoint`)."""
+
     @staticmethod
     def forward(ctx, x):
         return _pool(x)
@@ -139,6 +145,8 @@ class _Pool2x(torch.autograd.Function):
 
 
 class _Pool2xAdjoint(torch.autograd.Function):
+    """The adjoint of pool2x; backward: pool2x."""
+
     @staticmethod
     def forward(ctx, grad):
         return _pool_adjoint(grad)
@@ -149,6 +157,9 @@ class _Pool2xAdjoint(torch.autograd.Function):
 
 
 class _Upsample2x(torch.autograd.Function):
+    """``add_to + upsample2x(x)`` (``add_to`` may be None); backward: the adjoint for ``x``, the
+    gradient itself for ``add_to``."""
+
     @staticmethod
     def forward(ctx, x, add_to):
         ctx.has_base = add_to is not None
@@ -156,10 +167,13 @@ class _Upsample2x(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return _Upsample2xAdjoint.apply(grad), (grad if ctx.has_base else None)
+        grad_x = _Upsample2xAdjoint.apply(grad) if ctx.needs_input_grad[0] else None
+        return grad_x, (grad if ctx.has_base else None)
 
 
 class _Upsample2xAdjoint(torch.autograd.Function):
+    """The adjoint of upsample2x; backward: upsample2x."""
+
     @staticmethod
     def forward(ctx, grad):
         return _up_adjoint(grad)
