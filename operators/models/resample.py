@@ -130,30 +130,24 @@ _pool, _pool_adjoint = _native_or("pool2x", _pool_torch), _native_or("pool2x_adj
 _up, _up_adjoint = _native_or("upsample2x", _up_torch), _native_or("upsample2x_adjoint", _up_adjoint_torch)
 
 
-# Each map's backward is its adjoint, an autograd function in turn (whose backward is the map
-# itself), so gradients of any order flow through the coarsening.
-class _Pool2x(torch.autograd.Function):
-    """pool2x; backward: its adjoint (:class:`_Pool2xAdjoint`)."""
+def _linear_function(name: str, linear_map, adjoint) -> type[torch.autograd.Function]:
+    """An autograd function computing ``linear_map(x)`` whose backward is ``adjoint(grad)``, itself an
+    autograd function (whose backward is the map), so gradients of any order flow."""
 
-    @staticmethod
     def forward(ctx, x):
-        return _pool(x)
+        return linear_map(x)
 
-    @staticmethod
     def backward(ctx, grad):
-        return _Pool2xAdjoint.apply(grad)
+        return adjoint(grad)
+
+    methods = {"forward": staticmethod(forward), "backward": staticmethod(backward)}
+    return type(name, (torch.autograd.Function,), methods)
 
 
-class _Pool2xAdjoint(torch.autograd.Function):
-    """The adjoint of pool2x; backward: pool2x."""
-
-    @staticmethod
-    def forward(ctx, grad):
-        return _pool_adjoint(grad)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _Pool2x.apply(grad)
+# The adjoints resolve their partner when called (the partner is defined later in the module).
+_Pool2x = _linear_function("_Pool2x", _pool, lambda grad: _Pool2xAdjoint.apply(grad))
+_Pool2xAdjoint = _linear_function("_Pool2xAdjoint", _pool_adjoint, lambda grad: _Pool2x.apply(grad))
+_Upsample2xAdjoint = _linear_function("_Upsample2xAdjoint", _up_adjoint, lambda grad: _Upsample2x.apply(grad, None))
 
 
 class _Upsample2x(torch.autograd.Function):
@@ -169,18 +163,6 @@ class _Upsample2x(torch.autograd.Function):
     def backward(ctx, grad):
         grad_x = _Upsample2xAdjoint.apply(grad) if ctx.needs_input_grad[0] else None
         return grad_x, (grad if ctx.has_base else None)
-
-
-class _Upsample2xAdjoint(torch.autograd.Function):
-    """The adjoint of upsample2x; backward: upsample2x."""
-
-    @staticmethod
-    def forward(ctx, grad):
-        return _up_adjoint(grad)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _Upsample2x.apply(grad, None)
 
 
 def _pool_reference(x: torch.Tensor) -> torch.Tensor:
