@@ -122,25 +122,28 @@ def causal_depthwise_conv(u: torch.Tensor, weight: torch.Tensor, bias: torch.Ten
     """
     taps = weight[:, 0, :]  # (channels, kernel)
     bias = torch.zeros_like(taps[:, 0]) if bias is None else bias
-    if _native.kirchhoff_for(u, taps, bias) is not None:
-        return _NativeCausalDepthwiseFn.apply(u, taps, bias)
+    ops = _native.kirchhoff_for(u, taps, bias)
+    if ops is not None:
+        return _NativeCausalDepthwiseFn.apply(ops, u, taps, bias)
     return _CausalDepthwiseFn.apply(u, taps, bias)
 
 
 class _NativeCausalDepthwiseFn(torch.autograd.Function):
-    """:class:`_CausalDepthwiseFn` in one pass forward and one backward (``csrc/kirchhoff.cpp``)."""
+    """:class:`_CausalDepthwiseFn` in one pass forward and one backward of the compiled ``ops``
+    (``csrc/kirchhoff.cpp``; the backward uses the module the forward used)."""
 
     @staticmethod
-    def forward(ctx, u, taps, bias):
+    def forward(ctx, ops, u, taps, bias):
         u = u.contiguous()
         ctx.save_for_backward(u, taps)
-        return _native.kirchhoff_ops().conv_forward(u, taps, bias)
+        ctx.ops = ops
+        return ops.conv_forward(u, taps, bias)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         u, taps = ctx.saved_tensors
-        return tuple(_native.kirchhoff_ops().conv_backward(u, taps, grad.contiguous()))
+        return (None, *ctx.ops.conv_backward(u, taps, grad.contiguous()))
 
 
 class _CausalDepthwiseFn(torch.autograd.Function):
@@ -172,26 +175,29 @@ def gated_sum(outputs: list[torch.Tensor], g: torch.Tensor) -> torch.Tensor:
     """ȳ ⊙ SiLU(g) with ȳ = Σ_r y⁽ʳ⁾ (Eqs. 36–37): the stage outputs and the gate pre-activation all
     ``(batch, length, d_inner)``; on CPU one native pass (``csrc/kirchhoff.cpp``) forward and one
     backward instead of torch's sum, SiLU and product and their gradients."""
-    if _native.kirchhoff_for(g, *outputs) is not None:
-        return _NativeGatedSumFn.apply(g, *outputs)
+    ops = _native.kirchhoff_for(g, *outputs)
+    if ops is not None:
+        return _NativeGatedSumFn.apply(ops, g, *outputs)
     return sum(outputs[1:], outputs[0]) * F.silu(g)
 
 
 class _NativeGatedSumFn(torch.autograd.Function):
-    """:func:`gated_sum` in the native kernels; every stage output receives the same gradient."""
+    """:func:`gated_sum` in the compiled ``ops`` (the backward uses the module the forward used);
+    every stage output receives the same gradient."""
 
     @staticmethod
-    def forward(ctx, g, *outputs):
+    def forward(ctx, ops, g, *outputs):
         g, outputs = g.contiguous(), [y.contiguous() for y in outputs]
         ctx.save_for_backward(g, *outputs)
-        return _native.kirchhoff_ops().gate_forward(g, outputs)
+        ctx.ops = ops
+        return ops.gate_forward(g, outputs)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         g, *outputs = ctx.saved_tensors
-        grad_total, grad_g = _native.kirchhoff_ops().gate_backward(g, outputs, grad.contiguous())
-        return (grad_g, *[grad_total] * len(outputs))
+        grad_total, grad_g = ctx.ops.gate_backward(g, outputs, grad.contiguous())
+        return (None, grad_g, *[grad_total] * len(outputs))
 
 
 class _FieldBlock(nn.Module):

@@ -198,8 +198,9 @@ def _fused_zoh_scan(u, proj, dt, lam, skip):
         with torch.autocast(device, enabled=False):
             return _fused_zoh_scan(u.float(), proj.float(), None if dt is None else dt.float(), lam.float(),
                                    skip.float())
-    if _native.kirchhoff_for(u, proj, lam, skip) is not None:
-        return _NativeZohScanFn.apply(u, proj, None if dt is None else dt.to(u.dtype), lam, skip)
+    ops = _native.kirchhoff_for(u, proj, lam, skip)
+    if ops is not None:
+        return _NativeZohScanFn.apply(ops, u, proj, None if dt is None else dt.to(u.dtype), lam, skip)
     return _torch_zoh_scan(u, proj, dt, lam, skip)
 
 
@@ -214,23 +215,25 @@ class _NativeZohScanFn(torch.autograd.Function):
     sizes included (Δ = softplus(z) dt from the pre-activation z in ``proj = [z | b | c]`` and the
     optional ``dt (batch, time)``): the states live in a (d_state, d_inner) buffer per sequence, only one
     state per chunk of steps is saved, and the backward recomputes each chunk's states (same formulas
-    as :class:`_ZohScanFn`); the gradient of ``proj`` comes back in its ``[dz | db | dc]`` layout."""
+    as :class:`_ZohScanFn`); the gradient of ``proj`` comes back in its ``[dz | db | dc]`` layout.
+    ``ops`` is the compiled module; the backward uses the one the forward used (even if
+    ``CIRCUITOP_NATIVE_SCAN=0`` was set in between)."""
 
     @staticmethod
-    def forward(ctx, u, proj, dt, lam, skip):
+    def forward(ctx, ops, u, proj, dt, lam, skip):
         u, proj, lam, skip = (t.contiguous() for t in (u, proj, lam, skip))
         dt = None if dt is None else dt.contiguous()
-        y, checkpoints = _native.kirchhoff_ops().zoh_forward(u, proj, dt, lam, skip)
+        y, checkpoints = ops.zoh_forward(u, proj, dt, lam, skip)
         ctx.save_for_backward(u, proj, dt, lam, skip, checkpoints)
+        ctx.ops = ops
         return y
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_y):
         u, proj, dt, lam, skip, checkpoints = ctx.saved_tensors
-        ops = _native.kirchhoff_ops()
-        du, dproj, ddt, dlam, dskip = ops.zoh_backward(u, proj, dt, lam, skip, checkpoints, grad_y.contiguous())
-        return du, dproj, (ddt if dt is not None else None), dlam, dskip
+        du, dproj, ddt, dlam, dskip = ctx.ops.zoh_backward(u, proj, dt, lam, skip, checkpoints, grad_y.contiguous())
+        return None, du, dproj, (ddt if dt is not None else None), dlam, dskip
 
 
 class _ZohScanFn(torch.autograd.Function):

@@ -124,6 +124,25 @@ def test_native_gated_sum_equals_torch(order, dtype, request, monkeypatch):
         torch.testing.assert_close(fast, ref, **tol)
 
 
+def test_native_backward_uses_the_forwards_kernels(kirchhoff_native, monkeypatch):
+    """A graph built on the native kernels (ZOH scan, convolution, gate) differentiates with them even
+    when CIRCUITOP_NATIVE_SCAN=0 is set between the forward and the backward: same gradients as an
+    undisturbed run."""
+    torch.manual_seed(0)
+    block = CascadedKirchhoffBlock(6, order=2, d_state=4).double()
+    x = _randn(2, 9, 6).requires_grad_()
+    weight = _randn(2, 9, 6, seed=3)
+    grads = []
+    for switch in (False, True):
+        monkeypatch.delenv("CIRCUITOP_NATIVE_SCAN", raising=False)
+        loss = (block(x) * weight).sum()
+        if switch:
+            monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "0")
+        grads.append(torch.autograd.grad(loss, [x, *block.parameters()]))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def test_native_block_kernels_reject_bad_shapes(kirchhoff_native):
     ops = _native.kirchhoff_ops()
     u = torch.randn(2, 7, 3)

@@ -21,6 +21,11 @@ def native(kirchhoff_native):
     """The native kernels are built (``kirchhoff_native`` in conftest.py skips otherwise)."""
 
 
+def _native_zoh(*inputs):
+    """The native autograd function on ``(u, proj, dt, lam, skip)``, with the compiled kernels."""
+    return _NativeZohScanFn.apply(_native.kirchhoff_ops(), *inputs)
+
+
 def _inputs(batch, length, d_inner, d_state, dtype, seed=0, z_shift=-2.0, irregular=True):
     """u, proj = [z | b | c] (Δ = softplus(z)·dt), dt (or None), λ (spread around 1..d_state), the
     skip readout — requiring grad."""
@@ -57,7 +62,7 @@ def test_native_matches_torch_across_chunk_boundaries(native, dtype, length):
     and float64), so these lengths end before, on and after chunk boundaries."""
     for irregular in (True, False):
         inputs = _inputs(2, length, 64, 64, dtype, irregular=irregular)
-        _assert_same(_values_and_grads(_NativeZohScanFn.apply, inputs), _values_and_grads(_torch_zoh_scan, inputs), TOL[dtype])
+        _assert_same(_values_and_grads(_native_zoh, inputs), _values_and_grads(_torch_zoh_scan, inputs), TOL[dtype])
 
 
 @pytest.mark.parametrize("z_shift", [-30.0, 8.0, 25.0])
@@ -66,7 +71,7 @@ def test_native_matches_torch_for_tiny_and_huge_steps(native, z_shift):
     underflows towards 0), and z beyond torch's softplus threshold 20: the one-polynomial exp/expm1
     and the in-kernel softplus stay at double precision."""
     inputs = _inputs(2, 30, 8, 16, torch.float64, z_shift=z_shift)
-    _assert_same(_values_and_grads(_NativeZohScanFn.apply, inputs), _values_and_grads(_torch_zoh_scan, inputs),
+    _assert_same(_values_and_grads(_native_zoh, inputs), _values_and_grads(_torch_zoh_scan, inputs),
                  dict(rtol=1e-11, atol=1e-11))
 
 
@@ -76,16 +81,16 @@ def test_native_long_sequence_float32_against_float64(native):
     inputs64 = _inputs(1, 65536, 4, 4, torch.float64, z_shift=-4.0)
     inputs32 = [t.detach().float().requires_grad_() for t in inputs64]
     ref = _values_and_grads(_torch_zoh_scan, inputs64)
-    fast = _values_and_grads(_NativeZohScanFn.apply, inputs32)
+    fast = _values_and_grads(_native_zoh, inputs32)
     _assert_same([t.double() for t in fast], ref, dict(rtol=1e-4, atol=1e-4))
 
 
 def test_native_is_independent_of_thread_count(native):
     """Work is split over the batch: two threads give bitwise the same values and gradients."""
     inputs = _inputs(5, 40, 16, 8, torch.float32)
-    one = _values_and_grads(_NativeZohScanFn.apply, inputs)
+    one = _values_and_grads(_native_zoh, inputs)
     torch.set_num_threads(2)
-    two = _values_and_grads(_NativeZohScanFn.apply, inputs)
+    two = _values_and_grads(_native_zoh, inputs)
     for a, b in zip(one, two):
         assert torch.equal(a, b)
 
