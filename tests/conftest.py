@@ -16,29 +16,30 @@ def one_thread():
     torch.set_num_threads(old)
 
 
-def _skip_unless_built(stem: str, ops) -> None:
-    """Skips the test unless the native kernels are enabled and ``ops()`` (their build) succeeds."""
+def _skip_unless_built(stem: str, build):
+    """The compiled module ``build()`` returns; skips the test unless the native kernels are enabled
+    and that build succeeds."""
     if not _native.native_scan_enabled():
         pytest.skip("native kernels disabled by CIRCUITOP_NATIVE_SCAN=0 in the environment")
-    if ops() is None:
+    ops = build()
+    if ops is None:
         pytest.skip(f"native {stem} extension cannot be built here: {_native.scan_build_error(stem)}")
+    return ops
 
 
 @pytest.fixture
 def kirchhoff_native():
-    """Skips the test unless the native Kirchhoff kernels (``csrc/kirchhoff.cpp``) are enabled and built."""
-    _skip_unless_built("kirchhoff", _native.kirchhoff_ops)
+    """The native Kirchhoff kernels (``csrc/kirchhoff.cpp``); skips the test unless enabled and built."""
+    return _skip_unless_built("kirchhoff", _native.kirchhoff_ops)
 
 
 @pytest.fixture
 def scan_native():
-    """Skips the test unless the native scan kernel (``csrc/scan.cpp``) is enabled and built."""
-    _skip_unless_built("scan", _native.scan_ops)
+    """The native scan kernel (``csrc/scan.cpp``); skips the test unless enabled and built."""
+    return _skip_unless_built("scan", _native.scan_ops)
 
 
 @pytest.fixture
 def resample_native():
     """The native 2× resampling kernels (``csrc/resample.cpp``); skips the test unless enabled and built."""
-    ops = lambda: _native.resample_for(torch.zeros(1))  # noqa: E731 - the builder, called once per check
-    _skip_unless_built("resample", ops)
-    return ops()
+    return _skip_unless_built("resample", lambda: _native.resample_for(torch.zeros(1)))

@@ -5,7 +5,6 @@ import torch
 from torch.nn import functional as F
 
 from circuitop import CascadedKirchhoffBlock, CascadedKirchhoffBlock1d, CascadedKirchhoffBlock2d
-from circuitop import _native
 from circuitop.ckb import causal_depthwise_conv, gated_sum
 
 
@@ -144,7 +143,7 @@ def test_native_backward_uses_the_forwards_kernels(kirchhoff_native, monkeypatch
 
 
 def test_native_block_kernels_reject_bad_shapes(kirchhoff_native):
-    ops = _native.kirchhoff_ops()
+    ops = kirchhoff_native
     u = torch.randn(2, 7, 3)
     with pytest.raises(RuntimeError, match=r"taps: expected \(channels, kernel\)"):
         ops.conv_forward(u, torch.randn(4, 2), torch.randn(3))
