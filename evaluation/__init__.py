@@ -6,15 +6,16 @@ Plots live in ``evaluation.plots``, imported on demand (it is the one module tha
 
 from evaluation.metrics import max_mse, nrmse_range, rel_l1, rel_l2, rel_l2_derivative, rel_l2_spectral
 from evaluation.localized import boundary_rmse, frequency_band_errors
-from evaluation.pdebench import PDEBENCH_KEYS, pdebench_metrics
+from evaluation.pdebench import PDEBENCH_KEYS, PDEBenchAccumulator, pdebench_metrics
 from evaluation.phm import phm_score
 from evaluation.rollout import rollout_errors
 from evaluation.summary import summarize
+from evaluation.accumulate import MetricAccumulator
 from evaluation.gapped import GAP_LEVELS, apply_gap, gap_mask, gapped_evaluation
 
 __all__: list[str] = []
 __all__ += ["rel_l2", "rel_l2_spectral", "rel_l2_derivative", "rel_l1", "nrmse_range", "max_mse"]
-__all__ += ["pdebench_metrics", "PDEBENCH_KEYS", "frequency_band_errors", "boundary_rmse", "phm_score",
-            "rollout_errors"]
-__all__ += ["summarize"]
+__all__ += ["pdebench_metrics", "PDEBenchAccumulator", "PDEBENCH_KEYS", "frequency_band_errors", "boundary_rmse",
+            "phm_score", "rollout_errors"]
+__all__ += ["summarize", "MetricAccumulator"]
 __all__ += ["gap_mask", "apply_gap", "gapped_evaluation", "GAP_LEVELS"]

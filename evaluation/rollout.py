@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import torch
+
 from evaluation._inputs import as_pair, check_reduce, finish
 from evaluation.metrics import rel_l2
 
@@ -28,12 +30,22 @@ def rollout_errors(pred, true, *, metric: Callable = rel_l2, reduce: str = "mean
     check_reduce(reduce)
     if reduce == "none":
         raise ValueError("reduce: expected 'mean' or 'median' for rollout_errors, found 'none'")
+    values, is_torch = _step_values(pred, true, metric=metric)
+    per_step = finish(values, reduce, is_torch)
+    return per_step, per_step.mean() if is_torch else float(per_step.mean())
+
+
+def _step_values(pred, true, *, metric: Callable = rel_l2) -> tuple[torch.Tensor, bool]:
+    """``metric`` of every (sample, step) pair: a tensor ``(sample, time)`` and whether the input was torch.
+
+    The unreduced form of :func:`rollout_errors` (which reduces it over samples), also kept batch by
+    batch by :class:`evaluation.MetricAccumulator`.
+    """
     pair = as_pair(pred, true, min_ndim=3)
     if pair.has_time is False:
         raise ValueError(f"pred: expected a 'time' dim for a rollout, found dims {dict(pred.sizes)}")
     n_batch, n_time = pair.pred.shape[:2]
     flat_pred = pair.pred.reshape(n_batch * n_time, *pair.pred.shape[2:])
     flat_true = pair.true.reshape(n_batch * n_time, *pair.true.shape[2:])
-    values = metric(flat_pred, flat_true, reduce="none").reshape(n_batch, n_time)
-    per_step = finish(values, reduce, pair.is_torch)
-    return per_step, per_step.mean() if pair.is_torch else float(per_step.mean())
+    values = metric(flat_pred, flat_true, reduce="none")  # tensors in, so a tensor out
+    return values.reshape(n_batch, n_time), pair.is_torch

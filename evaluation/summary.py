@@ -10,6 +10,17 @@ from evaluation.pdebench import pdebench_metrics
 
 __all__ = ["summarize"]
 
+#: ``(key, metric, reduce over samples)`` in print order: every data set, then fields only. Shared with
+#: :class:`evaluation.MetricAccumulator`, which keeps the per-sample values and reduces at the end.
+_POINTWISE = (("rel_l2", rel_l2, "mean"), ("rel_l1", rel_l1, "mean"), ("rel_l1_median", rel_l1, "median"),
+              ("nrmse_range", nrmse_range, "mean"), ("max_mse", max_mse, "mean"))
+_FIELD_ONLY = (("rel_l2_spectral", rel_l2_spectral, "mean"), ("rel_l2_derivative", rel_l2_derivative, "mean"))
+
+
+def _per_sample_metrics(kind: str) -> tuple:
+    """The ``(key, metric, reduce)`` rows of :func:`summarize` for data of ``kind`` (field or sequence)."""
+    return _POINTWISE + _FIELD_ONLY if kind == "field" else _POINTWISE
+
 
 def _scored_frames(ds: xr.Dataset, initial_step: int, name: str) -> xr.Dataset:
     if model.TIME in ds.dims:
@@ -28,7 +39,8 @@ def summarize(pred: xr.Dataset, true: xr.Dataset, *, initial_step: int = 0) -> d
     """The CHONN metrics (means over samples, plus the median relative L1) and, for fields, PDEBench's.
 
     The first ``initial_step`` time frames were model inputs and are excluded everywhere. Sequences
-    (no spatial dims) get the pointwise metrics only.
+    (no spatial dims) get the pointwise metrics only. For a test set too large to hold at once,
+    :class:`evaluation.MetricAccumulator` gives the same table batch by batch.
 
     Args:
         pred, true: data-model Datasets with the same dims and data variables.
@@ -40,15 +52,7 @@ def summarize(pred: xr.Dataset, true: xr.Dataset, *, initial_step: int = 0) -> d
     kind = model.kind_of(true)
     p = _scored_frames(pred, initial_step, "pred")
     t = _scored_frames(true, initial_step, "true")
-    table = {
-        "rel_l2": rel_l2(p, t),
-        "rel_l1": rel_l1(p, t),
-        "rel_l1_median": rel_l1(p, t, reduce="median"),
-        "nrmse_range": nrmse_range(p, t),
-        "max_mse": max_mse(p, t),
-    }
+    table = {key: metric(p, t, reduce=reduce) for key, metric, reduce in _per_sample_metrics(kind)}
     if kind == "field":
-        table["rel_l2_spectral"] = rel_l2_spectral(p, t)
-        table["rel_l2_derivative"] = rel_l2_derivative(p, t)
         table.update(pdebench_metrics(pred, true, initial_step=initial_step))
     return table

@@ -151,7 +151,7 @@ def train_model(label: str, name: str, channels: tuple[int, int], config: dict, 
     meta = {"model": operators.model_spec(name, *channels, **config), "data": {"kind": kind}}
     dist = DistInfo(device=torch.device(device))
     trainer = Trainer(model, train, val, train_config, out / "checkpoints" / label, meta=meta,
-                      normalizers=normalizers, dist=dist)
+                      normalizers=normalizers, dist=dist, windowed=kind == "window")
     start = time.perf_counter()
     trainer.fit()
     seconds = time.perf_counter() - start
@@ -172,9 +172,8 @@ def compare_models(specs: dict[str, tuple[str, dict]], channels: tuple[int, int]
 def field_metrics(pred: torch.Tensor, true: torch.Tensor, *, steady: bool, initial_step: int = 0) -> dict[str, float]:
     """PDEBench's suite plus mean relative L2, for steady ``(n, C, *s)`` or time-dependent ``(n, T, C, *s)``."""
     if steady:
-        pred, true = pred.unsqueeze(1), true.unsqueeze(1)  # one "time" frame
-    p, t = pred.movedim(2, -1), true.movedim(2, -1)        # PDEBench layout (n, T, *s, C)
-    return {**evaluation.pdebench_metrics(p, t, initial_step=initial_step),
+        pred, true = pred.unsqueeze(1), true.unsqueeze(1)  # one "time" frame: (n, 1, C, *s)
+    return {**evaluation.pdebench_metrics(pred, true, initial_step=initial_step),
             "rel_l2": float(evaluation.rel_l2(pred[:, initial_step:], true[:, initial_step:]))}
 
 

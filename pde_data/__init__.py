@@ -13,8 +13,12 @@ from pde_data.shallow_water import simulate_shallow_water
 from pde_data.dam_break import generate_dam_break
 from pde_data.pdebench_read import open_pdebench
 from pde_data.pdebench_write import write_pdebench
-from pde_data.datasets import PairDataset, WindowDataset, split_indices
+from pde_data.opener import open_data
+from pde_data.datasets import PairDataset, WindowDataset, item_bytes, split_indices
+from pde_data.reading import DataReadError, read_samples
 from pde_data.normalize import Normalizer, fit_normalizer
+from pde_data.fingerprint import Fingerprint, fingerprint
+from pde_data.prediction_writer import PredictionWriter
 from pde_data.order_benchmark import generate_order_benchmark, generate_order_splits
 from pde_data.poisson import generate_poisson, generate_poisson_splits, solve_poisson
 from pde_data.darcy import generate_darcy, solve_darcy
@@ -23,10 +27,11 @@ __all__ = [
     "model",
     "save", "open", "atomic_path", "shard_path", "shard_range", "parse_shard",
     "to_tensor", "from_tensor", "time_steps",
-    "open_pdebench", "write_pdebench",
+    "open_pdebench", "write_pdebench", "open_data",
     "gaussian_random_field_2d", "simulate_navier_stokes", "generate_navier_stokes",
     "simulate_shallow_water", "generate_dam_break",
-    "PairDataset", "WindowDataset", "split_indices", "Normalizer", "fit_normalizer",
+    "PairDataset", "WindowDataset", "split_indices", "item_bytes", "DataReadError", "read_samples", "Normalizer", "fit_normalizer",
+    "Fingerprint", "fingerprint", "PredictionWriter",
     "generate_order_benchmark", "generate_order_splits",
     "generate_poisson", "generate_poisson_splits", "solve_poisson",
     "generate_darcy", "solve_darcy",

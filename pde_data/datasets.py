@@ -1,29 +1,39 @@
 """Torch datasets over (possibly lazy) Datasets of the data model: steady pairs and time windows.
 
-Each item is read from the underlying Dataset when it is asked for (a lazy PDEBench or NetCDF file is
-never loaded whole) and converted through :func:`pde_data.model.to_tensor` only. Splits are explicit
-seeded index arrays (:func:`split_indices`); normalizers (:mod:`pde_data.normalize`) are fitted on the
-training indices and applied per item.
+Items are read when they are asked for, in batches that follow the file (one read per sample and
+frame range, however many windows of that sample a batch holds): a lazy PDEBench or NetCDF file is
+never loaded whole, and a window is a ``(sample, start)`` pair, never a copy. Given a file path
+instead of a Dataset, every process (each DataLoader worker) opens the file itself. With
+``cache=True`` the split's samples are read once into memory; items are then sliced from there, with
+values identical to reading them from the file. Splits are explicit seeded index arrays
+(:func:`split_indices`); normalizers (:mod:`pde_data.normalize`) are fitted on the training indices and
+applied per item.
 
 ==================  ======================================  =========================================
 dataset             item ``x``                              item ``y``
 ==================  ======================================  =========================================
 ``PairDataset``     ``(in_channels, *spatial)``             ``(out_channels, *spatial)``
 ``WindowDataset``   ``(m * channels, *spatial)`` (frames     ``(channels, *spatial)`` (``horizon`` 1) or
-                    stacked in time order, channel index    ``(horizon, channels, *spatial)``
-                    ``frame * channels + c``) or
-                    ``(m, channels, *spatial)`` if not
+                    stacked in time order, channel index    ``(horizon, channels, *spatial)``;
+                    ``frame * channels + c``) or            ``(horizon, channels, *spatial)`` always
+                    ``(m, channels, *spatial)`` if not      if not ``stack``
                     ``stack``
 ==================  ======================================  =========================================
+
+``read_batch(items)`` returns the items stacked along a leading batch axis; a DataLoader fetches whole
+batches through ``__getitems__``, which hands a read error back as a :class:`ReadFailure` naming the
+file and sample (the loader raises it in the main process as one line).
 
 Example:
     >>> splits = split_indices(ds.sizes["sample"], sizes=(800, 100, 100), seed=0)
     >>> norm = fit_normalizer(ds, ["a"], indices=splits["train"])
-    >>> train = PairDataset(ds, ["a"], ["u"], indices=splits["train"], input_normalizer=norm)
+    >>> train = PairDataset("darcy.nc", ["a"], ["u"], indices=splits["train"], input_normalizer=norm)
+    >>> x, y = train.read_batch([0, 5, 7])          # (3, 1, 128, 128) each
 """
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import numpy as np
@@ -31,10 +41,13 @@ import torch
 import xarray as xr
 from torch.utils.data import Dataset
 
-from pde_data.model import SAMPLE, TIME, to_tensor
+from pde_data.model import SAMPLE, TIME
 from pde_data.normalize import Normalizer
+from pde_data.reading import DataReadError, ReadFailure, SourceHandle, one_line, read_samples, sample_runs
 
-__all__ = ["split_indices", "PairDataset", "WindowDataset"]
+__all__ = ["split_indices", "PairDataset", "WindowDataset", "item_bytes"]
+
+Source = xr.Dataset | str | os.PathLike
 
 
 def split_indices(
@@ -76,75 +89,165 @@ def _encode(t: torch.Tensor, normalizer: Normalizer | None) -> torch.Tensor:
     return t if normalizer is None else normalizer.encode(t)
 
 
-class PairDataset(Dataset):
+def item_bytes(ds: xr.Dataset, variables: Sequence[str], dtype: torch.dtype = torch.float32) -> int:
+    """Bytes one sample of ``variables`` takes in memory as ``dtype`` (all frames, all channels)."""
+    size = torch.tensor([], dtype=dtype).element_size()
+    return sum(int(np.prod([n for d, n in ds[v].sizes.items() if d != SAMPLE])) for v in variables) * size
+
+
+class _SampleItems(Dataset):
+    """What both datasets share: the source handle, the split's samples, the cache and error wrapping."""
+
+    def _setup(self, source: Source, variables: Sequence[str], indices, dtype: torch.dtype, cache: bool) -> None:
+        self.handle, self.dtype = SourceHandle(source), dtype
+        ds = self.handle.ds
+        missing = [v for v in variables if v not in ds.data_vars]
+        if missing:
+            raise ValueError(f"{type(self).__name__}: expected variables {list(variables)} in {self.handle.name}; "
+                             f"missing {missing}, found {list(ds.data_vars)}")
+        self.indices = _indices(ds, indices)
+        self.cached_samples = np.unique(self.indices)
+        self._cache: tuple[torch.Tensor, ...] | None = self._load_cache() if cache else None
+
+    @property
+    def ds(self) -> xr.Dataset:
+        return self.handle.ds
+
+    @property
+    def cached(self) -> bool:
+        return self._cache is not None
+
+    def _read(self, variables: Sequence[str], samples: Sequence[int], time: slice | None = None) -> torch.Tensor:
+        """``read_samples`` with any error turned into one line naming the file and the samples."""
+        try:
+            values = read_samples(self.ds, variables, samples, time=time, dtype=self.dtype)
+            self.handle.verify()
+            return values
+        except Exception as exc:  # noqa: BLE001 - every reader error becomes one line naming file and sample
+            runs = ", ".join(f"{a}" if b == a + 1 else f"{a}..{b - 1}" for a, b in sample_runs(samples))
+            frames = "" if time is None else f", frames {time.start}..{time.stop - 1}"
+            raise DataReadError(f"{self.handle.name}: reading sample {runs}{frames} failed: {one_line(exc)}") from exc
+
+    def _rows(self, samples: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.cached_samples, samples)
+
+    def __getitems__(self, items: Sequence[int]):
+        """A DataLoader's batch fetch: ``read_batch(items)``, or a :class:`ReadFailure` naming the error."""
+        try:
+            return self.read_batch(items)
+        except DataReadError as exc:
+            return ReadFailure(str(exc))
+
+    def __getitem__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = self.read_batch([k])
+        return x[0], y[0]
+
+
+class PairDataset(_SampleItems):
     """Steady pairs: ``inputs`` variables of sample ``i`` → ``outputs`` variables of the same sample.
 
     Args:
-        ds: Dataset with dims ``(sample, *spatial)`` (e.g. Darcy ``a`` → ``u``, order benchmark ``input`` → ``target``).
+        source: a Dataset with dims ``(sample, *spatial)`` (e.g. Darcy ``a`` → ``u``), or the path of a
+            file (opened by each process on first use).
         inputs, outputs: variable names, in channel order.
         indices: the samples of this split (default: all).
         input_normalizer, output_normalizer: applied per item (fitted on the training split).
+        cache: read the split's samples into memory once (items identical to reading them from the file).
     """
 
-    def __init__(self, ds: xr.Dataset, inputs: Sequence[str], outputs: Sequence[str], *,
+    def __init__(self, source: Source, inputs: Sequence[str], outputs: Sequence[str], *,
                  indices: Sequence[int] | None = None, input_normalizer: Normalizer | None = None,
-                 output_normalizer: Normalizer | None = None, dtype: torch.dtype = torch.float32):
-        for name in (*inputs, *outputs):
-            if name not in ds.data_vars:
-                raise ValueError(f"PairDataset: expected variable '{name}'; found {list(ds.data_vars)}")
-        self.ds, self.inputs, self.outputs = ds, list(inputs), list(outputs)
-        self.indices = _indices(ds, indices)
-        self.input_normalizer, self.output_normalizer, self.dtype = input_normalizer, output_normalizer, dtype
+                 output_normalizer: Normalizer | None = None, dtype: torch.dtype = torch.float32,
+                 cache: bool = False):
+        self.inputs, self.outputs = list(inputs), list(outputs)
+        self.input_normalizer, self.output_normalizer = input_normalizer, output_normalizer
+        self._setup(source, self.inputs + self.outputs, indices, dtype, cache)
 
     def __len__(self) -> int:
         return len(self.indices)
 
-    def __getitem__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        sample = self.ds.isel({SAMPLE: [int(self.indices[k])]})
-        x = to_tensor(sample, self.inputs, dtype=self.dtype)[0]
-        y = to_tensor(sample, self.outputs, dtype=self.dtype)[0]
+    def _load_cache(self) -> tuple[torch.Tensor, torch.Tensor]:
+        both = self._read(self.inputs + self.outputs, self.cached_samples)
+        return both[:, :len(self.inputs)].clone(), both[:, len(self.inputs):].clone()
+
+    def read_batch(self, items: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Items ``items`` stacked: ``(batch, in_channels, *spatial)``, ``(batch, out_channels, *spatial)``."""
+        samples = self.indices[np.asarray(items, dtype=np.int64)]
+        if self._cache is not None:
+            rows = torch.as_tensor(self._rows(samples))
+            x, y = self._cache[0][rows], self._cache[1][rows]
+        else:
+            distinct = np.unique(samples)
+            both = self._read(self.inputs + self.outputs, distinct)[torch.as_tensor(np.searchsorted(distinct, samples))]
+            x, y = both[:, :len(self.inputs)], both[:, len(self.inputs):]
         return _encode(x, self.input_normalizer), _encode(y, self.output_normalizer)
 
 
-class WindowDataset(Dataset):
+class WindowDataset(_SampleItems):
     """Time windows for autoregressive training: ``m`` given frames → the next ``horizon`` frame(s).
 
     Windows start at ``t0 = 0, stride, 2·stride, ...`` while ``t0 + m + horizon <= T``, for every sample
-    of ``indices`` (PDEBench's ``initial_step`` is ``m``).
+    of ``indices`` (PDEBench's ``initial_step`` is ``m``); window ``k`` is the pair ``windows[k] =
+    (sample, t0)``. A batch reads each of its samples once, over the frames its windows span.
 
     Args:
-        ds: Dataset with dims ``(sample, time, *spatial)``.
+        source: a Dataset with dims ``(sample, time, *spatial)``, or the path of such a file.
         variables: the variables (channels), in order; inputs and targets use the same ones.
         m: number of given frames (e.g. 1, 3, 5, 10).
         indices: the samples of this split. normalizer: per-channel, applied to every frame.
         horizon: frames predicted per window. stride: step between window starts.
         stack: stack the ``m`` frames along channels (``(m·C, *spatial)``) or keep ``(m, C, *spatial)``.
+        cache: read the split's samples into memory once (items identical to reading them from the file).
     """
 
-    def __init__(self, ds: xr.Dataset, variables: Sequence[str], *, m: int, indices: Sequence[int] | None = None,
+    def __init__(self, source: Source, variables: Sequence[str], *, m: int, indices: Sequence[int] | None = None,
                  normalizer: Normalizer | None = None, horizon: int = 1, stride: int = 1, stack: bool = True,
-                 dtype: torch.dtype = torch.float32):
-        missing = [v for v in variables if v not in ds.data_vars or TIME not in ds[v].dims]
-        if missing:
-            raise ValueError(f"WindowDataset: expected variables with a '{TIME}' dim; not found/without time: {missing}")
+                 dtype: torch.dtype = torch.float32, cache: bool = False):
+        self.variables, self.m, self.horizon = list(variables), m, horizon
+        self.normalizer, self.stack = normalizer, stack
+        self._setup(source, self.variables, indices, dtype, cache=False)
+        ds = self.ds
+        without = [v for v in self.variables if TIME not in ds[v].dims]
+        if without:
+            raise ValueError(f"WindowDataset: expected variables with a '{TIME}' dim; without time: {without}")
         n_time = ds.sizes[TIME]
         if m < 1 or horizon < 1 or stride < 1 or m + horizon > n_time:
             raise ValueError(f"WindowDataset: expected m >= 1, horizon >= 1, stride >= 1 and m + horizon <= "
                              f"{n_time} frames; found m={m}, horizon={horizon}, stride={stride}")
-        self.ds, self.variables, self.m, self.horizon = ds, list(variables), m, horizon
-        self.normalizer, self.stack, self.dtype = normalizer, stack, dtype
         starts = np.arange(0, n_time - m - horizon + 1, stride)
-        samples = _indices(ds, indices)
-        self.windows = np.stack([np.repeat(samples, starts.size), np.tile(starts, samples.size)], axis=1)
+        self.windows = np.stack([np.repeat(self.indices, starts.size), np.tile(starts, self.indices.size)], axis=1)
+        self._frames = int(starts[-1]) + m + horizon
+        self._cache = self._load_cache() if cache else None
 
     def __len__(self) -> int:
         return len(self.windows)
 
-    def __getitem__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        sample, t0 = (int(v) for v in self.windows[k])
-        block = self.ds[self.variables].isel({SAMPLE: [sample], TIME: slice(t0, t0 + self.m + self.horizon)})
-        frames = _encode(to_tensor(block, self.variables, dtype=self.dtype)[0], self.normalizer)
-        x, y = frames[: self.m], frames[self.m:]
+    def _load_cache(self) -> tuple[torch.Tensor]:
+        return (self._read(self.variables, self.cached_samples, slice(0, self._frames)),)
+
+    def _block(self, sample: int, start: int, stop: int) -> torch.Tensor:
+        """Encoded frames ``start:stop`` of ``sample``: ``(stop - start, channels, *spatial)``."""
+        if self._cache is not None:
+            frames = self._cache[0][int(self._rows(np.array([sample]))[0]), start:stop]
+        else:
+            frames = self._read(self.variables, [sample], slice(start, stop))[0]
+        return _encode(frames, self.normalizer)
+
+    def read_batch(self, items: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Windows ``items`` stacked along a leading batch axis (layouts in the module docstring)."""
+        pairs = self.windows[np.asarray(items, dtype=np.int64)]
+        length = self.m + self.horizon
+        out = [None] * len(pairs)
+        for sample in np.unique(pairs[:, 0]):
+            mine = np.flatnonzero(pairs[:, 0] == sample)
+            first, last = int(pairs[mine, 1].min()), int(pairs[mine, 1].max())
+            block = self._block(int(sample), first, last + length)
+            for k in mine:
+                t0 = int(pairs[k, 1]) - first
+                out[k] = block[t0:t0 + length]
+        frames = torch.stack(out)
+        x, y = frames[:, : self.m], frames[:, self.m:]
         if self.stack:
-            x = x.reshape(-1, *x.shape[2:])
-        return x, (y[0] if self.horizon == 1 else y)
+            x = x.flatten(1, 2)
+            y = y[:, 0] if self.horizon == 1 else y
+        return x, y

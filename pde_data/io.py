@@ -1,4 +1,4 @@
-"""NetCDF-4 files for the data model: compressed, written atomically, opened lazily.
+"""NetCDF-4 files for the data model: compressed, chunked per sample, written atomically, opened lazily.
 
 ``save`` writes to a temporary file in the target's folder and renames it into place, so an
 interrupted write never leaves a file at the target path. ``open`` checks that the path exists and
@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Iterator
 
 import xarray as xr
+
+from pde_data.model import SAMPLE, SPATIAL_DIMS, TIME
 
 __all__ = ["save", "open", "atomic_path", "check_file", "shard_path", "shard_range", "parse_shard"]
 
@@ -51,15 +53,42 @@ def _umask() -> int:
     return mask
 
 
+def _chunksizes(var: xr.Variable) -> tuple[int, ...] | None:
+    """Per-sample chunks for a data variable: 1 along ``sample`` (and ``time`` for fields), whole elsewhere.
+
+    A field ``(sample, time, x, y)`` gets ``(1, 1, nx, ny)``, so reading one (sample, frame range)
+    touches only those frames. A sequence ``(sample, time, feature)`` (no spatial dim) keeps ``time``
+    whole, ``(1, nt, nf)``: a frame of a few numbers is too small to be a chunk of its own.
+    ``None`` (the library default) without a ``sample`` dim or with an empty dim.
+    """
+    if SAMPLE not in var.dims or 0 in var.shape:
+        return None
+    split = {SAMPLE, TIME} if any(d in SPATIAL_DIMS for d in var.dims) else {SAMPLE}
+    return tuple(1 if d in split else n for d, n in zip(var.dims, var.shape))
+
+
+def _encoding(ds: xr.Dataset, complevel: int) -> dict[str, dict]:
+    """zlib for every numeric variable; :func:`_chunksizes` for data variables with a ``sample`` dim."""
+    encoding = {}
+    for name, var in ds.variables.items():
+        if var.dtype.kind not in "fiub":
+            continue
+        encoding[name] = {"zlib": True, "complevel": complevel}
+        chunks = _chunksizes(var) if name in ds.data_vars else None
+        if chunks is not None:
+            encoding[name]["chunksizes"] = chunks
+    return encoding
+
+
 def save(ds: xr.Dataset, path: str | os.PathLike, *, complevel: int = 4) -> Path:
-    """Write ``ds`` to NetCDF-4 at ``path`` with zlib compression, atomically. Returns the path."""
+    """Write ``ds`` to NetCDF-4 at ``path`` with zlib compression, atomically. Returns the path.
+
+    Data variables with a ``sample`` dim are chunked one sample (and, for fields, one frame) per
+    chunk (see :func:`_chunksizes`); other variables keep the library's default chunks.
+    """
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"save: expected an xarray.Dataset, found {type(ds).__name__}")
-    encoding = {
-        name: {"zlib": True, "complevel": complevel}
-        for name, var in ds.variables.items()
-        if var.dtype.kind in "fiub"
-    }
+    encoding = _encoding(ds, complevel)
     with atomic_path(path) as tmp:
         ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=encoding)
     return Path(path)

@@ -3,6 +3,9 @@
 Tests and demos use small files written here that look exactly like the real ones: same keys, axis
 orders, ``t-coordinate`` of T+1 entries and per-sample ``config`` YAML. Samples are copied one at a
 time (a lazy Dataset is never loaded whole) into a temporary file renamed into place at the end.
+Per-sample datasets are uncompressed and chunked one sample (and one frame) per chunk, e.g. ``tensor``
+(N, T, X) in chunks (1, 1, X) and a group's ``data`` (T, X, Y, C) in (1, X, Y, C), so a reader of one
+(sample, frame range) touches only those chunks.
 """
 
 from __future__ import annotations
@@ -37,6 +40,23 @@ def _time_with_final(ds: xr.Dataset, dtype: np.dtype) -> np.ndarray:
     return np.append(t, final).astype(dtype)
 
 
+def _chunks(shape: tuple[int, ...], n_lead: int) -> tuple[int, ...] | None:
+    """One chunk per sample (and per frame): 1 along the first ``n_lead`` axes, whole along the rest.
+
+    A streaming reader of one (sample, frame range) then touches only those chunks. ``None``
+    (contiguous) when an axis is empty, since HDF5 chunks must have positive sizes.
+    """
+    if 0 in shape:
+        return None
+    return (1,) * n_lead + tuple(shape[n_lead:])
+
+
+def _create(f: h5py.File | h5py.Group, key: str, shape: tuple[int, ...], dtype: np.dtype,
+            n_lead: int) -> h5py.Dataset:
+    """An uncompressed dataset chunked by :func:`_chunks` (PDEBench files are uncompressed)."""
+    return f.create_dataset(key, shape, dtype, chunks=_chunks(shape, n_lead))
+
+
 def _copy_samples(dset: h5py.Dataset, da: xr.DataArray, order: tuple[str, ...], lead: tuple = ()) -> None:
     for i in range(da.sizes[SAMPLE]):
         dset[(i,) + lead] = da.isel({SAMPLE: i}).transpose(*order).values
@@ -48,8 +68,8 @@ def _write_darcy(f: h5py.File, ds: xr.Dataset, dtype: np.dtype) -> None:
             raise ValueError(f"write_pdebench(layout='darcy'): expected variables 'a' and 'u'; found {list(ds.data_vars)}")
         check_dims(ds[name], (SAMPLE, X, Y), name=name)
     n, nx, ny = ds.sizes[SAMPLE], ds.sizes[X], ds.sizes[Y]
-    _copy_samples(f.create_dataset("nu", (n, nx, ny), dtype), ds["a"], (X, Y))
-    _copy_samples(f.create_dataset("tensor", (n, 1, nx, ny), dtype), ds["u"], (X, Y), lead=(0,))
+    _copy_samples(_create(f, "nu", (n, nx, ny), dtype, 1), ds["a"], (X, Y))
+    _copy_samples(_create(f, "tensor", (n, 1, nx, ny), dtype, 2), ds["u"], (X, Y), lead=(0,))
     f.create_dataset("x-coordinate", data=_axis(ds, X, dtype))
     f.create_dataset("y-coordinate", data=_axis(ds, Y, dtype))
     f.attrs["beta"] = float(ds.attrs.get("beta", 1.0))
@@ -62,8 +82,8 @@ def _write_single(f: h5py.File, ds: xr.Dataset, keys: dict[str, str], dtype: np.
     order = (TIME,) + spatial
     for name, key in keys.items():
         check_dims(ds[name], (SAMPLE,) + order, name=name)
-        _copy_samples(f.create_dataset(key, (ds.sizes[SAMPLE],) + tuple(ds.sizes[d] for d in order), dtype),
-                      ds[name], order)
+        shape = (ds.sizes[SAMPLE],) + tuple(ds.sizes[d] for d in order)
+        _copy_samples(_create(f, key, shape, dtype, 2), ds[name], order)
     for dim, key in _COORD_KEYS:
         if dim in spatial:
             f.create_dataset(key, data=_axis(ds, dim, dtype))
@@ -93,7 +113,7 @@ def _write_group(f: h5py.File, ds: xr.Dataset, names: list[str], swap_xy: bool, 
         sample = ds.isel({SAMPLE: i})
         group = f.create_group(f"{i:04d}")
         data = np.stack([sample[n].transpose(*order).values for n in names], axis=-1)
-        group.create_dataset("data", data=data.astype(dtype), shape=shape)
+        group.create_dataset("data", data=data.astype(dtype), shape=shape, chunks=_chunks(shape, 1))
         for dim, values in grids.items():
             group.create_dataset(f"grid/{dim}", data=values)
         group.create_dataset("grid/t", data=t)
@@ -114,9 +134,9 @@ def _write_ns_incom(f: h5py.File, ds: xr.Dataset, dtype: np.dtype) -> None:
     timed, steady = (SAMPLE, TIME, X, Y), (SAMPLE, X, Y)
     _require(ds, "ns_incom", {"vx": timed, "vy": timed, "particles": timed, "force_x": steady, "force_y": steady})
     n, nt, nx, ny = (ds.sizes[d] for d in timed)
-    velocity = f.create_dataset("velocity", (n, nt, nx, ny, 2), dtype)
-    particles = f.create_dataset("particles", (n, nt, nx, ny, 1), dtype)
-    force = f.create_dataset("force", (n, nx, ny, 2), dtype)
+    velocity = _create(f, "velocity", (n, nt, nx, ny, 2), dtype, 2)
+    particles = _create(f, "particles", (n, nt, nx, ny, 1), dtype, 2)
+    force = _create(f, "force", (n, nx, ny, 2), dtype, 1)
     for i in range(n):
         sample = ds.isel({SAMPLE: i})
         velocity[i] = np.stack([sample[v].transpose(*timed[1:]).values for v in ("vx", "vy")], axis=-1)

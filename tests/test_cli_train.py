@@ -99,7 +99,7 @@ def test_train_directly_on_pdebench_files(tmp_path, capsys):
     assert main(["train", "--data", str(tmp_path / "2D_rdb_test.h5"), "--model", "fno", "--out",
                  str(tmp_path / "rdb"), "--window", "3", *common]) == 0, capsys.readouterr().err
     run = json.loads((tmp_path / "rdb" / "run.json").read_text())
-    assert run["data"]["variables"] == ["h"] and run["model"]["in_channels"] == 3
+    assert run["data"]["inputs"] == ["h"] and run["model"]["in_channels"] == 3
 
 
 def test_nac_over_time_takes_its_frames_from_window(tmp_path, capsys):

@@ -95,7 +95,7 @@ def test_pair_dataset_over_lazy_file(tmp_path):
     torch.testing.assert_close(clone[1][1], y)
     xb, yb = next(iter(DataLoader(data, batch_size=2)))
     assert xb.shape == (2, 1, 6, 5)
-    with pytest.raises(ValueError, match="expected variable 'f'"):
+    with pytest.raises(ValueError, match=r"expected variables \['f', 'u'\] in .*; missing \['f'\]"):
         PairDataset(lazy, ["f"], ["u"])
     with pytest.raises(ValueError, match=r"indices: expected sample indices in \[0, 10\)"):
         PairDataset(lazy, ["a"], ["u"], indices=[3, 10])

@@ -1,4 +1,5 @@
-"""DDP: ``torchrun`` with 2 CPU processes (gloo) gives the same weights as 1 process, same global batch."""
+"""DDP: ``torchrun`` with 2 CPU processes (gloo), each streaming its slice of every global batch through a
+loader worker, gives the same weights as 1 process reading from memory, same global batch."""
 
 import os
 import subprocess
@@ -16,19 +17,19 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 
 
-def _args(data, out):
+def _args(data, out, *extra):
     return ["train", "--data", str(data), "--model", "unet", "--out", str(out),
             "--config", "n_layers=2", "n_res=1", "n_res_neck=1", "channel_multiplier=4",
             "--input", "f", "--target", "u", "--split", "22,4,0", "--epochs", "2", "--batch-size", "8",
-            "--grad-clip", "1.0", "--threads", "1", "--no-progress"]
+            "--grad-clip", "1.0", "--threads", "1", "--no-progress", *extra]
 
 
 def test_two_process_torchrun_matches_one_process(tmp_path):
     data = write_poisson(tmp_path / "p.nc", n_samples=26)
     ddp = subprocess.Popen([str(TORCHRUN), "--standalone", "--nproc_per_node", "2", "-m", "operators.cli",
-                            *_args(data, tmp_path / "two")], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            *_args(data, tmp_path / "two", "--cache", "stream", "--workers", "1")], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
-    assert main(_args(data, tmp_path / "one")) == 0  # one process, same CLI entry point, meanwhile
+    assert main(_args(data, tmp_path / "one", "--cache", "memory")) == 0  # one process, same CLI entry point, meanwhile
     _, err = ddp.communicate(timeout=300)
     assert ddp.returncode == 0, err[-3000:]
     a, b = load_checkpoint(tmp_path / "one" / "last.pt"), load_checkpoint(tmp_path / "two" / "last.pt")

@@ -161,14 +161,14 @@ def test_cno_poisson_errors(tmp_path):
 
 def test_train_on_ns_incom_file(tmp_path, capsys):
     from operators.cli import main
-    from operators.training.data import describe_data
+    from operators.training import describe
 
     path = write_pdebench(ns_incom(n=6, nt=4), tmp_path / "ns_incom_inhom_2d_512-0.h5", layout="ns_incom")
     with open_pdebench(path) as ds:  # by default windows use the time-dependent variables only
-        assert describe_data(ds, window=2)["variables"] == ["vx", "vy", "particles"]
+        assert describe(ds, window=2).inputs == ("vx", "vy", "particles")
     args = ["train", "--data", str(path), "--model", "fno", "--out", str(tmp_path / "run"), "--window", "2",
             "--input", "vx", "vy", "--epochs", "1", "--batch-size", "4", "--split", "4,1,1",
             "--config", "n_modes=4", "width=8", "n_layers=2", "--threads", "1", "--no-progress"]
     assert main(args) == 0, capsys.readouterr().err
     run = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert run["data"]["variables"] == ["vx", "vy"] and run["model"]["in_channels"] == 4
+    assert run["data"]["inputs"] == ["vx", "vy"] and run["model"]["in_channels"] == 4

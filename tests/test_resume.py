@@ -1,4 +1,5 @@
-"""kill -9 during ``circuitop train``, then ``--resume``: the final weights equal an uninterrupted run's."""
+"""kill -9 during ``circuitop train`` (streaming, two loader workers), then ``--resume``: the final weights
+equal an uninterrupted run's."""
 
 import os
 import signal
@@ -21,7 +22,7 @@ def _cmd(data, out, *extra):
     return [sys.executable, "-m", "operators.cli", "train", "--data", str(data), "--model", "fno", "--out", str(out),
             "--config", "n_modes=4", "width=8", "n_layers=2", "--input", "f", "--target", "u", "--split", "32,8,0",
             "--epochs", str(EPOCHS), "--batch-size", "8", "--scheduler", "step", "--step-size", "3",
-            "--threads", "1", "--no-progress", *extra]
+            "--threads", "1", "--no-progress", "--cache", "stream", "--workers", "2", *extra]
 
 
 def _kill_after_first_checkpoint(cmd, last, timeout=240):

@@ -87,4 +87,4 @@ def test_short_run_beats_the_trivial_predictor(tmp_path):
     assert best < 0.3
     assert load_run(tmp_path / "run", which="last").epoch == 25
     run = load_run(tmp_path / "run")  # best
-    assert run.meta["data"]["inputs"] == ["f"] and run.history[run.epoch - 1]["val_rel_l2"] == best
+    assert run.data.inputs == ("f",) and run.history[run.epoch - 1]["val_rel_l2"] == best

@@ -1,7 +1,7 @@
 """``circuitop evaluate``: the metric table for a predicted and a true file, or for a trained run.
 
     circuitop evaluate --pred P.nc --true T.nc [--initial-step N] [--json]
-    circuitop evaluate --run RUN_DIR --data FILE [--rollout 40] [--json]   (operators issue)
+    circuitop evaluate --run RUN_DIR --data FILE [--rollout 40] [--all-samples] [--json]
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     runs.add_argument("--run", metavar="RUN_DIR", help="a training run directory")
     runs.add_argument("--data", metavar="FILE", help="the data set to evaluate the run on")
     runs.add_argument("--rollout", type=int, metavar="STEPS", help="autoregressive rollout length")
+    runs.add_argument("--all-samples", action="store_true",
+                      help="score every sample of a file other than the run's own (default: the run's stored "
+                           "test split; another file is refused)")
+    runs.add_argument("--batch-size", type=int, default=16, help="samples per evaluation batch (default 16)")
     p.add_argument("--initial-step", type=int, default=0, metavar="N",
                    help="leading time frames that were model inputs, excluded from scoring (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")

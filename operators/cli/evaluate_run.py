@@ -16,7 +16,8 @@ def run(args: argparse.Namespace) -> int:
 
     if getattr(args, "initial_step", 0):
         raise ValueError("--initial-step applies to --pred/--true; a run's given frames come from its --window")
-    result = evaluate_run(args.run, args.data, rollout=args.rollout)
+    result = evaluate_run(args.run, args.data, rollout=args.rollout, all_samples=args.all_samples,
+                          batch_size=args.batch_size)
     if getattr(args, "json", False):
         print(json.dumps(result))
         return 0
@@ -26,4 +27,5 @@ def run(args: argparse.Namespace) -> int:
         rows[f"rollout_mean_rel_l2 ({result['rollout']['steps']} steps)"] = result["rollout"]["mean_rel_l2"]
     width = max(len(k) for k in rows)
     print("\n".join(f"{k:<{width}}  {'nan' if v is None else f'{v:.6g}'}" for k, v in rows.items()))
+    print("wrote " + ", ".join(result["files"]))
     return 0

@@ -60,11 +60,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split-seed", type=int, default=0)
     p.add_argument("--normalize", choices=["gaussian", "minmax", "none"], default="gaussian")
     _optimisation_options(p)
+    _loader_options(p)
     p.add_argument("--resume", action="store_true", help="continue RUN_DIR/last.pt")
     p.add_argument("--device", help="torch device (default: cuda:LOCAL_RANK if available, else cpu)")
     p.add_argument("--threads", type=int, help="torch CPU threads per process")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
+
+
+def _loader_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("data loading (never changes the results)")
+    g.add_argument("--cache", choices=["auto", "memory", "stream"], default="auto",
+                   help="stream from the file, read the train/val samples into memory once, or cache when they "
+                        "fit --memory-budget (default auto)")
+    g.add_argument("--workers", type=int, metavar="N",
+                   help="loader processes when streaming (default min(4, cores))")
+    g.add_argument("--prefetch", type=int, default=2, metavar="N", help="batches each worker reads ahead (default 2)")
+    g.add_argument("--memory-budget", type=float, default=2.0, metavar="GB",
+                   help="GiB the auto cache may use (default 2)")
 
 
 def _optimisation_options(p: argparse.ArgumentParser) -> None:
@@ -83,7 +96,7 @@ def _optimisation_options(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from operators.training import TrainConfig, train_run  # heavy imports only when training
+    from operators.training import LoaderConfig, TrainConfig, train_run  # heavy imports only when training
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -103,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
         inputs=args.input, targets=args.target, window=args.window, horizon=args.unroll, sizes=args.split,
         split_seed=args.split_seed, normalize=None if args.normalize == "none" else args.normalize,
         resume=args.resume, device=args.device,
+        loader=LoaderConfig(cache=args.cache, workers=args.workers, prefetch=args.prefetch,
+                            memory_budget=int(args.memory_budget * 2**30)),
     )
     if history and os.environ.get("RANK", "0") == "0":
         print(f"trained {history[-1]['epoch']} epochs into {args.out}", file=sys.stderr)

@@ -1,116 +1,116 @@
-"""Adapters from data files to what the trainer needs: seeded splits, fitted normalizers and
-in-memory tensors, built on ``pde_data``'s datasets (this module adds no data logic of its own).
+"""From a data file and a :class:`RunData` to what the trainer reads: normalizers and streaming loaders.
 
-A run's data is described by a plain dict (stored in checkpoints so ``evaluate`` can rebuild it):
+Nothing here loads a whole file. Normalizers are fitted in one streaming pass over the training split;
+the train and validation sets are ``pde_data`` datasets over the file path (each DataLoader worker
+opens the file itself) or, when they fit the memory budget (``cache="auto"``) or on request
+(``cache="memory"``), cached in memory with identical items.
 
-- steady: ``{"kind": "steady", "inputs": ["a"], "targets": ["u"], "sizes": [ntr, nva, nte], "seed": 0}``
-- windows: ``{"kind": "window", "variables": ["vorticity"], "m": 10, "horizon": 1, ...}``
-
-Window items are kept unstacked: inputs ``(m, channels, *spatial)``, targets ``(horizon, channels, *spatial)``.
+Example:
+    >>> rd = describe(ds, window=10)
+    >>> norms = fit_normalizers(ds, rd)
+    >>> train, val = make_loaders("ns.h5", ds, rd, norms, LoaderConfig(workers=2), batch_size=20, seed=0)
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Sequence
+from dataclasses import dataclass
 
 import torch
 import xarray as xr
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 import pde_data
-from pde_data.model import SAMPLE, TIME
+from operators.training.distributed import DistInfo
+from operators.training.loader import Loader
+from operators.training.rundata import RunData
 
-__all__ = ["open_data", "describe_data", "make_splits", "materialize", "normalizers_from_state"]
+__all__ = ["LoaderConfig", "fit_normalizers", "make_dataset", "make_loaders", "normalizers_from_state",
+           "default_workers", "CACHE_MODES"]
 
-_PDEBENCH_SUFFIXES = (".h5", ".hdf5", ".hdf")
-
-
-def open_data(path: str | os.PathLike) -> xr.Dataset:
-    """Open a NetCDF file of the data model, a shard glob, or a PDEBench HDF5 file (lazily)."""
-    text = os.fspath(path)
-    if Path(text).suffix.lower() in _PDEBENCH_SUFFIXES:
-        return pde_data.open_pdebench(text)
-    return pde_data.open(text)
+CACHE_MODES = ("auto", "memory", "stream")
 
 
-def _default_sizes(n: int) -> list[int]:
-    n_val = max(1, n // 10)
-    return [n - 2 * n_val, n_val, n_val]
+def default_workers() -> int:
+    """``min(4, cores)``: worker processes reading a file while the main process trains."""
+    return min(4, os.cpu_count() or 1)
 
 
-def describe_data(ds: xr.Dataset, *, inputs: Sequence[str] | None = None, targets: Sequence[str] | None = None,
-                  window: int | None = None, horizon: int = 1, sizes: Sequence[int] | None = None,
-                  seed: int = 0, normalize: str | None = "gaussian") -> dict:
-    """Validate the choice of variables against ``ds`` and return the run's data description.
+@dataclass(frozen=True)
+class LoaderConfig:
+    """How data reaches the model (it never changes the results: same batches, same values).
 
-    Steady (``window`` None): ``inputs`` → ``targets`` (defaults: the first variable → the others).
-    Time-dependent (``window = m``): ``m`` frames of ``inputs`` (default: every variable with time)
-    → the next ``horizon`` frames of the same variables.
+    Args:
+        cache: ``"stream"`` reads from the file every epoch; ``"memory"`` reads the train and validation
+            samples once; ``"auto"`` caches when they fit ``memory_budget`` bytes.
+        workers: DataLoader processes when streaming (``None``: :func:`default_workers`); cached
+            data is sliced in the main process.
+        prefetch: batches each worker reads ahead.
+        memory_budget: bytes ``"auto"`` may cache (default 2 GiB).
     """
-    names = list(ds.data_vars)
-    sizes = list(sizes) if sizes is not None else _default_sizes(ds.sizes[SAMPLE])
-    common = {"sizes": [int(s) for s in sizes], "seed": int(seed), "normalize": normalize}
-    if window is not None:
-        variables = list(inputs) if inputs else [v for v in names if TIME in ds[v].dims]
-        if targets and list(targets) != variables:
-            raise ValueError(f"--target: time-dependent runs predict their input variables {variables}, found {list(targets)}")
-        if not variables:
-            raise ValueError(f"--window needs variables with a '{TIME}' dim; found {names} without one")
-        return {"kind": "window", "variables": variables, "m": int(window), "horizon": int(horizon), **common}
-    inputs = list(inputs) if inputs else names[:1]
-    targets = list(targets) if targets else [v for v in names if v not in inputs]
-    missing = [v for v in inputs + targets if v not in names]
-    if missing or not targets:
-        raise ValueError(f"expected input/target variables among {names}; missing {missing or 'a target'}")
-    timed = [v for v in inputs + targets if TIME in ds[v].dims]
-    if timed:
-        raise ValueError(f"variables {timed} have a '{TIME}' dim: pass --window M for time-dependent data")
-    return {"kind": "steady", "inputs": inputs, "targets": targets, **common}
+
+    cache: str = "auto"
+    workers: int | None = None
+    prefetch: int = 2
+    memory_budget: int = 2 << 30
+
+    def __post_init__(self):
+        if self.cache not in CACHE_MODES:
+            raise ValueError(f"cache: expected one of {CACHE_MODES}, found {self.cache!r}")
+        if self.workers is not None and self.workers < 0:
+            raise ValueError(f"--workers: expected a non-negative integer, found {self.workers}")
+        if self.memory_budget < 0:
+            raise ValueError(f"--memory-budget: expected a non-negative size, found {self.memory_budget}")
 
 
-def _fit(ds: xr.Dataset, variables: list[str], indices, kind: str | None):
-    return None if kind is None else pde_data.fit_normalizer(ds, variables, indices=indices, kind=kind)
+def fit_normalizers(ds: xr.Dataset, rd: RunData) -> dict:
+    """``{"input", "output"}`` → :class:`pde_data.Normalizer` (or ``None``), fitted on the training split."""
+    if rd.normalize is None:
+        return {"input": None, "output": None}
+    train = list(rd.splits.train)
+    if rd.windowed:
+        norm = pde_data.fit_normalizer(ds, rd.inputs, indices=train, kind=rd.normalize)
+        return {"input": norm, "output": norm}
+    return {"input": pde_data.fit_normalizer(ds, rd.inputs, indices=train, kind=rd.normalize),
+            "output": pde_data.fit_normalizer(ds, rd.targets, indices=train, kind=rd.normalize)}
 
 
-def make_splits(ds: xr.Dataset, info: dict, normalizers: dict | None = None) -> tuple[dict[str, Dataset], dict]:
-    """``({"train", "val", "test"} → Dataset, normalizers)``; normalizers are fitted on train unless given.
+def make_dataset(source, rd: RunData, indices, normalizers: dict, *, cache: bool = False,
+                 dtype: torch.dtype = torch.float32) -> Dataset:
+    """The dataset of ``indices``: windows ``(m, C, *s)`` → ``(horizon, C, *s)``, or steady pairs."""
+    if rd.windowed:
+        return pde_data.WindowDataset(source, rd.inputs, m=rd.m, horizon=rd.horizon, indices=list(indices),
+                                      normalizer=normalizers["output"], stack=False, cache=cache, dtype=dtype)
+    return pde_data.PairDataset(source, rd.inputs, rd.targets, indices=list(indices), cache=cache, dtype=dtype,
+                                input_normalizer=normalizers["input"], output_normalizer=normalizers["output"])
 
-    ``normalizers`` maps ``"input"``/``"output"`` to :class:`pde_data.Normalizer` or ``None``.
+
+def _cached(ds: xr.Dataset, rd: RunData, config: LoaderConfig, dtype: torch.dtype) -> bool:
+    if config.cache != "auto":
+        return config.cache == "memory"
+    n = len(rd.splits.train) + len(rd.splits.val)
+    need = n * pde_data.item_bytes(ds, sorted(set(rd.inputs) | set(rd.targets)), dtype)
+    return need <= config.memory_budget
+
+
+def make_loaders(source, ds: xr.Dataset, rd: RunData, normalizers: dict, config: LoaderConfig, *,
+                 batch_size: int, seed: int, dist: DistInfo | None = None,
+                 dtype: torch.dtype = torch.float32) -> tuple[Loader, Loader | None]:
+    """Train loader (shuffled per epoch, this rank's slice of each batch) and validation loader (or None).
+
+    ``source`` is the file path (or an in-memory Dataset); ``ds`` the same data opened here for sizes.
     """
-    splits = pde_data.split_indices(ds.sizes[SAMPLE], sizes=info["sizes"], seed=info["seed"])
-    if info["kind"] == "window":
-        if normalizers is None:
-            norm = _fit(ds, info["variables"], splits["train"], info["normalize"])
-            normalizers = {"input": norm, "output": norm}
-        sets = {k: pde_data.WindowDataset(ds, info["variables"], m=info["m"], horizon=info["horizon"], indices=idx,
-                                          normalizer=normalizers["output"], stack=False) for k, idx in splits.items()}
-        return sets, normalizers
-    if normalizers is None:
-        normalizers = {"input": _fit(ds, info["inputs"], splits["train"], info["normalize"]),
-                       "output": _fit(ds, info["targets"], splits["train"], info["normalize"])}
-    sets = {k: pde_data.PairDataset(ds, info["inputs"], info["targets"], indices=idx,
-                                    input_normalizer=normalizers["input"], output_normalizer=normalizers["output"])
-            for k, idx in splits.items()}
-    return sets, normalizers
-
-
-def materialize(dataset: Dataset, *, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    """All items of ``dataset`` as two stacked tensors ``(n, ...)`` (read once, in order).
-
-    Window targets of horizon 1 get their time axis back: ``(n, 1, channels, *spatial)``.
-    """
-    if len(dataset) == 0:
-        raise ValueError("dataset: expected at least one item, found an empty split")
-    xs, ys = [], []
-    for x, y in DataLoader(dataset, batch_size=batch_size, shuffle=False):
-        xs.append(x)
-        ys.append(y)
-    x, y = torch.cat(xs), torch.cat(ys)
-    if isinstance(dataset, pde_data.WindowDataset) and y.ndim == x.ndim - 1:
-        y = y.unsqueeze(1)
-    return x, y
+    cache = _cached(ds, rd, config, dtype)
+    workers = 0 if cache else (default_workers() if config.workers is None else config.workers)
+    common = dict(workers=workers, prefetch=config.prefetch)
+    train = Loader(make_dataset(source, rd, rd.splits.train, normalizers, cache=cache, dtype=dtype),
+                   batch_size=batch_size, seed=seed, dist=dist, **common)
+    val = None
+    if rd.splits.val and (dist is None or dist.is_main):  # rank 0 validates alone
+        val_set = make_dataset(source, rd, rd.splits.val, normalizers, cache=cache, dtype=dtype)
+        val = Loader(val_set, batch_size=batch_size, shuffle=False, dist=DistInfo(device=(dist or DistInfo()).device),
+                     **common)
+    return train, val
 
 
 def normalizers_from_state(state: dict) -> dict:

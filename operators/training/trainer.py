@@ -1,8 +1,9 @@
-"""The trainer: seeded, resumable, distributed training of one model on in-memory tensors.
+"""The trainer: seeded, resumable, distributed training of one model on streamed batches.
 
-Data order is a function of ``(seed, epoch)`` alone (a seeded permutation per epoch), so a run resumed
-from its last checkpoint (model, optimizer, scheduler, RNG states, epoch) ends with the same weights as
-an uninterrupted one. Under ``torchrun`` every process sees the same global batch order and takes a
+Data order is a function of ``(seed, epoch)`` alone (a seeded permutation per epoch, see
+:mod:`operators.training.loader`), so a run resumed from its last checkpoint (model, optimizer,
+scheduler, RNG states, epoch) ends with the same weights as an uninterrupted one, whatever the number
+of loader workers. Under ``torchrun`` every process sees the same global batch order and reads only its
 contiguous slice of each global batch; each process's loss is ``world/global_batch · Σ per-sample
 losses``, so DDP's gradient average is exactly the single-process mean over the global batch.
 """
@@ -25,6 +26,7 @@ import evaluation
 from operators.rollout import rollout
 from operators.training import checkpoint as ckpt
 from operators.training.distributed import DistInfo, all_reduce_sum, unwrap, wrap
+from operators.training.loader import Loader, TensorPairs, epoch_order
 from operators.training.optim import make_optimizer, make_scheduler
 from pde_data import atomic_path
 
@@ -57,41 +59,47 @@ class NonFiniteLossError(RuntimeError):
     """Training produced a NaN/inf loss or gradient; the last good checkpoint was left in place."""
 
 
-def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
-    """The sample order of ``epoch``: a permutation of ``range(n)`` determined by ``(seed, epoch)``."""
-    gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(epoch))
-    return torch.randperm(n, generator=gen)
-
-
 def _decode(normalizer, t: torch.Tensor) -> torch.Tensor:
     return t if normalizer is None else normalizer.decode(t)
 
 
+def _as_loader(data, config: "TrainConfig", dist: DistInfo, shuffle: bool) -> Loader | None:
+    """A :class:`Loader` as it is, ``(x, y)`` tensors as an in-memory one, ``None`` as ``None``."""
+    if data is None or isinstance(data, Loader):
+        return data
+    x, y = data
+    if not shuffle:  # validation: rank 0 alone, in order
+        dist = DistInfo(device=dist.device)
+    return Loader(TensorPairs(x, y), batch_size=config.batch_size, seed=config.seed, shuffle=shuffle, dist=dist)
+
+
 class Trainer:
-    """Train ``model`` on ``train = (inputs, targets)`` and validate on ``val`` each epoch.
+    """Train ``model`` on the batches of ``train`` and validate on ``val`` each epoch.
 
     Args:
         model: the (unwrapped) module; it is moved to ``dist.device`` and wrapped in DDP if distributed.
-        train, val: encoded tensors ``(n, ...)``; steady ``(n, C_in, *s)``/``(n, C_out, *s)``, windows
+        train, val: :class:`~operators.training.loader.Loader` s (``val`` may be ``None``), or encoded
+            tensors ``(inputs, targets)``: steady ``(n, C_in, *s)``/``(n, C_out, *s)``, windows
             ``(n, m, C, *s)``/``(n, horizon, C, *s)``.
         config: :class:`TrainConfig`.
         out_dir: run folder for ``last.pt``, ``best.pt`` and ``history.json`` (written by rank 0).
-        meta: plain description stored in checkpoints: ``{"model": model_spec, "data": data_info}``.
+        meta: plain description stored in checkpoints: ``{"model": model_spec, "data": run data state}``.
         normalizers: ``{"input", "output"}`` → :class:`pde_data.Normalizer` or ``None``.
         dist: this process's :class:`DistInfo` (default: single CPU process).
+        windowed: the model is a one-step model rolled out over ``horizon`` target frames.
     """
 
     def __init__(self, model: nn.Module, train, val, config: TrainConfig, out_dir, *, meta: dict,
-                 normalizers: dict | None = None, dist: DistInfo | None = None):
+                 normalizers: dict | None = None, dist: DistInfo | None = None, windowed: bool = False):
         if config.loss not in LOSSES:
             raise ValueError(f"loss: expected one of {sorted(LOSSES)}, found {config.loss!r}")
         self.dist = dist or DistInfo()
         self.config, self.meta, self.out = config, meta, Path(out_dir)
         self.normalizers = normalizers or {"input": None, "output": None}
-        self.windowed = meta.get("data", {}).get("kind") == "window"
+        self.windowed = windowed
         self.model = wrap(model.to(self.dist.device), self.dist)
-        self.train_x, self.train_y = train
-        self.val = val
+        self.train = _as_loader(train, config, self.dist, shuffle=True)
+        self.val = _as_loader(val, config, self.dist, shuffle=False)
         self.optimizer = make_optimizer(self.model.parameters(), config)
         self.scheduler = make_scheduler(self.optimizer, config)
         self.epoch, self.best, self.history = 0, math.inf, []
@@ -105,7 +113,7 @@ class Trainer:
                 pred = rollout(module, x, y_like.shape[1], pushforward=pushforward)
             else:
                 pred = module(x)
-        return pred.float()
+        return pred.float() if pred.dtype in (torch.float16, torch.bfloat16) else pred
 
     def _sample_losses(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         pred = self._predict(x, y, pushforward=self.config.pushforward)
@@ -116,12 +124,7 @@ class Trainer:
         return LOSSES[self.config.loss](_decode(out, pred), _decode(out, y), reduce="none")
 
     # -- one epoch -------------------------------------------------------------------------------
-    def _local_slice(self, batch: torch.Tensor) -> torch.Tensor:
-        return batch.tensor_split(self.dist.world_size)[self.dist.rank]
-
-    def _step(self, idx: torch.Tensor, n_global: int, where: str) -> float:
-        dev = self.dist.device
-        x, y = self.train_x[idx].to(dev), self.train_y[idx].to(dev)
+    def _step(self, x: torch.Tensor, y: torch.Tensor, n_global: int, where: str) -> float:
         local = self._sample_losses(x, y).sum()
         total = all_reduce_sum(local.detach(), self.dist)
         if not torch.isfinite(total):
@@ -136,16 +139,13 @@ class Trainer:
         return total.item()
 
     def _run_epoch(self, epoch: int) -> dict:
-        n, bs = len(self.train_x), self.config.batch_size
-        order = epoch_order(n, self.config.seed, epoch)
-        batches = [b for b in order.split(bs) if len(b) >= self.dist.world_size]
         self.model.train()
-        bar = tqdm(batches, desc=f"epoch {epoch + 1}/{self.config.epochs}", file=sys.stderr, leave=False,
-                   disable=not (self.config.progress and self.dist.is_main))
+        bar = tqdm(self.train.epoch(epoch), total=self.train.n_batches(epoch), desc=f"epoch {epoch + 1}/{self.config.epochs}",
+                   file=sys.stderr, leave=False, disable=not (self.config.progress and self.dist.is_main))
         start, seen, loss_sum = time.perf_counter(), 0, 0.0
         for k, batch in enumerate(bar):
-            loss_sum += self._step(self._local_slice(batch), len(batch), f"at epoch {epoch + 1}, step {k + 1}")
-            seen += len(batch)
+            loss_sum += self._step(batch.x, batch.y, batch.n_global, f"at epoch {epoch + 1}, step {k + 1}")
+            seen += batch.n_global
             bar.set_postfix(loss=f"{loss_sum / seen:.4g}", samples_per_s=f"{seen / (time.perf_counter() - start):.1f}")
         self.scheduler.step()
         elapsed = time.perf_counter() - start
@@ -164,13 +164,19 @@ class Trainer:
             out.append(self._predict(xb.to(dev), yb, module=module).cpu())
         return _decode(self.normalizers.get("output"), torch.cat(out))
 
+    @torch.no_grad()
     def validate(self) -> dict:
-        """``val_*`` metrics of the current model on the validation tensors (physical units)."""
-        if self.val is None or len(self.val[0]) == 0:
+        """``val_*`` metrics (means over validation samples, physical units), streamed batch by batch."""
+        if self.val is None or len(self.val) == 0:
             return {}
-        x, y = self.val
-        pred, true = self.predict(x, y), _decode(self.normalizers.get("output"), y)
-        return {f"val_{name}": float(fn(pred, true)) for name, fn in _METRICS.items()}
+        module, out = unwrap(self.model).eval(), self.normalizers.get("output")
+        values = {name: [] for name in _METRICS}
+        for batch in self.val.epoch(0):
+            pred = _decode(out, self._predict(batch.x, batch.y, module=module))
+            true = _decode(out, batch.y)
+            for name, fn in _METRICS.items():
+                values[name].append(fn(pred, true, reduce="none").cpu())
+        return {f"val_{name}": float(torch.cat(v).mean()) for name, v in values.items()}
 
     # -- the loop --------------------------------------------------------------------------------
     def fit(self, *, resume_from: str | Path | None = None) -> list[dict]:

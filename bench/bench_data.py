@@ -1,0 +1,351 @@
+"""Streaming data: training memory and loader throughput on PDEBench 2D-CFD files of ~1 GB and ≥ 4 GB.
+
+For each file size the script writes a PDEBench ``cfd``-layout HDF5 file (``density``, ``pressure``,
+``Vx``, ``Vy``: float32 ``(N, 21, X, Y)``, h5py chunks ``(1, 1, X, Y)``, no compression; cell-centre
+``x``/``y-coordinate``, ``t-coordinate`` (T+1,), root attrs ``eta``, ``zeta``, ``M``) sample by sample
+(smooth random fields: a few travelling sines with random phases plus 1 % noise) into a temporary
+folder, then measures, in this order:
+
+1. raw h5py reads in file order: every sample's 4 full ``(T, X, Y)`` arrays into a preallocated
+   array (samples/s, MB/s); then, like for like with a window loader, every window's ``m + 1 = 11``
+   frames of the 4 variables (one slab read per variable, windows/s);
+2. the streaming loader (``make_loaders(..., LoaderConfig(cache="stream"))``, default workers) over
+   one epoch of the training split (``batch.x.sum()`` touches each batch), windows/s and
+   trajectory-equivalents/s (windows/s ÷ ``T − m`` windows per sample), as ratios to 1.;
+3. on the smallest file only, the same loop with ``cache="memory"`` (the pass filling the cache timed
+   apart from the epoch);
+4. one epoch of a small FNO (``--window 10``) through ``python -m operators.cli train --cache stream``
+   in a subprocess whose whole process tree (CLI + DataLoader workers) is sampled every 0.1 s: peaks of
+   the summed RSS and of the summed PSS, the epoch's time and samples/s (``history.json``).
+
+Then the ratio of the peaks (largest file / smallest; target ≤ 1.2, and each peak ≤ 1.5 GB).
+
+Page cache: dropping the OS caches needs root. The files are read right after being written, so they
+are likely in the page cache: each Row detail gives the fraction of the file that was cached when the
+phase started (``mincore``). ``--evict`` asks the kernel to drop the file's pages before every phase
+(``posix_fadvise(DONTNEED)``, advisory: the detail shows how much stayed) for disk-bound numbers.
+
+Everything written (data files, run folders) is deleted in a ``finally``.
+
+Run: ``python -m bench.bench_data [--quick] [--tmp DIR] [--json OUT] [--sizes-gb 1 4] [--evict]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from bench._memory import cached_fraction, evict, run_sampled
+from bench._util import Row, print_table
+
+__all__ = ["run", "write_cfd", "Sizes"]
+
+NAME = "data"
+VARIABLES = ("density", "pressure", "Vx", "Vy")
+WINDOW = 10  # m: given frames
+BATCH = 20
+MB = 2**20
+PEAK_TARGET_MB = 1.5 * 1024  # "at most 1.5 GB"
+REPO = Path(__file__).resolve().parents[1]
+#: small FNO of the memory run (``--config``)
+FNO_CONFIG = ("width=8", "n_modes=8", "n_layers=2")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """One file: ``n`` samples of ``t`` frames on an ``x × x`` grid."""
+
+    n: int
+    t: int = 21
+    x: int = 128
+
+    @property
+    def sample_bytes(self) -> int:
+        return len(VARIABLES) * self.t * self.x * self.x * 4
+
+    @property
+    def nbytes(self) -> int:
+        return self.n * self.sample_bytes
+
+    @property
+    def windows_per_sample(self) -> int:
+        return self.t - WINDOW  # horizon 1, stride 1
+
+    @classmethod
+    def for_gb(cls, gb: float, *, t: int = 21, x: int = 128) -> "Sizes":
+        """The fewest samples holding at least ``gb`` × 10⁹ bytes of data."""
+        return cls(max(8, math.ceil(gb * 1e9 / cls(1, t, x).sample_bytes)), t, x)
+
+    def label(self) -> str:
+        return f"{self.nbytes / 1e9:.2g} GB ({self.n}x{self.t}x{self.x}^2)"
+
+
+# -- writing ---------------------------------------------------------------------------------------
+def _fields(rng: np.random.Generator, out: np.ndarray, axis: np.ndarray, t: np.ndarray, modes: int = 3) -> None:
+    """Fill ``out`` (V, T, X, Y) with travelling sines of random wavenumbers/phases plus 1 % noise."""
+    rng.standard_normal(dtype=np.float32, out=out)
+    out *= 0.01
+    for v in range(out.shape[0]):
+        for _ in range(modes):
+            kx, ky = rng.integers(1, 4, size=2)
+            amp, phase, omega = rng.uniform(0.1, 0.3), rng.uniform(0, 2 * np.pi), rng.uniform(1.0, 4.0) * np.pi
+            ax = 2 * np.pi * kx * axis[None, :] + (phase + omega * t)[:, None]  # (T, X)
+            ay = 2 * np.pi * ky * axis  # (Y,)
+            # sin(ax + ay) = sin(ax) cos(ay) + cos(ax) sin(ay), as two outer products
+            s, c = (amp * np.sin(ax)).astype(np.float32), (amp * np.cos(ax)).astype(np.float32)
+            out[v] += s[:, :, None] * np.cos(ay).astype(np.float32)[None, None, :]
+            out[v] += c[:, :, None] * np.sin(ay).astype(np.float32)[None, None, :]
+    out[:2] += 1.0  # density, pressure positive
+
+
+def write_cfd(path: str | os.PathLike, sizes: Sizes, *, seed: int = 0) -> float:
+    """Write a PDEBench 2D-CFD-layout file one sample at a time (flushed and fsynced); returns seconds."""
+    start = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    axis = (np.arange(sizes.x) + 0.5) / sizes.x
+    t = np.linspace(0.0, 1.0, sizes.t + 1)
+    buf = np.empty((len(VARIABLES), sizes.t, sizes.x, sizes.x), dtype=np.float32)
+    with h5py.File(path, "w") as f:
+        dsets = [f.create_dataset(name, shape=(sizes.n, sizes.t, sizes.x, sizes.x), dtype=np.float32,
+                                  chunks=(1, 1, sizes.x, sizes.x)) for name in VARIABLES]
+        f["x-coordinate"] = axis.astype(np.float32)
+        f["y-coordinate"] = axis.astype(np.float32)
+        f["t-coordinate"] = t.astype(np.float32)
+        f.attrs.update({"eta": 0.1, "zeta": 0.1, "M": 1.0})
+        for i in range(sizes.n):
+            _fields(rng, buf, axis, t[:-1])
+            for v, dset in enumerate(dsets):
+                dset[i] = buf[v]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return time.perf_counter() - start
+
+
+def _check_disk(folder: Path, need: int) -> None:
+    free = shutil.disk_usage(folder).free
+    if free < need:
+        raise RuntimeError(f"bench_data: expected at least {need / 1e9:.2f} GB free in {folder} for the data file "
+                           f"and the run folders; found {free / 1e9:.2f} GB free (pass --tmp DIR elsewhere)")
+
+
+# -- measurements ----------------------------------------------------------------------------------
+def _cache_note(path: Path, evicting: bool) -> str:
+    if evicting:
+        evict(path)
+    frac = cached_fraction(path)
+    how = "evicted with posix_fadvise(DONTNEED) first" if evicting else "file just written, not evicted"
+    return f"{how}: {100 * frac:.0f} % in page cache at start"
+
+
+def _raw_samples(path: Path, sizes: Sizes) -> tuple[float, float]:
+    """Seconds to read every sample's 4 full (T, X, Y) arrays in file order; also bytes read."""
+    buf = np.empty((len(VARIABLES), sizes.t, sizes.x, sizes.x), dtype=np.float32)
+    with h5py.File(path, "r") as f:
+        dsets = [f[name] for name in VARIABLES]
+        start = time.perf_counter()
+        for i in range(sizes.n):
+            for v, d in enumerate(dsets):
+                d.read_direct(buf, np.s_[i], np.s_[v])
+        return time.perf_counter() - start, sizes.nbytes
+
+
+def _raw_windows(path: Path, sizes: Sizes) -> tuple[float, int]:
+    """Seconds to read every window's m + 1 frames of the 4 variables (one slab per variable); windows."""
+    length = WINDOW + 1
+    buf = np.empty((len(VARIABLES), length, sizes.x, sizes.x), dtype=np.float32)
+    with h5py.File(path, "r") as f:
+        dsets = [f[name] for name in VARIABLES]
+        start = time.perf_counter()
+        for i in range(sizes.n):
+            for t0 in range(sizes.windows_per_sample):
+                for v, d in enumerate(dsets):
+                    d.read_direct(buf, np.s_[i, t0:t0 + length], np.s_[v])
+        return time.perf_counter() - start, sizes.n * sizes.windows_per_sample
+
+
+def _split(n: int) -> tuple[int, int, int]:
+    """Nearly everything trains: ``(n - 4, 2, 2)``."""
+    return n - 4, 2, 2
+
+
+def _loader_epoch(path: Path, sizes: Sizes, cache: str) -> dict:
+    """Set up the loaders (normalizers fitted, cache filled) and iterate one training epoch."""
+    import pde_data
+    from operators.training import LoaderConfig, describe
+    from operators.training.data import default_workers, fit_normalizers, make_loaders
+
+    ds = pde_data.open_data(path)
+    rd = describe(ds, window=WINDOW, sizes=_split(sizes.n), seed=0)
+    start = time.perf_counter()
+    norms = fit_normalizers(ds, rd)
+    fit_s = time.perf_counter() - start
+    workers = default_workers()
+    start = time.perf_counter()
+    train, val = make_loaders(str(path), ds, rd, norms, LoaderConfig(cache=cache, workers=workers, prefetch=2),
+                              batch_size=BATCH, seed=0)
+    setup_s = time.perf_counter() - start
+    total, windows, first_s = 0.0, 0, None
+    start = time.perf_counter()
+    for batch in train.epoch(0):
+        total += float(batch.x.sum())
+        windows += len(batch.x)
+        if first_s is None:
+            first_s, first_n = time.perf_counter() - start, windows
+    epoch_s = time.perf_counter() - start
+    if windows != len(train) or not math.isfinite(total):
+        raise RuntimeError(f"loader epoch: expected {len(train)} finite windows, found {windows} (sum {total})")
+    del train, val  # ends the persistent workers
+    steady = (windows - first_n) / (epoch_s - first_s) if windows > first_n else float("nan")
+    return {"fit_s": fit_s, "setup_s": setup_s, "epoch_s": epoch_s, "windows": windows, "first_s": first_s,
+            "steady_rate": steady,
+            "workers": workers if cache == "stream" else 0, "n_train": len(rd.splits.train)}
+
+
+def _cli_epoch(path: Path, sizes: Sizes, run_dir: Path) -> dict:
+    """One epoch of a small FNO through the CLI, its process tree sampled every 0.1 s."""
+    split = ",".join(map(str, _split(sizes.n)))
+    cmd = [sys.executable, "-m", "operators.cli", "train", "--data", str(path), "--model", "fno",
+           "--window", str(WINDOW), "--epochs", "1", "--out", str(run_dir), "--split", split,
+           "--batch-size", str(BATCH), "--cache", "stream", "--config", *FNO_CONFIG, "--threads", "1",
+           "--no-progress"]
+    log = run_dir.with_suffix(".log")
+    peak = run_sampled(cmd, interval=0.1, log=log, cwd=REPO)
+    if peak.returncode != 0:
+        tail = log.read_text()[-3000:]
+        raise RuntimeError(f"CLI train exited with status {peak.returncode}: {' '.join(cmd)}\n{tail}")
+    epoch = json.loads((run_dir / "history.json").read_text())[0]
+    return {"peak": peak, "epoch_s": epoch["epoch_s"], "samples_per_s": epoch["samples_per_s"], "split": split}
+
+
+def _file_rows(path: Path, sizes: Sizes, *, evicting: bool, memory_cache: bool, run_dir: Path) -> tuple[list[Row], dict]:
+    label, rows = sizes.label(), []
+    wps = sizes.windows_per_sample
+
+    note = _cache_note(path, evicting)
+    raw_s, raw_bytes = _raw_samples(path, sizes)
+    raw_rate = sizes.n / raw_s
+    rows += [Row(NAME, f"{label} raw h5py samples/s", raw_rate, "samples/s",
+                 f"file order, 4 vars x (T,X,Y) read_direct into one array; {note}"),
+             Row(NAME, f"{label} raw h5py MB/s", raw_bytes / MB / raw_s, "MB/s", "same reads")]
+
+    note = _cache_note(path, evicting)
+    win_s, n_win = _raw_windows(path, sizes)
+    raw_win_rate = n_win / win_s
+    rows.append(Row(NAME, f"{label} raw h5py windows/s", raw_win_rate, "windows/s",
+                    f"file order, per window 4 slab reads of m+1={WINDOW + 1} frames ({wps} windows/sample: "
+                    f"each frame read up to {WINDOW + 1}x); {note}"))
+
+    note = _cache_note(path, evicting)
+    s = _loader_epoch(path, sizes, "stream")
+    stream_rate = s["windows"] / s["epoch_s"]
+    rows += [Row(NAME, f"{label} stream loader windows/s", stream_rate, "windows/s",
+                 f"train epoch 0, {s['windows']} windows of {s['n_train']} samples, batch {BATCH}, "
+                 f"workers {s['workers']} (default), worker start-up included (first batch after {s['first_s']:.2f} s; "
+                 f"{s['steady_rate']:.1f} windows/s after it); each window reads m+1={WINDOW + 1} "
+                 f"frames, so every frame is read up to {WINDOW + 1}x per epoch; {note}"),
+             Row(NAME, f"{label} stream loader trajectory-equiv/s", stream_rate / wps, "samples/s",
+                 f"windows/s / {wps} windows per sample"),
+             Row(NAME, f"{label} stream loader / raw samples", stream_rate / wps / raw_rate, "x",
+                 "trajectory-equivalents/s over raw h5py samples/s (target >= 0.8)"),
+             Row(NAME, f"{label} stream loader / raw windows", stream_rate / raw_win_rate, "x",
+                 "loader windows/s over raw h5py window reads/s (like for like)"),
+             Row(NAME, f"{label} fit_normalizers", s["fit_s"], "s", "one streaming pass over the train split")]
+
+    if memory_cache:
+        note = _cache_note(path, evicting)
+        m = _loader_epoch(path, sizes, "memory")
+        mem_rate = m["windows"] / m["epoch_s"]
+        rows += [Row(NAME, f"{label} memory cache fill", m["setup_s"], "s",
+                     f"make_loaders(cache='memory'): reads the train+val samples once; {note}"),
+                 Row(NAME, f"{label} memory loader windows/s", mem_rate, "windows/s",
+                     f"train epoch 0 after the fill, main process (workers 0); stream: {stream_rate:.1f}; "
+                     f"{m['windows']} windows"),
+                 Row(NAME, f"{label} memory / stream loader", mem_rate / stream_rate, "x", "windows/s ratio")]
+
+    note = _cache_note(path, evicting)
+    c = _cli_epoch(path, sizes, run_dir)
+    peak = c["peak"]
+    verdict = "met" if peak.pss / MB <= PEAK_TARGET_MB else "NOT met"
+    rows += [Row(NAME, f"{label} CLI train peak RSS (tree)", peak.rss / MB, "MB",
+                 f"sum of VmRSS over {peak.processes} processes (CLI + loader workers), sampled every 0.1 s "
+                 f"({peak.samples} samples); shared pages counted once per process"),
+             Row(NAME, f"{label} CLI train peak PSS (tree)", peak.pss / MB, "MB",
+                 f"sum of smaps_rollup Pss; target <= {PEAK_TARGET_MB:.0f} MB: {verdict}"),
+             Row(NAME, f"{label} CLI train epoch", c["epoch_s"], "s",
+                 f"fno {' '.join(FNO_CONFIG)}, --window {WINDOW} --split {c['split']} --batch-size {BATCH} "
+                 f"--cache stream, default workers, --threads 1; process wall {peak.wall_s:.1f} s; {note}"),
+             Row(NAME, f"{label} CLI train samples/s", c["samples_per_s"], "windows/s",
+                 "history.json samples_per_s of epoch 1 (a sample is a window)")]
+    return rows, {"rss": peak.rss, "pss": peak.pss}
+
+
+def run(quick: bool = False, *, tmp: str | os.PathLike | None = None, sizes_gb: tuple[float, ...] = (1.0, 4.0),
+        evicting: bool = False) -> list[Row]:
+    """Benchmark rows: ``quick`` writes two tiny files (12 and 24 samples at 64²) instead of ~1 GB and ≥ 4 GB."""
+    files = [Sizes(12, x=64), Sizes(24, x=64)] if quick else [Sizes.for_gb(gb) for gb in sorted(sizes_gb)]
+    folder = Path(tempfile.mkdtemp(prefix="bench_data_", dir=tmp))
+    rows, peaks = [], []
+    try:
+        _check_disk(folder, max(s.nbytes for s in files) + (256 << 20))  # one file at a time, + run folders
+        for k, sizes in enumerate(files):
+            path = folder / f"2D_CFD_bench_{sizes.n}.hdf5"
+            try:
+                write_s = write_cfd(path, sizes, seed=k)
+                rows.append(Row(NAME, f"{sizes.label()} write", path.stat().st_size / MB / write_s, "MB/s",
+                                f"h5py, sample by sample, fsynced; {path.stat().st_size / 1e9:.3f} GB on disk, "
+                                f"{write_s:.1f} s"))
+                file_rows, peak = _file_rows(path, sizes, evicting=evicting, memory_cache=k == 0,
+                                             run_dir=folder / f"run_{sizes.n}")
+                rows += file_rows
+                peaks.append(peak)
+            finally:
+                path.unlink(missing_ok=True)
+                shutil.rmtree(folder / f"run_{sizes.n}", ignore_errors=True)
+        if len(files) > 1:
+            big, small = files[-1].label(), files[0].label()
+            for key in ("pss", "rss"):
+                ratio = peaks[-1][key] / peaks[0][key]
+                verdict = "met" if ratio <= 1.2 else "NOT met"
+                rows.append(Row(NAME, f"CLI train peak {key.upper()} {big} / {small}", ratio, "x",
+                                f"target <= 1.2 (within 20 %): {verdict}"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_data", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="two tiny files (12 and 24 samples at 64^2)")
+    parser.add_argument("--tmp", type=Path, help="folder for the data files (default: tempfile's)")
+    parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
+    parser.add_argument("--sizes-gb", type=float, nargs="+", default=[1.0, 4.0], metavar="GB",
+                        help="file sizes in GB = 1e9 bytes (default 1 4); ignored with --quick")
+    parser.add_argument("--evict", action="store_true",
+                        help="drop each file's pages from the OS page cache before every phase (posix_fadvise)")
+    args = parser.parse_args(argv)
+    rows = run(quick=args.quick, tmp=args.tmp, sizes_gb=tuple(args.sizes_gb), evicting=args.evict)
+    print_table(rows, title=f"streaming data ({'quick' if args.quick else 'full'}, {os.cpu_count()} cores)")
+    if args.json:
+        from pde_data import atomic_path
+
+        with atomic_path(args.json) as tmp:
+            tmp.write_text(json.dumps([asdict(r) for r in rows], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

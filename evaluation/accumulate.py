@@ -1,0 +1,110 @@
+"""The table of :func:`evaluation.summarize` over a test set streamed batch by batch, in bounded memory.
+
+Every metric of the table is either a reduction over samples of a per-sample value (the CHONN metrics,
+kept as one float per sample) or, for PDEBench's suite, formed from running sums over samples
+(:class:`evaluation.PDEBenchAccumulator`). Neither keeps a batch, so memory is O(samples · time) plus a
+few numbers per (time, channel), while the result equals the whole-set table.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import xarray as xr
+
+from pde_data import model
+from evaluation._inputs import finish
+from evaluation.pdebench import PDEBenchAccumulator
+from evaluation.rollout import _step_values
+from evaluation.summary import _per_sample_metrics, _scored_frames
+
+__all__ = ["MetricAccumulator"]
+
+
+def _signature(ds: xr.Dataset) -> tuple:
+    """What every batch must share: kind, non-sample dim sizes and data variables."""
+    sizes = {d: n for d, n in ds.sizes.items() if d != model.SAMPLE}
+    return model.kind_of(ds), sizes, list(ds.data_vars)
+
+
+class MetricAccumulator:
+    """``summarize(pred_all, true_all)`` and per-step rollout errors, fed one batch of samples at a time.
+
+    Per-sample metrics (``rel_l2``, ``rel_l1``, ...) keep one value per sample and are reduced over
+    all samples by :meth:`result` (mean, or median for ``rel_l1_median``); PDEBench's suite keeps
+    running sums (see :mod:`evaluation.pdebench`). Batches may have any number of samples but must
+    agree in every other dim and in their data variables.
+
+    Args:
+        initial_step: number of leading input frames to exclude, as in :func:`evaluation.summarize`.
+
+    Example:
+        >>> acc = MetricAccumulator(initial_step=10)
+        >>> for pred, true in batches: acc.update(pred, true)
+        >>> table, (per_step, mean) = acc.result(), acc.per_step()
+    """
+
+    def __init__(self, *, initial_step: int = 0):
+        self.initial_step = initial_step
+        self.n_samples = 0
+        self._signature: tuple | None = None
+        self._values: dict[str, list[np.ndarray]] = {}      # metric name -> per-batch (batch,) values
+        self._steps: list[np.ndarray] = []                   # per-batch (batch, scored time) rel L2
+        self._pdebench = PDEBenchAccumulator(initial_step=initial_step)
+
+    def update(self, pred: xr.Dataset, true: xr.Dataset) -> None:
+        """Add one batch: data-model Datasets ``(sample, ...)`` with the same dims and variables.
+
+        Raises:
+            ValueError: as :func:`evaluation.summarize`, or a batch whose non-sample dims or data
+                variables differ from the first batch's (the state is left unchanged).
+        """
+        signature = _signature(true)
+        if self._signature is not None and signature != self._signature:
+            raise ValueError(f"true: expected batches with (kind, dims, variables) {self._signature} like "
+                             f"the first, found {signature}")
+        kind = signature[0]
+        p = _scored_frames(pred, self.initial_step, "pred")
+        t = _scored_frames(true, self.initial_step, "true")
+        values = {}
+        for _, metric, _ in _per_sample_metrics(kind):
+            if metric.__name__ not in values:
+                values[metric.__name__] = np.atleast_1d(metric(p, t, reduce="none"))
+        steps = _step_values(p, t)[0].numpy() if model.TIME in true.dims else None
+        if kind == "field":
+            self._pdebench.update(pred, true)
+        for name, v in values.items():
+            self._values.setdefault(name, []).append(v)
+        if steps is not None:
+            self._steps.append(steps)
+        self._signature = signature
+        self.n_samples += true.sizes[model.SAMPLE]
+
+    def _check_started(self) -> None:
+        if self._signature is None:
+            raise ValueError("MetricAccumulator: expected at least one update before reading results, "
+                             "found none")
+
+    def result(self) -> dict[str, float]:
+        """``{metric name: value}`` over every sample so far, equal to :func:`evaluation.summarize`."""
+        self._check_started()
+        kind = self._signature[0]
+        table = {}
+        for key, metric, reduce in _per_sample_metrics(kind):
+            values = torch.from_numpy(np.concatenate(self._values[metric.__name__]))
+            table[key] = finish(values, reduce, False)
+        if kind == "field":
+            table.update(self._pdebench.result())
+        return table
+
+    def per_step(self) -> tuple[np.ndarray, float]:
+        """Mean over samples of the rel L2 error of every scored step ``(time,)``, and its mean over steps.
+
+        Equal to :func:`evaluation.rollout_errors` on the scored frames (``time ≥ initial_step``).
+        """
+        self._check_started()
+        if not self._steps:
+            raise ValueError(f"per_step: expected data with a '{model.TIME}' dim, found dims "
+                             f"{self._signature[1]} besides '{model.SAMPLE}'")
+        per_step = finish(torch.from_numpy(np.concatenate(self._steps)), "mean", False)
+        return per_step, float(per_step.mean())

@@ -1,0 +1,146 @@
+"""Streaming batches: a torch ``DataLoader`` over a map-style dataset, in the seeded per-epoch order.
+
+Batch composition is a function of ``(seed, epoch)`` alone (:func:`epoch_order`), never of the number
+of workers, processes or whether the data is cached, so a resumed run, a run with other ``--workers``
+and a ``torchrun`` run see the same global batches. Under ``torchrun`` each process fetches only its
+contiguous slice of every global batch. Within a slice the items are sorted, so a batch's reads follow
+the file (sample-major, frames in order).
+
+Worker processes (``workers > 0``) are persistent and prefetch ``prefetch`` batches each; every worker
+opens its own file handle after it starts (the datasets hold a path, not a handle) and runs one torch
+thread. A read error in a worker comes back as one line naming the file and sample.
+
+Example:
+    >>> loader = Loader(dataset, batch_size=20, seed=0, workers=2)
+    >>> for batch in loader.epoch(3):
+    ...     loss = model(batch.x) ...           # batch.n_global: size of the global batch
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, NamedTuple
+
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from operators.training.distributed import DistInfo
+from pde_data.reading import ReadFailure
+
+__all__ = ["Loader", "Batch", "TensorPairs", "epoch_order", "global_batches"]
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
+    """The sample order of ``epoch``: a permutation of ``range(n)`` determined by ``(seed, epoch)``."""
+    gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(epoch))
+    return torch.randperm(n, generator=gen)
+
+
+def global_batches(n: int, batch_size: int, *, seed: int, epoch: int, shuffle: bool, min_size: int = 1) -> list[torch.Tensor]:
+    """The global batches of one epoch (items in order; batches smaller than ``min_size`` dropped)."""
+    order = epoch_order(n, seed, epoch) if shuffle else torch.arange(n)
+    return [b for b in order.split(batch_size) if len(b) >= min_size]
+
+
+class Batch(NamedTuple):
+    """This process's part of one global batch, on the training device."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    n_global: int
+
+
+class _EpochSampler(Sampler):
+    """Yields this rank's sorted slice of each global batch of the current epoch."""
+
+    def __init__(self, n: int, batch_size: int, seed: int, shuffle: bool, rank: int, world: int):
+        self.n, self.batch_size, self.seed, self.shuffle = n, batch_size, seed, shuffle
+        self.rank, self.world, self.epoch = rank, world, 0
+
+    def batches(self) -> list[torch.Tensor]:
+        return global_batches(self.n, self.batch_size, seed=self.seed, epoch=self.epoch, shuffle=self.shuffle,
+                              min_size=self.world)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for batch in self.batches():
+            yield sorted(batch.tensor_split(self.world)[self.rank].tolist())
+
+    def __len__(self) -> int:
+        return len(self.batches())
+
+
+class TensorPairs(Dataset):
+    """In-memory ``(inputs, targets)`` tensors as a dataset with whole-batch reads."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor):
+        if len(x) != len(y):
+            raise ValueError(f"tensors: expected as many targets as inputs, found {len(x)} and {len(y)}")
+        self.x, self.y = x, y
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitems__(self, items: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = torch.as_tensor(items, dtype=torch.long)
+        return self.x[idx], self.y[idx]
+
+    def __getitem__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x[k], self.y[k]
+
+
+def _whole(batch):
+    return batch
+
+
+def _one_thread(_worker_id: int) -> None:
+    torch.set_num_threads(1)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    workers: int
+    prefetch: int
+
+
+class Loader:
+    """Batches of ``dataset`` (a map-style dataset with ``__getitems__``) for one process.
+
+    Args:
+        dataset: e.g. :class:`pde_data.WindowDataset` / :class:`pde_data.PairDataset` or :class:`TensorPairs`.
+        batch_size: global batch size (split over processes).
+        seed: seed of the per-epoch order. shuffle: ``False`` keeps the item order (validation).
+        dist: this process's place; ``world_size`` processes split every global batch.
+        workers: DataLoader worker processes (0: read in this process). prefetch: batches per worker.
+    """
+
+    def __init__(self, dataset: Dataset, *, batch_size: int, seed: int = 0, shuffle: bool = True,
+                 dist: DistInfo | None = None, workers: int = 0, prefetch: int = 2):
+        if batch_size < 1:
+            raise ValueError(f"batch size: expected a positive integer, found {batch_size}")
+        if workers < 0 or prefetch < 1:
+            raise ValueError(f"workers/prefetch: expected workers >= 0 and prefetch >= 1, found {workers}, {prefetch}")
+        self.dist, self.dataset = dist or DistInfo(), dataset
+        self.settings = _Settings(workers, prefetch)
+        self._sampler = _EpochSampler(len(dataset), batch_size, seed, shuffle, self.dist.rank, self.dist.world_size)
+        extra = dict(persistent_workers=True, prefetch_factor=prefetch, worker_init_fn=_one_thread) if workers else {}
+        self._loader = DataLoader(dataset, batch_sampler=self._sampler, num_workers=workers, collate_fn=_whole,
+                                  pin_memory=self.dist.device.type == "cuda", **extra)
+
+    def __len__(self) -> int:
+        """Number of items (windows or pairs) in the dataset."""
+        return len(self.dataset)
+
+    def n_batches(self, epoch: int = 0) -> int:
+        self._sampler.epoch = epoch
+        return len(self._sampler)
+
+    def epoch(self, epoch: int) -> Iterator[Batch]:
+        """This process's batches of ``epoch``, moved to the device (non-blocking from pinned memory)."""
+        self._sampler.epoch = epoch
+        sizes = [len(b) for b in self._sampler.batches()]
+        dev = self.dist.device
+        for n_global, batch in zip(sizes, self._loader):
+            if isinstance(batch, ReadFailure):
+                batch.raise_error()
+            x, y = batch
+            yield Batch(x.to(dev, non_blocking=True), y.to(dev, non_blocking=True), n_global)

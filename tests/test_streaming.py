@@ -1,0 +1,175 @@
+"""The streaming run layer: window items are file slices, streaming equals caching, batches do not
+depend on workers or processes, evaluation scores the stored split of the same data wherever it lies,
+and a read error in a worker is one line naming the file and sample."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+import operators
+import pde_data
+from operators.cli import main
+from operators.training import (Loader, LoaderConfig, TrainConfig, Trainer, describe, evaluate_run, load_checkpoint,
+                                train_run)
+from operators.training.data import fit_normalizers, make_dataset, make_loaders
+from operators.training.distributed import DistInfo
+from test_trainer import write_poisson
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+CFD = ("density", "pressure", "Vx", "Vy")
+
+
+def cfd_dataset(n=6, nt=7, nx=8, seed=0) -> xr.Dataset:
+    """A PDEBench 2D-CFD-like set: four smooth random fields per sample, drifting in time."""
+    rng = np.random.default_rng(seed)
+    x = (np.arange(nx) + 0.5) / nx
+    t = np.linspace(0.0, 1.0, nt)
+    phase = rng.uniform(0, 2 * np.pi, (n, len(CFD), 1, 1, 1))
+    waves = np.sin(2 * np.pi * (x[:, None] + x[None, :]) + phase + t[:, None, None])  # (n, C, t, x, y)
+    data = (1.0 + 0.3 * waves + 0.05 * rng.standard_normal(waves.shape)).astype("f4")
+    dims = ("sample", "time", "x", "y")
+    return xr.Dataset({v: (dims, data[:, c]) for c, v in enumerate(CFD)}, coords={"x": x, "y": x, "time": t})
+
+
+@pytest.fixture
+def cfd_file(tmp_path):
+    return pde_data.write_pdebench(cfd_dataset(), tmp_path / "2D_CFD_test.hdf5", layout="cfd")
+
+
+def test_every_window_item_is_a_slice_of_the_file(cfd_file):
+    data = pde_data.WindowDataset(cfd_file, ["density", "Vx"], m=3, horizon=2, indices=[1, 4, 5], stack=False)
+    x, y = data.read_batch(list(range(len(data))))
+    with h5py.File(cfd_file) as f:
+        for k, (sample, t0) in enumerate(data.windows):
+            frames = np.stack([f[v][sample, t0:t0 + 5] for v in ("density", "Vx")], axis=1)  # (5, C, x, y)
+            np.testing.assert_array_equal(x[k].numpy(), frames[:3])
+            np.testing.assert_array_equal(y[k].numpy(), frames[3:])
+    item_x, item_y = data[7]
+    assert torch.equal(item_x, x[7]) and torch.equal(item_y, y[7])
+
+
+def test_cached_items_equal_streamed_items(cfd_file):
+    norm = pde_data.fit_normalizer(pde_data.open_data(cfd_file), list(CFD), indices=[0, 2, 3])
+    common = dict(m=2, horizon=1, indices=[0, 2, 3, 5], normalizer=norm, stack=False, dtype=torch.float64)
+    streamed = pde_data.WindowDataset(cfd_file, list(CFD), **common)
+    cached = pde_data.WindowDataset(cfd_file, list(CFD), cache=True, **common)
+    items = [13, 0, 7, 7, 19, 2]
+    for a, b in zip(streamed.read_batch(items), cached.read_batch(items)):
+        assert a.dtype == torch.float64 and torch.equal(a, b)
+
+
+def test_batches_do_not_depend_on_workers_or_processes():
+    x = torch.arange(23.0)[:, None]
+    one = Loader(operators.training.TensorPairs(x, x), batch_size=5, seed=3)
+    batches = [b.x.flatten().tolist() for b in one.epoch(2)]
+    assert sorted(sum(batches, [])) == list(range(23)) and [len(b) for b in batches] == [5, 5, 5, 5, 3]
+    halves = [Loader(operators.training.TensorPairs(x, x), batch_size=5, seed=3, dist=DistInfo(rank=r, world_size=2))
+              for r in range(2)]
+    for whole, a, b in zip(batches, *(h.epoch(2) for h in halves)):
+        assert sorted(a.x.flatten().tolist() + b.x.flatten().tolist()) == sorted(whole)
+        assert a.n_global == b.n_global == len(whole) and len(a.x) - len(b.x) in (0, 1)
+
+
+def _train(path, cache, workers, tmp_path):
+    ds = pde_data.open_data(path)
+    rd = describe(ds, window=2, sizes=(4, 1, 1), seed=1)
+    norms = fit_normalizers(ds, rd)
+    train, val = make_loaders(path, ds, rd, norms, LoaderConfig(cache=cache, workers=workers), batch_size=4, seed=0,
+                              dtype=torch.float64)
+    assert train.dataset.cached == (cache == "memory")
+    torch.manual_seed(0)
+    model = operators.build("unet", *rd.channels, n_layers=1, n_res=1, n_res_neck=1, channel_multiplier=4).double()
+    trainer = Trainer(model, train, val, TrainConfig(epochs=2, batch_size=4, progress=False), tmp_path / cache,
+                      meta={}, normalizers=norms, windowed=True)
+    trainer.fit()
+    return trainer
+
+
+def test_streaming_and_in_memory_training_give_identical_weights(cfd_file, tmp_path):
+    streamed = _train(cfd_file, "stream", 2, tmp_path)
+    cached = _train(cfd_file, "memory", 0, tmp_path)
+    a, b = streamed.state_dict()["model"], cached.state_dict()["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert [r["train_loss"] for r in streamed.history] == [r["train_loss"] for r in cached.history]
+    assert streamed.history[-1]["val_rel_l2"] == cached.history[-1]["val_rel_l2"]
+
+
+def test_auto_cache_follows_the_memory_budget(cfd_file):
+    ds = pde_data.open_data(cfd_file)
+    rd = describe(ds, window=2, sizes=(4, 1, 1))
+    norms = fit_normalizers(ds, rd)
+    need = 5 * pde_data.item_bytes(ds, list(CFD))
+    small, _ = make_loaders(cfd_file, ds, rd, norms, LoaderConfig(memory_budget=need - 1, workers=0), batch_size=2, seed=0)
+    fits, _ = make_loaders(cfd_file, ds, rd, norms, LoaderConfig(memory_budget=need), batch_size=2, seed=0)
+    assert not small.dataset.cached and fits.dataset.cached
+
+
+def _steady_run(tmp_path, data):
+    return train_run(data, "fno", tmp_path / "run", model_config={"n_modes": 3, "width": 6, "n_layers": 2},
+                     train_config=TrainConfig(epochs=1, batch_size=4, progress=False), inputs=["f"], targets=["u"],
+                     sizes=[12, 2, 4], loader=LoaderConfig(cache="stream", workers=0))
+
+
+def test_evaluation_of_a_copy_scores_the_stored_split_and_another_file_is_refused(tmp_path, capsys):
+    data = write_poisson(tmp_path / "p.nc", n_samples=18)
+    _steady_run(tmp_path, data)
+    moved = tmp_path / "elsewhere" / "renamed.nc"
+    moved.parent.mkdir()
+    shutil.copy(data, moved)
+    first = evaluate_run(tmp_path / "run", data, write=False)
+    copy = evaluate_run(tmp_path / "run", moved)
+    assert copy["samples"] == "test" and copy["n_samples"] == 4 and copy["metrics"] == first["metrics"]
+    predictions = pde_data.open(tmp_path / "run" / "predictions.nc")
+    assert predictions.sizes["sample"] == 4 and "u" in predictions
+    assert str(tmp_path / "run" / "predictions.nc") in copy["files"]
+    other = write_poisson(tmp_path / "other.nc", n_samples=18, seed=1)
+    capsys.readouterr()
+    assert main(["evaluate", "--run", str(tmp_path / "run"), "--data", str(other)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not the data this run was trained on" in err and "--all-samples" in err
+    every = evaluate_run(tmp_path / "run", other, all_samples=True, write=False)
+    assert every["samples"] == "all" and every["n_samples"] == 18
+
+
+def test_streamed_evaluation_equals_one_batch(tmp_path):
+    data = write_poisson(tmp_path / "p.nc", n_samples=18)
+    _steady_run(tmp_path, data)
+    one = evaluate_run(tmp_path / "run", data, write=False, batch_size=100)
+    many = evaluate_run(tmp_path / "run", data, write=False, batch_size=1)
+    assert one["metrics"].keys() == many["metrics"].keys()
+    for key, value in one["metrics"].items():  # NaN (an empty frequency band) is None in the JSON result
+        assert (value is None and many["metrics"][key] is None) or many["metrics"][key] == pytest.approx(value, rel=1e-6)
+
+
+def test_a_truncated_file_fails_in_a_worker_with_one_line(tmp_path):
+    path = pde_data.write_pdebench(cfd_dataset(n=40, nt=4, nx=32), tmp_path / "big.hdf5", layout="cfd")
+    dataset = make_dataset(path, describe(pde_data.open_data(path), window=2, sizes=(40, 0, 0)), range(40),
+                           {"input": None, "output": None})
+    loader = Loader(dataset, batch_size=2, seed=0, workers=2, prefetch=1)
+    batches = loader.epoch(0)
+    next(batches)
+    os.truncate(path, os.path.getsize(path) // 3)
+    with pytest.raises(pde_data.DataReadError) as err:
+        for _ in batches:
+            pass
+    message = str(err.value)
+    assert len(message.splitlines()) == 1 and str(path) in message and "reading sample" in message
+
+
+def test_cli_streams_with_workers(tmp_path):
+    path = pde_data.write_pdebench(cfd_dataset(), tmp_path / "cfd.hdf5", layout="cfd")
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "operators.cli", "train", "--data", str(path), "--model", "fno",
+                           "--out", str(out), "--window", "2", "--split", "4,1,1", "--epochs", "1", "--batch-size", "4",
+                           "--cache", "stream", "--workers", "2", "--config", "n_modes=3", "width=6", "n_layers=2",
+                           "--threads", "1", "--no-progress"], env=ENV, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    run = load_checkpoint(out / "last.pt")
+    assert run["meta"]["data"]["splits"]["test"] and run["meta"]["data"]["source"]
