@@ -33,17 +33,20 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
+from contextlib import contextmanager
 from typing import Sequence
 
 import numpy as np
 import torch
 import xarray as xr
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, get_worker_info
 
-from pde_data.model import SAMPLE, TIME
+from pde_data.model import SAMPLE, TIME, spatial_dims
 from pde_data.normalize import Normalizer
-from pde_data.reading import DataReadError, ReadFailure, SourceHandle, one_line, read_samples, sample_runs
+from pde_data.reading import (DataReadError, ReadFailure, SourceHandle, direct_sources, one_line, read_channels_into,
+                              read_samples, sample_runs)
 
 __all__ = ["split_indices", "PairDataset", "WindowDataset", "item_bytes"]
 
@@ -85,8 +88,19 @@ def _indices(ds: xr.Dataset, indices: Sequence[int] | None) -> np.ndarray:
     return idx
 
 
-def _encode(t: torch.Tensor, normalizer: Normalizer | None) -> torch.Tensor:
-    return t if normalizer is None else normalizer.encode(t)
+def _encode_(t: torch.Tensor, normalizer: Normalizer | None) -> torch.Tensor:
+    """``t`` encoded in place (``t`` must be a fresh tensor of this batch, never a view of the cache)."""
+    return t if normalizer is None else normalizer.encode_(t)
+
+
+def _batch_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised batch tensor; in a DataLoader worker it lives in shared memory, so handing it to
+    the main process copies nothing (as torch's ``default_collate`` does for its stacked batches)."""
+    if get_worker_info() is None:
+        return torch.empty(shape, dtype=dtype)
+    proto = torch.empty(0, dtype=dtype)
+    storage = proto._typed_storage()._new_shared(math.prod(shape), device=proto.device)
+    return proto.new(storage).resize_(shape)
 
 
 def item_bytes(ds: xr.Dataset, variables: Sequence[str], dtype: torch.dtype = torch.float32) -> int:
@@ -117,16 +131,30 @@ class _SampleItems(Dataset):
     def cached(self) -> bool:
         return self._cache is not None
 
-    def _read(self, variables: Sequence[str], samples: Sequence[int], time: slice | None = None) -> torch.Tensor:
-        """``read_samples`` with any error turned into one line naming the file and the samples."""
+    def item_shape(self, variables: Sequence[str]) -> tuple[int, ...]:
+        """``(channels, *spatial)`` of ``variables`` (one frame of one sample)."""
+        return (len(variables), *(self.ds.sizes[d] for d in spatial_dims(self.ds[variables[0]])))
+
+    @contextmanager
+    def _naming(self, samples: Sequence[int], time: slice | None):
+        """Turn any error of the reads inside into one line naming the file, the samples and frames."""
         try:
-            values = read_samples(self.ds, variables, samples, time=time, dtype=self.dtype)
+            yield
             self.handle.verify()
-            return values
         except Exception as exc:  # noqa: BLE001 - every reader error becomes one line naming file and sample
             runs = ", ".join(f"{a}" if b == a + 1 else f"{a}..{b - 1}" for a, b in sample_runs(samples))
             frames = "" if time is None else f", frames {time.start}..{time.stop - 1}"
             raise DataReadError(f"{self.handle.name}: reading sample {runs}{frames} failed: {one_line(exc)}") from exc
+
+    def _read(self, variables: Sequence[str], samples: Sequence[int], time: slice | None = None) -> torch.Tensor:
+        """``read_samples`` through the xarray objects (any source): ``(samples, [time], C, *spatial)``."""
+        with self._naming(samples, time):
+            return read_samples(self.ds, variables, samples, time=time, dtype=self.dtype)
+
+    def _read_into(self, sources: list, out: torch.Tensor, where: tuple, sample: int, time: slice | None = None) -> None:
+        """``read_channels_into``: one sample straight from the HDF5 file into ``out[where]``."""
+        with self._naming([sample], time):
+            read_channels_into(sources, out.numpy(), where, sample, time)
 
     def _rows(self, samples: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.cached_samples, samples)
@@ -173,14 +201,22 @@ class PairDataset(_SampleItems):
     def read_batch(self, items: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Items ``items`` stacked: ``(batch, in_channels, *spatial)``, ``(batch, out_channels, *spatial)``."""
         samples = self.indices[np.asarray(items, dtype=np.int64)]
+        sources = None if self._cache is not None else direct_sources(self.ds, self.inputs + self.outputs)
         if self._cache is not None:
             rows = torch.as_tensor(self._rows(samples))
             x, y = self._cache[0][rows], self._cache[1][rows]
+        elif sources is not None:  # PDEBench HDF5: each sample read straight into the batch tensors
+            n_in = len(self.inputs)
+            x = _batch_tensor((len(samples), *self.item_shape(self.inputs)), self.dtype)
+            y = _batch_tensor((len(samples), *self.item_shape(self.outputs)), self.dtype)
+            for k, sample in enumerate(samples):
+                self._read_into(sources[:n_in], x, (k,), int(sample))
+                self._read_into(sources[n_in:], y, (k,), int(sample))
         else:
             distinct = np.unique(samples)
             both = self._read(self.inputs + self.outputs, distinct)[torch.as_tensor(np.searchsorted(distinct, samples))]
             x, y = both[:, :len(self.inputs)], both[:, len(self.inputs):]
-        return _encode(x, self.input_normalizer), _encode(y, self.output_normalizer)
+        return _encode_(x, self.input_normalizer), _encode_(y, self.output_normalizer)
 
 
 class WindowDataset(_SampleItems):
@@ -225,28 +261,41 @@ class WindowDataset(_SampleItems):
     def _load_cache(self) -> tuple[torch.Tensor]:
         return (self._read(self.variables, self.cached_samples, slice(0, self._frames)),)
 
-    def _block(self, sample: int, start: int, stop: int) -> torch.Tensor:
-        """Encoded frames ``start:stop`` of ``sample``: ``(stop - start, channels, *spatial)``."""
+    def _block(self, sources: list | None, sample: int, start: int, stop: int) -> torch.Tensor:
+        """Frames ``start:stop`` of ``sample`` as stored: ``(stop - start, channels, *spatial)``."""
         if self._cache is not None:
-            frames = self._cache[0][int(self._rows(np.array([sample]))[0]), start:stop]
-        else:
-            frames = self._read(self.variables, [sample], slice(start, stop))[0]
-        return _encode(frames, self.normalizer)
+            return self._cache[0][int(self._rows(np.array([sample]))[0]), start:stop]
+        if sources is None:
+            return self._read(self.variables, [sample], slice(start, stop))[0]
+        block = torch.empty((stop - start, *self.item_shape(self.variables)), dtype=self.dtype)
+        self._read_into(sources, block, (), sample, slice(start, stop))
+        return block
 
     def read_batch(self, items: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Windows ``items`` stacked along a leading batch axis (layouts in the module docstring)."""
+        """Windows ``items`` stacked along a leading batch axis (layouts in the module docstring).
+
+        A sample with one window in the batch is read straight into the batch tensors when the file is
+        a PDEBench HDF5 file (one copy); a sample with several windows is read once, over the frames
+        they span, and each window copied from there. The batch tensors are then encoded in place.
+        """
         pairs = self.windows[np.asarray(items, dtype=np.int64)]
-        length = self.m + self.horizon
-        out = [None] * len(pairs)
+        length, item = self.m + self.horizon, self.item_shape(self.variables)
+        sources = None if self._cache is not None else direct_sources(self.ds, self.variables)
+        x = _batch_tensor((len(pairs), self.m, *item), self.dtype)
+        y = _batch_tensor((len(pairs), self.horizon, *item), self.dtype)
         for sample in np.unique(pairs[:, 0]):
             mine = np.flatnonzero(pairs[:, 0] == sample)
+            if sources is not None and len(mine) == 1:
+                k, t0 = int(mine[0]), int(pairs[mine[0], 1])
+                self._read_into(sources, x, (k,), int(sample), slice(t0, t0 + self.m))
+                self._read_into(sources, y, (k,), int(sample), slice(t0 + self.m, t0 + length))
+                continue
             first, last = int(pairs[mine, 1].min()), int(pairs[mine, 1].max())
-            block = self._block(int(sample), first, last + length)
+            block = self._block(sources, int(sample), first, last + length)
             for k in mine:
                 t0 = int(pairs[k, 1]) - first
-                out[k] = block[t0:t0 + length]
-        frames = torch.stack(out)
-        x, y = frames[:, : self.m], frames[:, self.m:]
+                x[k], y[k] = block[t0:t0 + self.m], block[t0 + self.m:t0 + length]
+        x, y = _encode_(x, self.normalizer), _encode_(y, self.normalizer)
         if self.stack:
             x = x.flatten(1, 2)
             y = y[:, 0] if self.horizon == 1 else y

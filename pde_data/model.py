@@ -27,7 +27,7 @@ import xarray as xr
 
 __all__ = [
     "SAMPLE", "TIME", "X", "Y", "Z", "S", "FEATURE", "SPATIAL_DIMS",
-    "spatial_dims", "kind_of", "check_dims",
+    "spatial_dims", "field_order", "kind_of", "check_dims",
     "to_tensor", "from_tensor", "time_steps",
 ]
 
@@ -85,7 +85,8 @@ def _channels(obj: XrObj, variables: Sequence[str] | None) -> list[xr.DataArray]
     return [obj[v] for v in names]
 
 
-def _field_order(da: xr.DataArray) -> tuple[str, ...]:
+def field_order(da: xr.DataArray) -> tuple[str, ...]:
+    """A field variable's dims in the torch layout's order: ``(sample, [time], *spatial)``."""
     lead = (SAMPLE, TIME) if TIME in da.dims else (SAMPLE,)
     order = lead + spatial_dims(da)
     extra = set(da.dims) - set(order)
@@ -130,10 +131,10 @@ def to_tensor(
     arrays = []
     for da in _channels(obj, variables):
         if kind == "field":
-            values = da.transpose(*_field_order(da)).values
+            values = da.variable.transpose(*field_order(da)).values  # the Variable: no coordinates to carry
             arrays.append(np.expand_dims(values, 2 if TIME in da.dims else 1))
         else:
-            values = da.transpose(*_sequence_order(da)).values
+            values = da.variable.transpose(*_sequence_order(da)).values
             arrays.append(values if values.ndim == 3 else values[..., None])
     channel_axis = 2 if (kind == "field" and TIME in obj.dims) or kind == "sequence" else 1
     data = np.concatenate(arrays, axis=channel_axis) if len(arrays) > 1 else arrays[0]
@@ -158,7 +159,7 @@ def from_tensor(tensor: torch.Tensor, like: XrObj, variables: Sequence[str] | No
 
 def _wrap_channel(values: np.ndarray, da: xr.DataArray, index: int, kind: str, n: int) -> xr.DataArray:
     if kind == "field":
-        order = _field_order(da)
+        order = field_order(da)
         axis = 2 if TIME in da.dims else 1
         if values.shape[axis] != n:
             raise ValueError(f"tensor: expected {n} channels on axis {axis}, found shape {values.shape}")

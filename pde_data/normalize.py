@@ -46,6 +46,10 @@ class Normalizer:
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.shift.to(x)) / self.scale.to(x)
 
+    def encode_(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`encode` in place: the same values, written into ``x`` (returned)."""
+        return x.sub_(self.shift.to(x)).div_(self.scale.to(x))
+
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         return z * self.scale.to(z) + self.shift.to(z)
 

@@ -19,9 +19,11 @@ import numpy as np
 import torch
 import xarray as xr
 
-from pde_data.model import SAMPLE, TIME, to_tensor
+from pde_data._h5lazy import H5SOURCE, H5Source, read_into
+from pde_data.model import SAMPLE, TIME, field_order, spatial_dims, to_tensor
 
-__all__ = ["read_samples", "sample_runs", "SourceHandle", "DataReadError", "ReadFailure", "one_line"]
+__all__ = ["read_samples", "sample_runs", "direct_sources", "read_channels_into", "SourceHandle", "DataReadError",
+           "ReadFailure", "one_line"]
 
 
 class DataReadError(RuntimeError):
@@ -50,13 +52,43 @@ def read_samples(ds: xr.Dataset, variables: Sequence[str], samples: Sequence[int
     Returns:
         ``(len(samples), channels, *spatial)`` or ``(len(samples), time, channels, *spatial)``.
     """
-    sub = ds[list(variables)]
+    sub = xr.Dataset({v: ds.variables[v] for v in variables})  # without coordinates: each read indexes data only
     where = {} if time is None else {TIME: time}
     parts = [to_tensor(sub.isel({SAMPLE: slice(a, b), **where}), variables, dtype=dtype)
              for a, b in sample_runs(samples)]
     if not parts:
         raise ValueError("samples: expected at least one sample index, found none")
     return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def direct_sources(ds: xr.Dataset, variables: Sequence[str]) -> list[H5Source] | None:
+    """The HDF5 source of each of ``variables`` when every one is a lazily read PDEBench field stored in
+    the data model's dim order, so :func:`read_channels_into` can read it straight into a caller's
+    buffer (one copy, no xarray indexing); ``None`` otherwise (NetCDF files, in-memory data)."""
+    sources = []
+    for name in variables:
+        da = ds[name]
+        source = da.encoding.get(H5SOURCE)
+        if source is None or not spatial_dims(da) or da.dims != field_order(da):
+            return None
+        sources.append(source)
+    return sources
+
+
+def read_channels_into(sources: Sequence[H5Source], out: np.ndarray, where: tuple, sample: int,
+                       time: slice | None = None) -> None:
+    """Sample ``sample`` of every source (channel ``c`` from ``sources[c]``) into ``out[where]``.
+
+    Args:
+        out: a C-contiguous array; ``out[where]`` is ``(frames, channels, *spatial)`` when ``time`` is
+            given, else ``(channels, *spatial)`` (any strides).
+        time: the frames to read (``None`` for steady variables).
+    """
+    n_spatial = len(sources[0].shape) - (2 if time is not None else 1)
+    rest = ((time,) if time is not None else ()) + (slice(None),) * n_spatial
+    channel_at = (slice(None),) if time is not None else ()
+    for c, source in enumerate(sources):
+        read_into(source, out, where + channel_at + (c,), sample, rest)
 
 
 class SourceHandle:

@@ -104,3 +104,11 @@ def test_blocks_stay_within_max_bytes(monkeypatch):
         assert len(reads) == n_reads
         assert all(t.numel() * 8 <= max_bytes for t in reads)
         assert sum(t.shape[0] * t.shape[1] for t in reads) == 3 * 9
+
+
+def test_encode_in_place_gives_the_same_values():
+    norm = pde_data.Normalizer("gaussian", torch.tensor([1.5, -2.0]).reshape(2, 1, 1), torch.tensor([0.3, 7.0]).reshape(2, 1, 1))
+    x = torch.randn(3, 4, 2, 5, 6)  # (batch, time, channel, x, y)
+    expected = norm.encode(x)
+    got = norm.encode_(x)
+    assert got is x and torch.equal(got, expected)

@@ -55,6 +55,25 @@ def test_every_window_item_is_a_slice_of_the_file(cfd_file):
     assert torch.equal(item_x, x[7]) and torch.equal(item_y, y[7])
 
 
+@pytest.mark.parametrize("layout", ["netcdf", "group", "diff-react"])
+def test_window_batches_are_the_same_from_every_layout(cfd_file, tmp_path, layout):
+    """The PDEBench fast path (straight into the batch) and the generic xarray path give identical batches:
+    NetCDF goes through xarray, the group layouts (one (T, X, Y, C) dataset per sample, diff-react stored
+    (..., y, x)) through their own reads; windows alone and several of one sample in a batch."""
+    ds = cfd_dataset()
+    if layout == "netcdf":
+        path = pde_data.save(ds, tmp_path / "cfd.nc")
+    else:
+        ds = ds[["density", "Vx"]]
+        path = pde_data.write_pdebench(ds, tmp_path / f"{layout}.h5", layout=layout)
+    variables = list(ds.data_vars)
+    reference = pde_data.WindowDataset(cfd_file, variables, m=2, horizon=2, stack=False)
+    other = pde_data.WindowDataset(path, variables, m=2, horizon=2, stack=False)
+    for items in ([0, 5, 9, 14], [3, 4, 5, 20, 21]):  # one window per sample; three and two of one sample
+        for a, b in zip(reference.read_batch(items), other.read_batch(items)):
+            assert torch.equal(a, b)
+
+
 def test_cached_items_equal_streamed_items(cfd_file):
     norm = pde_data.fit_normalizer(pde_data.open_data(cfd_file), list(CFD), indices=[0, 2, 3])
     common = dict(m=2, horizon=1, indices=[0, 2, 3, 5], normalizer=norm, stack=False, dtype=torch.float64)
