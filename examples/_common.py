@@ -1,5 +1,10 @@
-"""Shared pieces of the example scripts: options and scales, tensors from the data model, the
-model-comparison loop (built on ``operators.training.Trainer``), results JSON and printed tables.
+"""Shared pieces of the example scripts: options and scales, the model comparison on the project's run
+layer (``operators.training.train_run`` / ``evaluate_run``), sequence regression, results JSON and tables.
+
+Every field example writes its data to a NetCDF file in its output folder, trains each model from that
+file into ``runs/<label>`` with the same explicit splits and settings (:func:`train_models`), and scores
+the stored test split of each run (:func:`evaluate`), so the examples and ``circuitop train`` /
+``circuitop evaluate`` share one pipeline.
 
 Every example runs at one of three scales, chosen on the command line:
 
@@ -19,20 +24,21 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
+import xarray as xr
 
-import evaluation
-import operators
 import pde_data
-from operators.training import TrainConfig, Trainer, epoch_order
-from operators.training.distributed import DistInfo
+from operators.training import LoaderConfig, Splits, TrainConfig, epoch_order, evaluate_run, load_run, train_run
 from pde_data import atomic_path
+from pde_data.model import SAMPLE, TIME
 
-__all__ = ["parser", "setup", "settings", "fit_normalizers", "split_in_order", "encode", "Fitted", "train_model",
-           "compare_models", "n_params", "field_metrics", "SelfAttention", "fit_regression",
-           "predict_regression", "write_results", "print_table", "ratios", "finite", "positive_int"]
+__all__ = ["parser", "setup", "settings", "in_order", "save_in_order", "Trained", "train_models", "evaluate",
+           "fields", "n_params", "SelfAttention", "fit_regression", "predict_regression", "write_results",
+           "print_table", "ratios", "finite", "positive_int"]
 
 SCALES = ("smoke", "quick", "full")
+SPLITS = ("train", "val", "test")
 
 
 def positive_int(text: str) -> int:
@@ -97,84 +103,87 @@ def settings(table: dict[str, dict], args: argparse.Namespace) -> dict:
     return chosen
 
 
-# -- tensors ------------------------------------------------------------------------------------
-def fit_normalizers(train_ds, inputs: list[str], targets: list[str]) -> dict:
-    """Per-channel Gaussian normalizers fitted on the training set only."""
-    return {"input": pde_data.fit_normalizer(train_ds, inputs), "output": pde_data.fit_normalizer(train_ds, targets)}
-
-
-def split_in_order(ds, sizes: dict[str, int]) -> dict:
-    """Consecutive sample slices ``{name: ds[start:start+size]}`` (generated samples are independent draws)."""
-    parts, start = {}, 0
-    for name, size in sizes.items():
-        parts[name] = ds.isel(sample=slice(start, start + size))
+# -- data files and splits -----------------------------------------------------------------------
+def in_order(sizes: dict[str, int]) -> Splits:
+    """Consecutive sample ranges for ``{"train": n, "val": n, "test": n}`` (a missing name: an empty
+    split); generated samples are independent draws, so an in-order split is a random one."""
+    unknown = sorted(set(sizes) - set(SPLITS))
+    if unknown:
+        raise ValueError(f"split names: expected some of {SPLITS}, found {unknown}")
+    ranges, start = {}, 0
+    for name in SPLITS:
+        size = sizes.get(name, 0)
+        ranges[name] = tuple(range(start, start + size))
         start += size
-    return parts
+    return Splits(**ranges)
 
 
-def encode(ds, inputs: list[str], targets: list[str], normalizers: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """Encoded ``(inputs (n, C_in, *s), targets (n, C_out, *s))`` of an in-memory Dataset."""
-    x = pde_data.to_tensor(ds, inputs)
-    y = pde_data.to_tensor(ds, targets)
-    return normalizers["input"].encode(x), normalizers["output"].encode(y)
+def save_in_order(sets: dict[str, xr.Dataset], path: Path) -> tuple[Path, Splits]:
+    """Write the ``train``/``val``/``test`` sets one after another to the NetCDF file ``path`` (samples
+    renumbered 0..n-1) and return it with the sample ranges of the sets."""
+    splits = in_order({name: part.sizes[SAMPLE] for name, part in sets.items()})
+    parts = [sets[name] for name in SPLITS if name in sets]
+    ds = xr.concat(parts, dim=SAMPLE, data_vars="minimal", coords="minimal", compat="override", join="exact")
+    ds = ds.assign_coords({SAMPLE: np.arange(ds.sizes[SAMPLE])})
+    return pde_data.save(ds, path), splits
 
 
-# -- the model-comparison loop ------------------------------------------------------------------
-@dataclass
-class Fitted:
-    """One trained model of a comparison."""
+# -- the model comparison on the run layer -------------------------------------------------------
+@dataclass(frozen=True)
+class Trained:
+    """One trained model of a comparison: its run folder and what training it measured."""
 
-    label: str
-    trainer: Trainer
+    run_dir: Path
+    history: list[dict]
     seconds: float
     n_params: int
 
-    def predict(self, x: torch.Tensor, y_like: torch.Tensor) -> torch.Tensor:
-        """Decoded (physical-unit) predictions for encoded inputs ``x``."""
-        return self.trainer.predict(x, y_like)
-
-    @property
-    def history(self) -> list[dict]:
-        return self.trainer.history
-
 
 def n_params(model: torch.nn.Module) -> int:
+    """The number of trainable parameters of ``model``."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def train_model(label: str, name: str, channels: tuple[int, int], config: dict, train, val,
-                train_config: TrainConfig, out: Path, *, normalizers: dict | None = None,
-                kind: str = "steady", device: str = "cpu") -> Fitted:
-    """Build registry model ``name`` and train it with the project trainer into ``out/checkpoints/label``."""
-    torch.manual_seed(train_config.seed)
-    model = operators.build(name, *channels, **config)
-    meta = {"model": operators.model_spec(name, *channels, **config), "data": {"kind": kind}}
-    dist = DistInfo(device=torch.device(device))
-    trainer = Trainer(model, train, val, train_config, out / "checkpoints" / label, meta=meta,
-                      normalizers=normalizers, dist=dist, windowed=kind == "window")
-    start = time.perf_counter()
-    trainer.fit()
-    seconds = time.perf_counter() - start
-    print(f"  {label}: {n_params(model):,} parameters, trained in {seconds:.1f} s", flush=True)
-    return Fitted(label, trainer, seconds, n_params(model))
-
-
-def compare_models(specs: dict[str, tuple[str, dict]], channels: tuple[int, int], train, val,
-                   train_config: TrainConfig, out: Path, **kwargs) -> dict[str, Fitted]:
-    """Train every ``label -> (registry name, config)`` on the same data with the same settings."""
-    fitted = {}
+def train_models(specs: dict[str, tuple[str, dict]], data: Path, runs: Path, *, train_config: TrainConfig,
+                 splits: Splits, device: str, **run_options) -> dict[str, Trained]:
+    """Train every ``label -> (registry name, config)`` from the file ``data`` into ``runs/<label>`` (spaces
+    dropped) with ``operators.training.train_run``: the same splits, settings and ``run_options``
+    (``inputs``, ``targets``, ``window``, ``horizon``) for all. The wall time includes the run's setup
+    (opening the file, fingerprint, normalizer fit) besides training."""
+    trained = {}
     for label, (name, config) in specs.items():
         print(f"training {label} ({name}, {config})", flush=True)
-        fitted[label] = train_model(label, name, channels, config, train, val, train_config, out, **kwargs)
-    return fitted
+        run_dir = runs / label.replace(" ", "")
+        start = time.perf_counter()
+        history = train_run(data, name, run_dir, model_config=config, train_config=train_config, splits=splits,
+                            device=device, loader=LoaderConfig(cache="memory"), **run_options)
+        seconds = time.perf_counter() - start
+        count = n_params(load_run(run_dir, which="last").model)
+        print(f"  {label}: {count:,} parameters, trained in {seconds:.1f} s", flush=True)
+        trained[label] = Trained(run_dir, history, seconds, count)
+    return trained
 
 
-def field_metrics(pred: torch.Tensor, true: torch.Tensor, *, steady: bool, initial_step: int = 0) -> dict[str, float]:
-    """PDEBench's suite plus mean relative L2, for steady ``(n, C, *s)`` or time-dependent ``(n, T, C, *s)``."""
-    if steady:
-        pred, true = pred.unsqueeze(1), true.unsqueeze(1)  # one "time" frame: (n, 1, C, *s)
-    return {**evaluation.pdebench_metrics(pred, true, initial_step=initial_step),
-            "rel_l2": float(evaluation.rel_l2(pred[:, initial_step:], true[:, initial_step:]))}
+def evaluate(trained: Trained, data: Path, **options) -> dict:
+    """``evaluate_run`` of the model as trained (the last epoch, as the protocols report; runs without a
+    validation split keep as ``best.pt`` the epoch of lowest training loss) on the run's stored test
+    split, or with ``all_samples=True`` on every sample of ``data``; writes ``predictions.nc`` and
+    ``metrics.json`` into the run folder. NaN metrics (``None`` in the result) come back as ``nan``."""
+    result = evaluate_run(trained.run_dir, data, which="last", plots=False, **options)
+    result["metrics"] = {k: math.nan if v is None else v for k, v in result["metrics"].items()}
+    return result
+
+
+def fields(trained: Trained, data: Path, variable: str) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted and true ``variable`` of the first sample the last evaluation scored (the last frame of
+    a rollout): from the run's ``predictions.nc`` and from ``data``."""
+    with pde_data.open(trained.run_dir / "predictions.nc") as predictions, pde_data.open_data(data) as ds:
+        pred = predictions[variable].isel({SAMPLE: 0})
+        true = ds[variable].isel({SAMPLE: int(pred[SAMPLE])})
+        if TIME in pred.dims:  # the given frames and the rollout: the data's first frames
+            last = pred.sizes[TIME] - 1
+            pred, true = pred.isel({TIME: last}), true.isel({TIME: last})
+        return pred.values, true.values
 
 
 # -- sequence regression (the field trainer takes one input tensor; these models also take timestamps) --

@@ -16,8 +16,12 @@ Scales (data from ``pde_data.generate_darcy``, our finite-volume solver of PDEBe
   (FNO 91 s, U-Net 36 s, CHONN 100 s of training) with 1 thread on 2 cores shared by ~10 processes.
 - ``--smoke``: 8 samples at 16², one epoch: seconds.
 
+Every model trains from ``data.nc`` with ``operators.training.train_run`` into ``runs/<model>`` and is scored
+on the run's stored test split with ``evaluate_run`` (the model of the last epoch).
+
 Outputs in ``--out`` (default ``runs/darcy``): ``results.json``, ``metrics.png`` (all metrics per model),
-``gain.png`` (CHONN's error divided by each baseline's: below 1 means CHONN is better), ``fields_<model>.png``.
+``gain.png`` (CHONN's error divided by each baseline's: below 1 means CHONN is better), ``fields_<model>.png``,
+``data.nc`` and the run folders ``runs/<model>`` (checkpoints, ``metrics.json``, ``predictions.nc``).
 
 Example:
     python examples/darcy.py --quick
@@ -26,9 +30,9 @@ Example:
 from __future__ import annotations
 
 import _common
-from evaluation import plots, rel_l1
+from evaluation import PDEBENCH_KEYS, plots
 from operators.training import TrainConfig
-from pde_data import generate_darcy
+from pde_data import generate_darcy, save
 
 SCRIPT = "darcy"
 SCALES = {
@@ -49,12 +53,10 @@ def main() -> None:
     out = _common.setup(args, SCRIPT)
     cfg = _common.settings(SCALES, args)
 
-    # Data: one seeded set, split in order (samples are independent draws).
+    # Data: one seeded set in one file, split in order (samples are independent draws).
     n_train, n_val, n_test = cfg["sizes"]
-    ds = generate_darcy(n_train + n_val + n_test, n_grid=cfg["n_grid"], seed=args.seed)
-    parts = _common.split_in_order(ds, {"train": n_train, "val": n_val, "test": n_test})
-    normalizers = _common.fit_normalizers(parts["train"], ["a"], ["u"])
-    tensors = {k: _common.encode(v, ["a"], ["u"], normalizers) for k, v in parts.items()}
+    data = save(generate_darcy(n_train + n_val + n_test, n_grid=cfg["n_grid"], seed=args.seed), out / "data.nc")
+    splits = _common.in_order({"train": n_train, "val": n_val, "test": n_test})
     print(f"data: Darcy beta=1, {cfg['n_grid']}² grid, train/val/test = {n_train}/{n_val}/{n_test}", flush=True)
 
     # Models: the two baselines and CHONN (the U-Net host with CKBs), trained alike.
@@ -63,19 +65,18 @@ def main() -> None:
     train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, weight_decay=1e-4,
                                optimizer="adamw", step_size=cfg["step_size"], gamma=0.5, seed=args.seed,
                                progress=False)
-    fitted = _common.compare_models(specs, (1, 1), tensors["train"], tensors["val"], train_config, out,
-                                    normalizers=normalizers, device=args.device)
+    trained = _common.train_models(specs, data, out / "runs", train_config=train_config, splits=splits,
+                                   device=args.device, inputs=["a"], targets=["u"])
 
     # Evaluation on the test split in physical units.
-    x_test, y_test = tensors["test"]
-    true = normalizers["output"].decode(y_test)
     rows, extra = {}, {}
-    for label, model in fitted.items():
-        pred = model.predict(x_test, y_test)
-        rows[label] = _common.field_metrics(pred, true, steady=True)
-        extra[label] = {"rel_l1_median": float(rel_l1(pred, true, reduce="median")), "params": model.n_params,
-                        "train_s": model.seconds, "final_train_loss": model.history[-1]["train_loss"]}
-        plots.plot_fields(pred[0, 0], true[0, 0], title=f"Darcy, {label}", path=out / f"fields_{label}.png")
+    for label, run in trained.items():
+        metrics = _common.evaluate(run, data)["metrics"]
+        rows[label] = {k: metrics[k] for k in (*PDEBENCH_KEYS, "rel_l2")}
+        extra[label] = {"rel_l1_median": metrics["rel_l1_median"], "params": run.n_params, "train_s": run.seconds,
+                        "final_train_loss": run.history[-1]["train_loss"]}
+        pred, true = _common.fields(run, data, "u")
+        plots.plot_fields(pred, true, title=f"Darcy, {label}", path=out / f"fields_{label}.png")
     _common.print_table(rows, f"Darcy test metrics ({n_test} samples, {cfg['n_grid']}²)")
     gains = _common.ratios(rows, "CHONN", ["FNO", "U-Net"])
     _common.print_table(gains, "error ratios (< 1: CHONN better)", fmt="{:.3f}")
@@ -84,7 +85,7 @@ def main() -> None:
     plots.plot_metric_bars(_common.finite(gains), path=out / "gain.png")
     _common.write_results(out, SCRIPT, args, {
         "settings": cfg, "metrics": rows, "models": extra, "error_ratios": gains,
-        "history": {label: m.history for label, m in fitted.items()},
+        "history": {label: run.history for label, run in trained.items()},
         "claim": "CHONN lower than FNO and U-Net on every metric (003, Fig. 4c-d)",
         "claim_holds": all(v < 1 for g in _common.finite(gains).values() for v in g.values()),
     })

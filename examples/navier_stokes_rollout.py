@@ -24,8 +24,15 @@ Scales (data from ``pde_data.generate_navier_stokes``, our pseudo-spectral solve
   with 1 thread on 2 cores shared by ~10 processes.
 - ``--smoke``: 16², 5 records, 2 / 2 samples, windows 2 and 3, 2 steps, one epoch.
 
+Each window m has its own data file ``data_m<m>.nc``: the frames given − m .. given + n_steps − 1 of every
+trajectory, so a window run of m frames and horizon n_steps has exactly one window per trajectory (the
+normalizer is fitted on the training trajectories of that file). Every model trains from it with
+``operators.training.train_run`` into ``runs/m<m>/<model>`` and is rolled out ``n_steps`` steps on the run's
+stored test split with ``evaluate_run`` (the model of the last epoch).
+
 Outputs in ``--out`` (default ``runs/navier_stokes_rollout``): ``results.json``, ``rollout.png``
-(per-step error curves), ``windows.png`` (mean rollout error per window), ``fields_<model>.png``.
+(per-step error curves), ``windows.png`` (mean rollout error per window), ``fields_<model>.png``, the data
+files and run folders.
 
 Example:
     python examples/navier_stokes_rollout.py --quick
@@ -35,8 +42,9 @@ from __future__ import annotations
 
 import _common
 import pde_data
-from evaluation import plots, rel_l2, rollout_errors
+from evaluation import plots
 from operators.training import TrainConfig
+from pde_data.model import TIME
 
 SCRIPT = "navier_stokes_rollout"
 SCALES = {
@@ -54,21 +62,16 @@ VISC = 1e-3
 FNO_PAPER = 0.0128  # FNO-2D, ν = 1e-3, T = 50, N = 1000 (anchors.md)
 
 
-def windows(frames, m: int, given: int, n_steps: int):
-    """``(frames[:, given-m:given], frames[:, given:given+n_steps])`` of ``(n, T, C, x, y)`` tensors."""
-    return frames[:, given - m:given], frames[:, given:given + n_steps]
-
-
-def load_frames(cfg: dict, seed: int):
-    """Encoded vorticity ``{"train", "test"} → (n, T, 1, x, y)`` and the normalizer (fitted on train only)."""
+def write_windows(cfg: dict, seed: int, out) -> dict:
+    """``{m: data file}``: for every window m, the frames ``given-m .. given+n_steps-1`` of the trajectories."""
     n_train, n_test = cfg["sizes"]
     ds = pde_data.generate_navier_stokes(n_train + n_test, visc=VISC, n_sim=cfg["n_sim"], n_out=cfg["n_out"],
                                          t_final=float(cfg["records"]), dt=cfg["dt"], seed=seed)
-    parts = _common.split_in_order(ds, {"train": n_train, "test": n_test})
-    norm = pde_data.fit_normalizer(parts["train"], ["vorticity"])
     print(f"data: NS ν={VISC}, {cfg['n_out']}² (simulated at {cfg['n_sim']}²), {cfg['records']} records "
           f"(one per time unit), train/test = {n_train}/{n_test}", flush=True)
-    return {k: norm.encode(pde_data.to_tensor(v, ["vorticity"])) for k, v in parts.items()}, norm
+    given, n_steps = cfg["given"], cfg["n_steps"]
+    return {m: pde_data.save(ds.isel({TIME: slice(given - m, given + n_steps)}), out / f"data_m{m}.nc")
+            for m in cfg["windows"]}
 
 
 def main() -> None:
@@ -78,29 +81,29 @@ def main() -> None:
     if cfg["given"] + cfg["n_steps"] > cfg["records"] or max(cfg["windows"]) > cfg["given"]:
         raise SystemExit(f"settings: need windows <= given and given + n_steps <= records, found {cfg}")
 
-    frames, norm = load_frames(cfg, args.seed)
-    normalizers, n_test = {"input": norm, "output": norm}, cfg["sizes"][1]
+    files = write_windows(cfg, args.seed, out)
+    n_train, n_test = cfg["sizes"]
+    splits = _common.in_order({"train": n_train, "test": n_test})
 
     # Models per window: FNO and CHONN-FNO, m·C input channels → C, the same optimisation for both.
     train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adam",
                                weight_decay=1e-4, step_size=100, gamma=0.5, seed=args.seed, progress=False)
     specs = {"FNO": ("fno", cfg["fno"]), "CHONN": ("chonn_fno", {**cfg["fno"], **cfg["ckb"]})}
     curves, rows, models = {}, {}, {}
-    for m in cfg["windows"]:
-        train = windows(frames["train"], m, cfg["given"], cfg["n_steps"])
-        x, y = windows(frames["test"], m, cfg["given"], cfg["n_steps"])
-        fitted = _common.compare_models(specs, (m, 1), train, None, train_config, out / f"m{m}",
-                                        normalizers=normalizers, kind="window", device=args.device)
-        true = norm.decode(y)
-        for label, model in fitted.items():
-            pred = model.predict(x, y)
-            per_step, mean_step = rollout_errors(pred, true)
-            curves[f"{label} {m}→1"] = per_step.tolist()
-            rows.setdefault(label, {})[f"{m}->1"] = float(rel_l2(pred, true))
-            models[f"{label} {m}->1"] = {"params": model.n_params, "train_s": model.seconds,
-                                         "mean_step_rel_l2": float(mean_step), "last_step_rel_l2": float(per_step[-1])}
+    for m, data in files.items():
+        trained = _common.train_models(specs, data, out / "runs" / f"m{m}", train_config=train_config,
+                                       splits=splits, device=args.device, window=m, horizon=cfg["n_steps"])
+        for label, run in trained.items():
+            result = _common.evaluate(run, data, rollout=cfg["n_steps"])
+            per_step = result["rollout"]["per_step_rel_l2"]
+            curves[f"{label} {m}→1"] = per_step
+            rows.setdefault(label, {})[f"{m}->1"] = result["metrics"]["rel_l2"]
+            models[f"{label} {m}->1"] = {"params": run.n_params, "train_s": run.seconds,
+                                         "mean_step_rel_l2": result["rollout"]["mean_rel_l2"],
+                                         "last_step_rel_l2": per_step[-1]}
             if m == max(cfg["windows"]):
-                plots.plot_fields(pred[0, -1, 0], true[0, -1, 0], title=f"NS step {cfg['n_steps']}, {label} {m}→1",
+                pred, true = _common.fields(run, data, "vorticity")
+                plots.plot_fields(pred, true, title=f"NS step {cfg['n_steps']}, {label} {m}→1",
                                   path=out / f"fields_{label}.png")
 
     _common.print_table(rows, f"rollout rel. L2 over {cfg['n_steps']} steps ({n_test} test samples, {cfg['n_out']}²)")

@@ -22,9 +22,14 @@ Scales:
   of training per model, 9 models) with 1 thread on 2 cores shared by ~10 processes.
 - ``--smoke``: T1-T2 matched, 2×2 vs depth-3 on T2, 128 points, 8 samples, one epoch.
 
+Each target's train, val and test sets go one after another into ``data_T<n>.nc``; every model trains
+from it with ``operators.training.train_run`` into ``runs/T<n>/<model>`` (``runs/scaling/<model>`` for the
+scaling comparison) and is scored on the run's stored test split with ``evaluate_run`` (the model of the
+last epoch).
+
 Outputs in ``--out`` (default ``runs/order_benchmark``): ``results.json``, ``target_T<n>.png`` (three
 metrics per model), ``derivative_ratio.png`` (chain / depth derivative error: below 1 means the chain wins),
-``scaling.png`` (errors and parameter counts of the scaling comparison).
+``scaling.png`` (errors and parameter counts of the scaling comparison), the data files and run folders.
 
 Example:
     python examples/order_benchmark.py --quick
@@ -33,7 +38,7 @@ Example:
 from __future__ import annotations
 
 import _common
-from evaluation import plots, rel_l2, rel_l2_derivative, rel_l2_spectral
+from evaluation import plots
 from operators.training import TrainConfig
 from pde_data import generate_order_splits
 
@@ -52,11 +57,7 @@ SCALES = {
 SEEDS = (42, 43, 44)  # train / val / test, as in the paper
 
 
-def scores(pred, true) -> dict[str, float]:
-    """Eqs. 48-50 on the test split (mean over samples); ``(n, 1, s)`` → ``(n, s)``, one spatial axis."""
-    pred, true = pred[:, 0], true[:, 0]
-    return {"rel_l2": float(rel_l2(pred, true)), "rel_l2_spectral": float(rel_l2_spectral(pred, true)),
-            "rel_l2_derivative": float(rel_l2_derivative(pred, true))}
+METRICS = ("rel_l2", "rel_l2_spectral", "rel_l2_derivative")  # Eqs. 48-50, means over test samples
 
 
 def order_specs(target: int, orders, model: dict) -> dict[str, tuple[str, dict]]:
@@ -77,37 +78,38 @@ def scaling_specs(cfg: dict) -> dict[str, tuple[str, dict]]:
     return specs
 
 
-def run(specs, data, cfg, args, out) -> dict[str, dict]:
-    """Train ``specs`` on one target's splits; test metrics, parameters and time per model."""
-    normalizers = _common.fit_normalizers(data["train"], ["input"], ["target"])
-    tensors = {k: _common.encode(v, ["input"], ["target"], normalizers) for k, v in data.items()}
+def compare(specs, data, splits, cfg, args, runs) -> dict[str, dict]:
+    """Train ``specs`` on one target's file ``data``; test metrics, parameters and time per model."""
     train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"], optimizer="adamw",
                                weight_decay=1e-4, scheduler="cosine", seed=args.seed, progress=False)
-    fitted = _common.compare_models(specs, (1, 1), tensors["train"], tensors["val"], train_config, out,
-                                    normalizers=normalizers, device=args.device)
-    x, y = tensors["test"]
-    true = normalizers["output"].decode(y)
-    return {label: {**scores(m.predict(x, y), true), "params": m.n_params, "train_s": m.seconds}
-            for label, m in fitted.items()}
+    trained = _common.train_models(specs, data, runs, train_config=train_config, splits=splits, device=args.device,
+                                   inputs=["input"], targets=["target"])
+    rows = {}
+    for label, run in trained.items():
+        metrics = _common.evaluate(run, data)["metrics"]
+        rows[label] = {**{m: metrics[m] for m in METRICS}, "params": run.n_params, "train_s": run.seconds}
+    return rows
 
 
 def main() -> None:
     args = _common.parser(__doc__).parse_args()
     out = _common.setup(args, SCRIPT)
     cfg = _common.settings(SCALES, args)
-    splits = {name: (size, seed) for name, size, seed in zip(("train", "val", "test"), cfg["sizes"], SEEDS)}
-    sets = generate_order_splits(orders=cfg["targets"], n_points=cfg["n_points"], splits=splits)
+    seeds = {name: (size, seed) for name, size, seed in zip(("train", "val", "test"), cfg["sizes"], SEEDS)}
+    sets = generate_order_splits(orders=cfg["targets"], n_points=cfg["n_points"], splits=seeds)
+    files = {n: _common.save_in_order({split: sets[(split, n)] for split in seeds}, out / f"data_T{n}.nc")
+             for n in cfg["targets"]}
     print(f"data: order benchmark, {cfg['n_points']} points, train/val/test = {cfg['sizes']}", flush=True)
 
     # Fig. 3a-b: chain vs depth per target order.
     per_target, deriv_ratio = {}, {}
     for n in cfg["targets"]:
-        data = {split: sets[(split, n)] for split in splits}
-        rows = run(order_specs(n, cfg["orders"], cfg["model"]), data, cfg, args, out / f"T{n}")
+        data, splits = files[n]
+        rows = compare(order_specs(n, cfg["orders"], cfg["model"]), data, splits, cfg, args, out / "runs" / f"T{n}")
         per_target[f"T{n}"] = rows
         _common.print_table(rows, f"target T{n} (test, {cfg['n_points']} points)")
-        plots.plot_metric_bars({k: {m: r[m] for m in ("rel_l2", "rel_l2_spectral", "rel_l2_derivative")}
-                                for k, r in rows.items()}, log=True, path=out / f"target_T{n}.png")
+        plots.plot_metric_bars({k: {m: r[m] for m in METRICS} for k, r in rows.items()}, log=True,
+                               path=out / f"target_T{n}.png")
         for label in rows:
             k = label.split()[1]
             if label.startswith("chain") and f"depth {k}" in rows:
@@ -117,7 +119,8 @@ def main() -> None:
 
     # Fig. 3c: stacked high-order blocks vs deeper first-order stacks on one target.
     t = cfg["scaling_target"]
-    scaling = run(scaling_specs(cfg), {split: sets[(split, t)] for split in splits}, cfg, args, out / "scaling")
+    data, splits = files[t]
+    scaling = compare(scaling_specs(cfg), data, splits, cfg, args, out / "runs" / "scaling")
     _common.print_table(scaling, f"scaling on T{t}")
     plots.plot_metric_bars(scaling, log=True, path=out / "scaling.png")
 

@@ -20,8 +20,13 @@ Scales (data from ``pde_data.generate_poisson``, exact solutions of 003 Eqs. 56-
   0-4: 38, 76, 169, 265, 273 s of training) with 1 thread on 2 cores shared by ~10 processes.
 - ``--smoke``: 4 / 2 / 2 (+ 2) at 16², orders 0 and 1, one epoch.
 
+Every order trains from ``data.nc`` (train, val and in-distribution test sets, one after another) with
+``operators.training.train_run`` into ``runs/order<k>`` and is scored with ``evaluate_run`` (the model of the
+last epoch) on the run's stored test split and on every sample of ``data_ood.nc``.
+
 Outputs in ``--out`` (default ``runs/poisson_order_ablation``): ``results.json``, ``orders.png``
-(metrics per order), ``fields_order<k>.png``.
+(metrics per order), ``fields_order<k>.png`` (first OOD sample), ``data.nc``, ``data_ood.nc`` and the run
+folders ``runs/order<k>``.
 
 Example:
     python examples/poisson_order_ablation.py --quick
@@ -30,9 +35,9 @@ Example:
 from __future__ import annotations
 
 import _common
-from evaluation import max_mse, nrmse_range, plots, rel_l1
+from evaluation import plots
 from operators.training import TrainConfig
-from pde_data import generate_poisson
+from pde_data import generate_poisson, save
 
 SCRIPT = "poisson_order_ablation"
 SCALES = {
@@ -50,22 +55,23 @@ CNO_TABLE = {"U-Net": {"id": 0.71, "ood": 1.27}, "CNO": {"id": 0.21, "ood": 0.27
              "FNO": {"id": 4.98, "ood": 7.05}}  # median relative L1 in %, 64², anchors.md
 
 
-def scores(pred, true) -> dict[str, float]:
-    """The ablation's three metrics (relative L1 as a median in %, the others as means)."""
-    return {"rel_l1_median_pct": 100 * float(rel_l1(pred, true, reduce="median")),
-            "nrmse": float(nrmse_range(pred, true)), "max_mse": float(max_mse(pred, true))}
+def scores(metrics: dict) -> dict[str, float]:
+    """The ablation's three metrics (relative L1 as a median in %, the others as means) of ``evaluate_run``."""
+    return {"rel_l1_median_pct": 100 * metrics["rel_l1_median"], "nrmse": metrics["nrmse_range"],
+            "max_mse": metrics["max_mse"]}
 
 
-def load_sets(cfg: dict, seed: int):
-    """Encoded ``{train, val, id, ood}`` tensors (seeds as ``pde_data.POISSON_SPLITS``) and normalizers."""
+def write_sets(cfg: dict, seed: int, out):
+    """``data.nc`` (train/val/test, K = 16, in order) and ``data_ood.nc`` (K = 20), seeded as
+    ``pde_data.POISSON_SPLITS``; returns both paths and the splits of ``data.nc``."""
     n_grid, (n_train, n_val, n_test, n_ood) = cfg["n_grid"], cfg["sizes"]
     sets = {"train": generate_poisson(n_train, K=16, n_grid=n_grid, seed=seed),
             "val": generate_poisson(n_val, K=16, n_grid=n_grid, seed=seed + 1),
-            "id": generate_poisson(n_test, K=16, n_grid=n_grid, seed=seed + 2),
-            "ood": generate_poisson(n_ood, K=20, n_grid=n_grid, seed=seed + 3)}
-    normalizers = _common.fit_normalizers(sets["train"], ["f"], ["u"])
+            "test": generate_poisson(n_test, K=16, n_grid=n_grid, seed=seed + 2)}
+    data, splits = _common.save_in_order(sets, out / "data.nc")
+    ood = save(generate_poisson(n_ood, K=20, n_grid=n_grid, seed=seed + 3), out / "data_ood.nc")
     print(f"data: Poisson {n_grid}², train/val/test/ood = {n_train}/{n_val}/{n_test}/{n_ood}", flush=True)
-    return {k: _common.encode(v, ["f"], ["u"], normalizers) for k, v in sets.items()}, normalizers
+    return data, ood, splits
 
 
 def main() -> None:
@@ -73,7 +79,7 @@ def main() -> None:
     out = _common.setup(args, SCRIPT)
     cfg = _common.settings(SCALES, args)
 
-    tensors, normalizers = load_sets(cfg, args.seed)
+    data, ood, splits = write_sets(cfg, args.seed, out)
     n_grid, (_, _, n_test, n_ood) = cfg["n_grid"], cfg["sizes"]
 
     # Models: the same U-Net with CKBs of each order (order 0 hosts none: the plain U-Net).
@@ -82,20 +88,19 @@ def main() -> None:
     train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adam",
                                weight_decay=cfg["weight_decay"], step_size=cfg["step_size"], gamma=cfg["gamma"],
                                loss="rel_l1", seed=args.seed, progress=False)
-    fitted = _common.compare_models(specs, (1, 1), tensors["train"], tensors["val"], train_config, out,
-                                    normalizers=normalizers, device=args.device)
+    trained = _common.train_models(specs, data, out / "runs", train_config=train_config, splits=splits,
+                                   device=args.device, inputs=["f"], targets=["u"])
 
-    # Evaluation in and out of distribution, in physical units.
+    # Evaluation in and out of distribution, in physical units (OOD first: the run folder keeps the
+    # predictions and metrics.json of its own test split).
     rows, models = {}, {}
-    for label, model in fitted.items():
-        row = {}
-        for split in ("id", "ood"):
-            x, y = tensors[split]
-            pred, true = model.predict(x, y), normalizers["output"].decode(y)
-            row.update({f"{k}_{split}": v for k, v in scores(pred, true).items()})
-        rows[label] = row
-        models[label] = {"params": model.n_params, "train_s": model.seconds}
-        plots.plot_fields(pred[0, 0], true[0, 0], title=f"Poisson OOD, U-Net + CKB {label}",
+    for label, run in trained.items():
+        row_ood = scores(_common.evaluate(run, ood, all_samples=True)["metrics"])
+        pred, true = _common.fields(run, ood, "u")
+        row_id = scores(_common.evaluate(run, data)["metrics"])
+        rows[label] = {**{f"{k}_id": v for k, v in row_id.items()}, **{f"{k}_ood": v for k, v in row_ood.items()}}
+        models[label] = {"params": run.n_params, "train_s": run.seconds}
+        plots.plot_fields(pred, true, title=f"Poisson OOD, U-Net + CKB {label}",
                           path=out / f"fields_{label.replace(' ', '')}.png")
     _common.print_table(rows, f"Poisson test metrics ({n_grid}², {n_test} ID / {n_ood} OOD samples)")
     print("CNO paper, 64², full data (median rel. L1 %): " +
@@ -105,7 +110,7 @@ def main() -> None:
     base, best = rows[f"order {cfg['orders'][0]}"], min(rows, key=lambda k: rows[k]["rel_l1_median_pct_id"])
     _common.write_results(out, SCRIPT, args, {
         "settings": cfg, "metrics": rows, "models": models, "cno_paper_median_rel_l1_pct": CNO_TABLE,
-        "history": {label: m.history for label, m in fitted.items()}, "best_order_id_rel_l1": best,
+        "history": {label: run.history for label, run in trained.items()}, "best_order_id_rel_l1": best,
         "claim": "orders 1-4 lower rel. L1 and nRMSE than order 0; order 4 best (003, Fig. 4g)",
         "orders_beating_order0_id": [k for k, r in rows.items() if r["rel_l1_median_pct_id"] < base["rel_l1_median_pct_id"]
                                      and r["nrmse_id"] < base["nrmse_id"]],

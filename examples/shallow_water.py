@@ -22,9 +22,13 @@ Scales (data from ``pde_data.generate_dam_break``, our finite-volume solver of P
   by ~10 processes.
 - ``--smoke``: 16², 4 frames, 2 / 2 samples, one epoch.
 
+Every model trains from ``data.nc`` with ``operators.training.train_run`` into ``runs/<model>`` as a window
+run with m given frames and a horizon of all the remaining ones (one window per trajectory, no validation
+split) and is rolled out on the run's stored test split with ``evaluate_run`` (the model of the last epoch).
+
 Outputs in ``--out`` (default ``runs/shallow_water``): ``results.json``, ``metrics.png``, ``gain.png``
 (CHONN's error divided by each baseline's: below 1 means CHONN is better), ``rollout.png`` (relative L2
-per step), ``fields_<model>.png`` (last frame).
+per step), ``fields_<model>.png`` (last frame), ``data.nc`` and the run folders ``runs/<model>``.
 
 Example:
     python examples/shallow_water.py --quick
@@ -32,11 +36,9 @@ Example:
 
 from __future__ import annotations
 
-import torch
-
 import _common
 import pde_data
-from evaluation import plots, rollout_errors
+from evaluation import PDEBENCH_KEYS, plots
 from operators.training import TrainConfig
 
 SCRIPT = "shallow_water"
@@ -53,15 +55,13 @@ SCALES = {
 }
 
 
-def load_frames(cfg: dict, seed: int):
-    """Encoded heights ``{"train", "test"} → (n, T, 1, x, y)`` and the normalizer (fitted on train only)."""
+def write_data(cfg: dict, seed: int, out):
+    """The dam-break heights in ``data.nc`` and their in-order train/test split."""
     n_train, n_test = cfg["sizes"]
     ds = pde_data.generate_dam_break(n_train + n_test, n_grid=cfg["n_grid"], n_frames=cfg["frames"], seed=seed)
-    parts = _common.split_in_order(ds, {"train": n_train, "test": n_test})
-    norm = pde_data.fit_normalizer(parts["train"], ["h"])
     print(f"data: radial dam break, {cfg['n_grid']}², {cfg['frames']} frames, {cfg['given']} given, "
           f"train/test = {n_train}/{n_test}", flush=True)
-    return {k: norm.encode(pde_data.to_tensor(v, ["h"])) for k, v in parts.items()}, norm
+    return pde_data.save(ds, out / "data.nc"), _common.in_order({"train": n_train, "test": n_test})
 
 
 def main() -> None:
@@ -69,29 +69,26 @@ def main() -> None:
     out = _common.setup(args, SCRIPT)
     cfg = _common.settings(SCALES, args)
 
-    frames, norm = load_frames(cfg, args.seed)
-    normalizers, n_test, m = {"input": norm, "output": norm}, cfg["sizes"][1], cfg["given"]
+    data, splits = write_data(cfg, args.seed, out)
+    n_test, m = cfg["sizes"][1], cfg["given"]
 
-    # Models: m frames in, one frame out, trained on whole rollouts with the same settings.
+    # Models: m frames in, one frame out, trained on whole rollouts (one window of every trajectory).
     specs = {"FNO": ("fno", cfg["fno"]), "U-Net": ("unet", cfg["unet"]),
              "CHONN": ("chonn_unet", {**cfg["unet"], **cfg["ckb"]})}
     train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adamw",
                                weight_decay=1e-4, step_size=100, gamma=0.5, seed=args.seed, progress=False)
-    train = (frames["train"][:, :m], frames["train"][:, m:])
-    fitted = _common.compare_models(specs, (m, 1), train, None, train_config, out, normalizers=normalizers,
-                                    kind="window", device=args.device)
+    trained = _common.train_models(specs, data, out / "runs", train_config=train_config, splits=splits,
+                                   device=args.device, inputs=["h"], window=m, horizon=cfg["frames"] - m)
 
     # Evaluation: whole trajectories (given frames + rollout), the given frames excluded from the metrics.
-    x, y = frames["test"][:, :m], frames["test"][:, m:]
-    true = norm.decode(frames["test"])
     rows, curves, extra = {}, {}, {}
-    for label, model in fitted.items():
-        pred = torch.cat([true[:, :m], model.predict(x, y)], dim=1)
-        rows[label] = _common.field_metrics(pred, true, steady=False, initial_step=m)
-        curves[label] = rollout_errors(pred[:, m:], true[:, m:])[0].tolist()
-        extra[label] = {"params": model.n_params, "train_s": model.seconds}
-        plots.plot_fields(pred[0, -1, 0], true[0, -1, 0], title=f"dam break, last frame, {label}",
-                          path=out / f"fields_{label}.png")
+    for label, run in trained.items():
+        result = _common.evaluate(run, data)
+        rows[label] = {k: result["metrics"][k] for k in (*PDEBENCH_KEYS, "rel_l2")}
+        curves[label] = result["rollout"]["per_step_rel_l2"]
+        extra[label] = {"params": run.n_params, "train_s": run.seconds}
+        pred, true = _common.fields(run, data, "h")
+        plots.plot_fields(pred, true, title=f"dam break, last frame, {label}", path=out / f"fields_{label}.png")
     _common.print_table(rows, f"shallow-water test metrics ({n_test} samples, frames {m}..{cfg['frames'] - 1})")
     gains = _common.ratios(rows, "CHONN", ["FNO", "U-Net"])
     _common.print_table(gains, "error ratios (< 1: CHONN better)", fmt="{:.3f}")
