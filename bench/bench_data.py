@@ -8,7 +8,9 @@ folder, then measures, in this order:
 
 1. raw h5py reads in file order: every sample's 4 full ``(T, X, Y)`` arrays into a preallocated
    array (samples/s, MB/s); then, like for like with a window loader, every window's ``m + 1 = 11``
-   frames of the 4 variables (one slab read per variable, windows/s);
+   frames of the 4 variables (one slab read per variable, windows/s), into one reused buffer and into
+   a new array per batch (what a loader hands out; on this VM first-touching new memory costs more
+   than the read itself);
 2. the streaming loader (``make_loaders(..., LoaderConfig(cache="stream"))``, default workers) over
    one epoch of the training split (``batch.x.sum()`` touches each batch), windows/s and
    trajectory-equivalents/s (windows/s ÷ ``T − m`` windows per sample), as ratios to 1.;
@@ -177,6 +179,22 @@ def _raw_windows(path: Path, sizes: Sizes) -> tuple[float, int]:
         return time.perf_counter() - start, sizes.n * sizes.windows_per_sample
 
 
+def _raw_windows_fresh(path: Path, sizes: Sizes) -> tuple[float, int]:
+    """As :func:`_raw_windows`, but each batch of ``BATCH`` windows goes into a newly allocated array (as a
+    loader must hand out new batches): the cost of first-touching fresh memory (page faults) included."""
+    length = WINDOW + 1
+    pairs = [(i, t0) for i in range(sizes.n) for t0 in range(sizes.windows_per_sample)]
+    with h5py.File(path, "r") as f:
+        dsets = [f[name] for name in VARIABLES]
+        start = time.perf_counter()
+        for b in range(0, len(pairs), BATCH):
+            buf = np.empty((BATCH, len(VARIABLES), length, sizes.x, sizes.x), dtype=np.float32)
+            for j, (i, t0) in enumerate(pairs[b:b + BATCH]):
+                for v, d in enumerate(dsets):
+                    d.read_direct(buf, np.s_[i, t0:t0 + length], np.s_[j, v])
+        return time.perf_counter() - start, len(pairs)
+
+
 def _split(n: int) -> tuple[int, int, int]:
     """Nearly everything trains: ``(n - 4, 2, 2)``."""
     return n - 4, 2, 2
@@ -250,6 +268,13 @@ def _file_rows(path: Path, sizes: Sizes, *, evicting: bool, memory_cache: bool, 
                     f"each frame read up to {WINDOW + 1}x); {note}"))
 
     note = _cache_note(path, evicting)
+    fresh_s, _ = _raw_windows_fresh(path, sizes)
+    raw_fresh_rate = n_win / fresh_s
+    rows.append(Row(NAME, f"{label} raw h5py windows/s, fresh batches", raw_fresh_rate, "windows/s",
+                    f"the same reads into a new array per batch of {BATCH} (first-touch page faults included); "
+                    f"{note}"))
+
+    note = _cache_note(path, evicting)
     s = _loader_epoch(path, sizes, "stream")
     stream_rate = s["windows"] / s["epoch_s"]
     rows += [Row(NAME, f"{label} stream loader windows/s", stream_rate, "windows/s",
@@ -262,7 +287,9 @@ def _file_rows(path: Path, sizes: Sizes, *, evicting: bool, memory_cache: bool, 
              Row(NAME, f"{label} stream loader / raw samples", stream_rate / wps / raw_rate, "x",
                  "trajectory-equivalents/s over raw h5py samples/s (target >= 0.8)"),
              Row(NAME, f"{label} stream loader / raw windows", stream_rate / raw_win_rate, "x",
-                 "loader windows/s over raw h5py window reads/s (like for like)"),
+                 "loader windows/s over raw h5py window reads/s into one reused buffer"),
+             Row(NAME, f"{label} stream loader / raw windows, fresh batches", stream_rate / raw_fresh_rate, "x",
+                 "loader windows/s over raw h5py window reads/s into a new array per batch (like for like)"),
              Row(NAME, f"{label} fit_normalizers", s["fit_s"], "s", "one streaming pass over the train split")]
 
     if memory_cache:

@@ -9,7 +9,9 @@ DataLoader workers.
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
 from dataclasses import dataclass
 
 import h5py
@@ -42,6 +44,34 @@ def close_file(path: str, stamp: tuple[int, int] = ()) -> None:
     handle = _FILES.pop((path, stamp, os.getpid()), None)
     if handle is not None and handle.id.valid:
         handle.close()
+    _dataset.cache_clear()
+
+
+@functools.lru_cache(maxsize=64)
+def _dataset(path: str, stamp: tuple[int, int], pid: int, name: str) -> h5py.Dataset:
+    """The dataset ``name`` of the process's handle (looking a name up costs ~0.1 ms per read)."""
+    return open_file(path, stamp)[name]
+
+
+def open_dataset(path: str, stamp: tuple[int, int], name: str) -> h5py.Dataset:
+    """:func:`open_file` ``[name]``, cached per process."""
+    dset = _dataset(path, stamp, os.getpid(), name)
+    if not dset.id.valid:  # its file was closed: open again
+        _dataset.cache_clear()
+        dset = _dataset(path, stamp, os.getpid(), name)
+    return dset
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A C-contiguous buffer of this thread, reused from read to read (allocated again when too small)."""
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.size < size:
+        buf = _SCRATCH.buf = np.empty(size, dtype=np.uint8)
+    return buf[:size].view(dtype).reshape(shape)
 
 
 @dataclass(frozen=True)
@@ -97,12 +127,12 @@ def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[
         ValueError: the block holds a NaN (naming the file, key and sample).
     """
     channel = () if src.channel is None else (src.channel,)
-    if src.groups is not None:
-        name = f"{src.groups[i]}/{src.key}"
-        dset, lead = open_file(src.path, src.stamp)[name], ()
-    else:
-        name = src.key
-        dset, lead = open_file(src.path, src.stamp)[name], (i,) + src.lead
+    if src.groups is None:  # one dataset per variable: kept open (with its chunk cache)
+        name, lead = src.key, (i,) + src.lead
+        dset = open_dataset(src.path, src.stamp, name)
+    else:  # one per sample: opened for this read only, so chunk caches do not pile up
+        name, lead = f"{src.groups[i]}/{src.key}", ()
+        dset = open_file(src.path, src.stamp)[name]
     target = out[where]
     if src.swap_xy:
         file_rest = rest[:-2] + (rest[-1], rest[-2])
@@ -110,7 +140,9 @@ def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[
     elif target.flags.c_contiguous and target.size:
         dset.read_direct(out, lead + rest + channel, where)
     elif target.size:  # HDF5 scatters into strided memory ~100x slower than a read plus a numpy copy
-        target[...] = dset[lead + rest + channel]
+        block = _scratch(target.shape, out.dtype)
+        dset.read_direct(block, lead + rest + channel)
+        target[...] = block
     if _has_nan(target):
         raise ValueError(f"{src.path}: key '{name}', sample {i}: expected finite values, found NaN")
 
