@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from pde_data import atomic_path
 from evaluation.spectra import radial_counts, radial_power
 
-__all__ = ["plot_fields", "plot_rollout", "plot_spectra", "plot_metric_bars"]
+__all__ = ["plot_fields", "plot_rollout", "plot_spectra", "plot_metric_bars", "plot_training_curves"]
 
 
 def _numpy(x, name: str) -> np.ndarray:
@@ -96,6 +96,30 @@ def plot_rollout(curves: Mapping[str, Sequence[float]], *, metric_name: str = "r
     ax.set_ylabel(metric_name)
     if log:
         ax.set_yscale("log")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_training_curves(history: Sequence[Mapping[str, float]], *,
+                         path: str | os.PathLike | None = None) -> Figure:
+    """Training loss and every validation metric per epoch (log scale), from a run's ``history``.
+
+    Args:
+        history: one record per epoch with ``epoch``, ``train_loss`` and any ``val_*`` values.
+        path: where to write the PNG (optional).
+    """
+    if not history:
+        raise ValueError("history: expected at least one epoch's record, found none")
+    epochs = [record["epoch"] for record in history]
+    keys = ["train_loss"] + sorted({k for record in history for k in record if k.startswith("val_")})
+    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+    ax = fig.subplots()
+    for key in keys:
+        values = [record.get(key, math.nan) for record in history]
+        ax.plot(epochs, values, marker="o" if len(epochs) < 30 else None, markersize=3, label=key)
+    ax.set_xlabel("epoch")
+    ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     return _save(fig, path)

@@ -21,7 +21,7 @@ on the run's stored test split with ``evaluate_run`` (the model of the last epoc
 
 Outputs in ``--out`` (default ``runs/darcy``): ``results.json``, ``metrics.png`` (all metrics per model),
 ``gain.png`` (CHONN's error divided by each baseline's: below 1 means CHONN is better), ``fields_<model>.png``,
-``data.nc`` and the run folders ``runs/<model>`` (checkpoints, ``metrics.json``, ``predictions.nc``).
+``data.nc`` and the run folders ``runs/<model>`` (checkpoints, ``metrics.json``, ``pred.nc``).
 
 Example:
     python examples/darcy.py --quick

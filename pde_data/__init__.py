@@ -4,7 +4,7 @@ Lowest layer: imports nothing from ``circuitop``, ``evaluation`` or ``operators`
 """
 
 from pde_data import model
-from pde_data.io import atomic_path, open, parse_shard, save, shard_path, shard_range
+from pde_data.io import atomic_path, check_output, open, parse_shard, save, shard_path, shard_range
 from pde_data.model import from_tensor, time_steps, to_tensor
 from pde_data.grf import gaussian_random_field_2d
 from pde_data.navier_stokes import simulate_navier_stokes
@@ -25,7 +25,7 @@ from pde_data.darcy import generate_darcy, solve_darcy
 
 __all__ = [
     "model",
-    "save", "open", "atomic_path", "shard_path", "shard_range", "parse_shard",
+    "save", "open", "atomic_path", "check_output", "shard_path", "shard_range", "parse_shard",
     "to_tensor", "from_tensor", "time_steps",
     "open_pdebench", "write_pdebench", "open_data",
     "gaussian_random_field_2d", "simulate_navier_stokes", "generate_navier_stokes",

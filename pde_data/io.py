@@ -18,7 +18,7 @@ import xarray as xr
 
 from pde_data.model import SAMPLE, SPATIAL_DIMS, TIME
 
-__all__ = ["save", "open", "atomic_path", "check_file", "shard_path", "shard_range", "parse_shard"]
+__all__ = ["save", "open", "atomic_path", "check_output", "check_file", "shard_path", "shard_range", "parse_shard"]
 
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _NETCDF3_MAGIC = b"CDF"
@@ -28,11 +28,16 @@ _NETCDF3_MAGIC = b"CDF"
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it to ``path``, else delete it.
 
+    Only a regular file (or nothing) at ``path`` is ever replaced: a folder, device or pipe there is refused.
+
     Example:
         >>> with atomic_path("out.nc") as tmp:
         ...     ds.to_netcdf(tmp)
     """
     target = Path(path)
+    if target.exists() and not target.is_file():
+        raise ValueError(f"{target}: expected a regular file (or no file) to write, found "
+                         f"{'a folder' if target.is_dir() else 'a special file'}; it is left as it is")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
@@ -45,6 +50,33 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp_path, target)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def check_output(path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Check an output path before anything is computed for it; returns it.
+
+    Raises:
+        FileExistsError: something exists at ``path`` and ``overwrite`` is false.
+        ValueError: ``path`` is a folder or a special file (never replaced, even with ``overwrite``), or
+            its folder cannot be created or written to.
+    """
+    target = Path(path)
+    if target.exists() and not target.is_file():
+        raise ValueError(f"{target}: expected a regular file (or no file) to write, found "
+                         f"{'a folder' if target.is_dir() else 'a special file'}")
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"{target}: expected a new output file, found an existing one; "
+                              "pass --overwrite to replace it")
+    folder = target.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        writable = os.access(folder, os.W_OK | os.X_OK)
+    except OSError:
+        writable = False
+    if not writable:
+        raise ValueError(f"{folder}: expected a folder this process can write {target.name} into, found it "
+                         "read-only or impossible to create")
+    return target
 
 
 def _umask() -> int:

@@ -75,7 +75,7 @@ def test_missing_variables_and_time_mismatch_are_clear_errors(tmp_path, capsys):
     assert main(["train", "--data", str(tmp_path / "none.nc"), "--model", "fno", "--out", str(tmp_path / "r")]) == 1
     assert "no such file" in capsys.readouterr().err
     assert main(["train", "--data", str(data), "--out", str(tmp_path / "r2"), "--resume"]) == 1
-    assert "no checkpoint at" in capsys.readouterr().err
+    assert "--resume: expected" in capsys.readouterr().err
 
 
 def test_parse_config_reads_literals():

@@ -145,9 +145,9 @@ def test_evaluation_of_a_copy_scores_the_stored_split_and_another_file_is_refuse
     first = evaluate_run(tmp_path / "run", data, write=False)
     copy = evaluate_run(tmp_path / "run", moved)
     assert copy["samples"] == "test" and copy["n_samples"] == 4 and copy["metrics"] == first["metrics"]
-    predictions = pde_data.open(tmp_path / "run" / "predictions.nc")
+    predictions = pde_data.open(tmp_path / "run" / "pred.nc")
     assert predictions.sizes["sample"] == 4 and "u" in predictions
-    assert str(tmp_path / "run" / "predictions.nc") in copy["files"]
+    assert str(tmp_path / "run" / "pred.nc") in copy["files"]
     other = write_poisson(tmp_path / "other.nc", n_samples=18, seed=1)
     capsys.readouterr()
     assert main(["evaluate", "--run", str(tmp_path / "run"), "--data", str(other)]) == 1

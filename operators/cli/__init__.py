@@ -28,13 +28,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def explicit_dests(argv: list[str] | None) -> set[str]:
+    """The argument dests that ``argv`` gives explicitly (not left at their defaults).
+
+    The command line is parsed again with every subcommand default suppressed, so only what was
+    given ends up in the namespace (argparse keeps no public list of a parser's actions: ``_actions``).
+    """
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for sub in commands.choices.values():
+        for action in sub._actions:
+            action.default = argparse.SUPPRESS
+    return set(vars(parser.parse_args(argv))) - {"func", "command", "debug"}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     args = build_parser().parse_args(argv)
+    args.explicit = explicit_dests(argv)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print(f"circuitop {args.command}: interrupted", file=sys.stderr)
+        hint = " (the last finished epoch is kept: run the same command with --resume to continue)" \
+            if args.command == "train" else ""
+        print(f"circuitop {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - the CLI's one place that turns errors into messages
         if args.debug:

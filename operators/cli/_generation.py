@@ -22,12 +22,16 @@ def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_defau
     p.add_argument("--seed", type=int, default=seed_default, help=f"random seed (default {seed_default})")
     p.add_argument("--shard", type=pde_data.parse_shard, default=None, metavar="i/n",
                    help="write only shard i of n (samples split contiguously; same bytes as the full set)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file (default: refuse)")
 
 
 def selected_samples(args: argparse.Namespace) -> range:
-    """The sample indices this invocation generates (all, or the shard's slice)."""
+    """The sample indices this invocation generates (all, or the shard's slice), after checking the output
+    path (:func:`pde_data.check_output`: no existing file without ``--overwrite``, a writable folder),
+    so nothing is computed for an output that could not be written."""
     if args.n < 1:
         raise ValueError(f"--n: expected a positive number of samples, found {args.n}")
+    pde_data.check_output(output_path(args), overwrite=args.overwrite)
     if args.shard is None:
         return range(args.n)
     return pde_data.shard_range(args.n, *args.shard)

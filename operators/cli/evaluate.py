@@ -32,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="score every sample of a file other than the run's own (default: the run's stored "
                            "test split; another file is refused)")
     runs.add_argument("--batch-size", type=int, default=16, help="samples per evaluation batch (default 16)")
+    runs.add_argument("--device", help="torch device of the model (default: cuda if available, else cpu)")
     p.add_argument("--initial-step", type=int, default=0, metavar="N",
                    help="leading time frames that were model inputs, excluded from scoring (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")

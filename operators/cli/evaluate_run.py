@@ -17,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "initial_step", 0):
         raise ValueError("--initial-step applies to --pred/--true; a run's given frames come from its --window")
     result = evaluate_run(args.run, args.data, rollout=args.rollout, all_samples=args.all_samples,
-                          batch_size=args.batch_size)
+                          batch_size=args.batch_size, device=args.device)
     if getattr(args, "json", False):
         print(json.dumps(result))
         return 0

@@ -13,6 +13,7 @@ import argparse
 import ast
 import os
 import sys
+from pathlib import Path
 
 import torch
 
@@ -61,7 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--normalize", choices=["gaussian", "minmax", "none"], default="gaussian")
     _optimisation_options(p)
     _loader_options(p)
-    p.add_argument("--resume", action="store_true", help="continue RUN_DIR/last.pt")
+    p.add_argument("--resume", action="store_true",
+                   help="continue RUN_DIR/last.pt with its stored settings (only --epochs may be raised)")
+    p.add_argument("--overwrite", action="store_true", help="replace the run in RUN_DIR (default: refuse)")
     p.add_argument("--device", help="torch device (default: cuda:LOCAL_RANK if available, else cpu)")
     p.add_argument("--threads", type=int, help="torch CPU threads per process")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -105,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.resume and args.model not in MODELS:
         found = "none" if args.model is None else repr(args.model)
         raise ValueError(f"--model: expected one of {', '.join(sorted(MODELS))}; found {found}")
+    model_config = parse_config(args.config)
+    if args.resume:
+        _check_resume(args, model_config)
     config = TrainConfig(
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
         optimizer=args.optimizer, scheduler=args.scheduler, step_size=args.step_size, gamma=args.gamma,
@@ -112,13 +118,25 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     history = train_run(
-        args.data, args.model, args.out, model_config=parse_config(args.config), train_config=config,
+        args.data, args.model, args.out, model_config=model_config, train_config=config,
         inputs=args.input, targets=args.target, window=args.window, horizon=args.unroll, sizes=args.split,
         split_seed=args.split_seed, normalize=None if args.normalize == "none" else args.normalize,
-        resume=args.resume, device=args.device,
+        resume=args.resume, overwrite=args.overwrite, device=args.device,
         loader=LoaderConfig(cache=args.cache, workers=args.workers, prefetch=args.prefetch,
                             memory_budget=int(args.memory_budget * 2**30)),
     )
     if history and os.environ.get("RANK", "0") == "0":
-        print(f"trained {history[-1]['epoch']} epochs into {args.out}", file=sys.stderr)
+        written = sorted(str(p) for p in Path(args.out).iterdir() if p.is_file() and not p.name.startswith("."))
+        print(f"trained {history[-1]['epoch']} epochs into {args.out}; wrote {', '.join(written)}", file=sys.stderr)
     return 0
+
+
+def _check_resume(args: argparse.Namespace, model_config: dict) -> None:
+    """Refuse flags that disagree with the run being resumed (see :mod:`operators.cli._resume`)."""
+    from operators.cli._resume import check_resume
+    from operators.training import load_checkpoint
+
+    last = Path(args.out) / "last.pt"
+    if not last.is_file():
+        raise ValueError(f"--resume: expected {last} from an earlier run, found none")
+    check_resume(args, getattr(args, "explicit", set()), load_checkpoint(last), model_config, Path(args.out))

@@ -4,9 +4,9 @@ Which samples: the stored test split (its validation split if the test split is 
 has the fingerprint of the run's source, wherever it now lies; another file is refused with one line
 naming what differs, unless ``all_samples=True`` scores every sample of it (e.g. an out-of-distribution
 set). Metrics accumulate per batch (:class:`evaluation.MetricAccumulator`) with the PDEBench suite's
-whole-set definitions; predictions are written batch by batch to ``predictions.nc`` with the data's
+whole-set definitions; predictions are written batch by batch to ``pred.nc`` with the data's
 coordinates. Memory is bounded by one batch. Outputs in the run folder: ``metrics.json``,
-``predictions.nc``, ``rollout.csv`` (per-step relative L2) and PNG plots; the result lists them.
+``pred.nc``, ``rollout.csv`` (per-step relative L2) and PNG plots; the result lists them.
 
 Example:
     >>> result = evaluate_run("runs/ns-chonn", "ns.nc", rollout=40)
@@ -61,8 +61,8 @@ class _Batch:
 class _Evaluator:
     """Predictions of one run on batches of samples (steady pairs, or rollouts from ``m`` frames)."""
 
-    def __init__(self, run: LoadedRun, ds: xr.Dataset, n_steps: int | None):
-        self.run, self.ds, rd = run, ds, run.data
+    def __init__(self, run: LoadedRun, ds: xr.Dataset, n_steps: int | None, device: torch.device):
+        self.run, self.ds, self.device, rd = run, ds, device, run.data
         self.variables = list(rd.targets)
         if rd.windowed:
             n_time, m = ds.sizes[TIME], rd.m
@@ -91,14 +91,14 @@ class _Evaluator:
         if rd.windowed:
             frames = pde_data.read_samples(self.ds, rd.inputs, samples, time=self.time)
             given = frames[:, : rd.m]
-            encoded = given if norms["output"] is None else norms["output"].encode(given)
-            pred = _decode(norms["output"], autoregress(self.run.model, encoded, self.n_steps))
+            encoded = (given if norms["output"] is None else norms["output"].encode(given)).to(self.device)
+            pred = _decode(norms["output"], autoregress(self.run.model, encoded, self.n_steps).cpu())
             full = torch.cat([given, pred], dim=1)
             true = frames
         else:
             x = pde_data.read_samples(self.ds, rd.inputs, samples)
-            x = x if norms["input"] is None else norms["input"].encode(x)
-            full = _decode(norms["output"], self.run.model(x))
+            x = (x if norms["input"] is None else norms["input"].encode(x)).to(self.device)
+            full = _decode(norms["output"], self.run.model(x).cpu())
             true = pde_data.read_samples(self.ds, rd.targets, samples)
         like = self.like(samples)
         return _Batch(pde_data.from_tensor(full, like, self.variables), pde_data.from_tensor(true, like, self.variables))
@@ -116,23 +116,26 @@ def _json_safe(value):
 
 def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike, *, rollout: int | None = None,
                  which: str = "best", write: bool = True, plots: bool = True, all_samples: bool = False,
-                 batch_size: int = 16) -> dict:
+                 batch_size: int = 16, device: str | torch.device | None = None) -> dict:
     """Metrics of the run's ``which`` checkpoint on ``data``; time-dependent runs are rolled out
     ``rollout`` steps (default: to the end of the data) from their first ``m`` frames.
 
-    Returns ``{"data", "samples", "n_samples", "epoch", "metrics", ["rollout"], "files"}``; with ``write``
-    the same goes to ``run_dir/metrics.json`` next to ``predictions.nc`` (and ``rollout.csv``, PNGs).
+    The model runs on ``device`` (default: CUDA if available, else CPU); data are read, and metrics
+    computed, on the CPU. Returns ``{"data", "samples", "n_samples", "epoch", "metrics", ["rollout"],
+    "files"}``; with ``write`` the same goes to ``run_dir/metrics.json`` next to ``pred.nc`` (and
+    ``rollout.csv``, PNGs).
     """
     if batch_size < 1:
         raise ValueError(f"batch size: expected a positive integer, found {batch_size}")
     run_dir = Path(run_dir)
-    run, ds = load_run(run_dir, which=which), pde_data.open_data(data)
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    run, ds = load_run(run_dir, which=which, device=device), pde_data.open_data(data)
     idx, split = _samples(run, ds, data, all_samples)
-    evaluator = _Evaluator(run, ds, rollout)
+    evaluator = _Evaluator(run, ds, rollout, device)
     m = run.data.m if run.data.windowed else 0
     acc = evaluation.MetricAccumulator(initial_step=m)
     first = None
-    with _predictions(run_dir / "predictions.nc", evaluator, idx, write) as writer:
+    with _predictions(run_dir / "pred.nc", evaluator, idx, write) as writer:
         for start in range(0, len(idx), batch_size):
             samples = idx[start:start + batch_size]
             out = evaluator.batch(samples)
@@ -168,7 +171,7 @@ def _predictions(path: Path, evaluator: _Evaluator, idx: np.ndarray, write: bool
 
 
 def _write(out: Path, result: dict, first: _Batch, plots: bool) -> list[str]:
-    files = [out / "predictions.nc", out / "metrics.json"]
+    files = [out / "pred.nc", out / "metrics.json"]
     with atomic_path(out / "metrics.json") as tmp:
         tmp.write_text(json.dumps({**result, "files": [str(f) for f in files]}, indent=1))
     if "rollout" in result:

@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -23,7 +24,7 @@ import operators.models as models
 import pde_data
 from operators.training import checkpoint as ckpt
 from operators.training import data as data_mod
-from operators.training import distributed
+from operators.training import distributed, runfolder
 from operators.training.data import LoaderConfig
 from operators.training.rundata import RunData, Splits, describe
 from operators.training.trainer import TrainConfig, Trainer
@@ -63,13 +64,33 @@ def _resumed(out: Path, ds, data, train_config: TrainConfig):
     return state["meta"], rd, data_mod.normalizers_from_state(state["normalizers"]), TrainConfig(**saved)
 
 
+@contextlib.contextmanager
+def _claimed(out: Path, info: distributed.DistInfo, *, resume: bool, overwrite: bool):
+    """Rank 0 claims the run folder (:func:`runfolder.claim`) for the block; every rank fails if that fails."""
+    with contextlib.ExitStack() as stack:
+        error = None
+        if info.is_main:
+            try:
+                stack.enter_context(runfolder.claim(out, resume=resume, overwrite=overwrite))
+            except runfolder.RunFolderError as exc:
+                error = exc
+        failed = distributed.all_reduce_sum(torch.tensor(0 if error is None else 1), info)
+        if error is not None:
+            raise error
+        if int(failed):
+            raise runfolder.RunFolderError(f"{out}: rank 0 could not claim the run folder")
+        yield
+
+
 def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, model_config: dict | None = None,
               train_config: TrainConfig = TrainConfig(), inputs=None, targets=None, window: int | None = None,
               horizon: int = 1, sizes=None, split_seed: int = 0, normalize: str | None = "gaussian",
-              resume: bool = False, device: str | None = None, loader: LoaderConfig = LoaderConfig(),
-              splits: Splits | None = None) -> list[dict]:
+              resume: bool = False, overwrite: bool = False, device: str | None = None,
+              loader: LoaderConfig = LoaderConfig(), splits: Splits | None = None) -> list[dict]:
     """Train ``model`` on the file ``data`` into the run folder ``out``; works under ``torchrun``.
 
+    ``out`` belongs to this run while it trains (a lock file; see :mod:`operators.training.runfolder`):
+    a folder holding another run is refused unless ``resume`` (continue it) or ``overwrite`` (replace it).
     Data streams from the file (``loader`` says how: workers, cache); nothing loads it whole unless it
     fits ``loader.memory_budget`` or ``loader.cache == "memory"``. With ``resume=True`` the model, run
     data and settings come from ``out/last.pt`` (only ``train_config.epochs`` and ``progress`` are taken
@@ -78,24 +99,25 @@ def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, mo
     """
     out, info = Path(out), distributed.setup(device)
     try:
-        ds = pde_data.open_data(data)
-        if resume:
-            meta, rd, normalizers, train_config = _resumed(out, ds, data, train_config)
-        else:
-            rd = describe(ds, inputs=inputs, targets=targets, window=window, horizon=horizon, sizes=sizes,
-                          seed=split_seed, normalize=normalize, splits=splits)
-            meta = {"model": _model_spec(model, ds, rd, model_config or {}), "data": rd.to_state()}
-            normalizers = data_mod.fit_normalizers(ds, rd)
-        torch.manual_seed(train_config.seed)
-        net = models.rebuild(meta["model"])
-        if info.is_main:
-            _write_json(out / "run.json", {**meta, "train": dataclasses.asdict(train_config), "data_file": str(data),
-                                           "loader": dataclasses.asdict(loader)})
-        train, val = data_mod.make_loaders(data, ds, rd, normalizers, loader, batch_size=train_config.batch_size,
-                                           seed=train_config.seed, dist=info)
-        trainer = Trainer(net, train, val, train_config, out, meta=meta, normalizers=normalizers, dist=info,
-                          windowed=rd.windowed)
-        return trainer.fit(resume_from=out / "last.pt" if resume else None)
+        with _claimed(out, info, resume=resume, overwrite=overwrite):
+            ds = pde_data.open_data(data)
+            if resume:
+                meta, rd, normalizers, train_config = _resumed(out, ds, data, train_config)
+            else:
+                rd = describe(ds, inputs=inputs, targets=targets, window=window, horizon=horizon, sizes=sizes,
+                              seed=split_seed, normalize=normalize, splits=splits)
+                meta = {"model": _model_spec(model, ds, rd, model_config or {}), "data": rd.to_state()}
+                normalizers = data_mod.fit_normalizers(ds, rd)
+            torch.manual_seed(train_config.seed)
+            net = models.rebuild(meta["model"])
+            if info.is_main:
+                _write_json(out / "run.json", {**meta, "train": dataclasses.asdict(train_config),
+                                               "data_file": str(data), "loader": dataclasses.asdict(loader)})
+            train, val = data_mod.make_loaders(data, ds, rd, normalizers, loader, batch_size=train_config.batch_size,
+                                               seed=train_config.seed, dist=info)
+            trainer = Trainer(net, train, val, train_config, out, meta=meta, normalizers=normalizers, dist=info,
+                              windowed=rd.windowed)
+            return trainer.fit(resume_from=out / "last.pt" if resume else None)
     finally:
         distributed.cleanup()
 

@@ -193,7 +193,15 @@ class Trainer:
             if self.dist.is_main:
                 self._checkpoint(record)
                 print(_summary(record), file=sys.stderr, flush=True)
+        if self.dist.is_main and self.history:
+            self._plot_curves()
         return self.history
+
+    def _plot_curves(self) -> None:
+        """``curves.png``: loss and validation metrics per epoch (matplotlib only here, at the end)."""
+        from evaluation.plots import plot_training_curves
+
+        plot_training_curves(self.history, path=self.out / "curves.png").clear()
 
     def _checkpoint(self, record: dict) -> None:
         score = record.get("val_rel_l2", record["train_loss"])
@@ -205,6 +213,7 @@ class Trainer:
             ckpt.save_checkpoint(self.out / "best.pt", state)
         with atomic_path(self.out / "history.json") as tmp:
             tmp.write_text(json.dumps(self.history, indent=1))
+        _write_csv(self.out / "metrics.csv", self.history)
 
     def _fail(self, what: str) -> None:
         last = self.out / "last.pt"
@@ -234,6 +243,19 @@ class Trainer:
 
 _METRICS = {"rel_l2": evaluation.rel_l2, "rel_l1": evaluation.rel_l1,
             "rel_l2_spectral": evaluation.rel_l2_spectral, "nrmse_range": evaluation.nrmse_range}
+
+
+def _write_csv(path: Path, history: list[dict]) -> None:
+    """One row per epoch, one column per key any record has (empty where a record lacks it), atomically."""
+    keys = list(dict.fromkeys(k for record in history for k in record))
+    lines = [",".join(keys)] + [",".join(_cell(record.get(k)) for k in keys) for record in history]
+    with atomic_path(path) as tmp:
+        tmp.write_text("\n".join(lines) + "\n")
+
+
+def _cell(value) -> str:
+    """A CSV cell: floats in full precision (``repr``), nothing for a missing value."""
+    return "" if value is None else repr(value) if isinstance(value, float) else str(value)
 
 
 def _summary(record: dict) -> str:
