@@ -149,14 +149,15 @@ def train_models(specs: dict[str, tuple[str, dict]], data: Path, runs: Path, *, 
     """Train every ``label -> (registry name, config)`` from the file ``data`` into ``runs/<label>`` (spaces
     dropped) with ``operators.training.train_run``: the same splits, settings and ``run_options``
     (``inputs``, ``targets``, ``window``, ``horizon``) for all. The wall time includes the run's setup
-    (opening the file, fingerprint, normalizer fit) besides training."""
+    (opening the file, fingerprint, normalizer fit) besides training. A run of an earlier invocation in
+    ``runs/<label>`` is replaced (``overwrite=True``: only the files a run writes are deleted)."""
     trained = {}
     for label, (name, config) in specs.items():
         print(f"training {label} ({name}, {config})", flush=True)
         run_dir = runs / label.replace(" ", "")
         start = time.perf_counter()
         history = train_run(data, name, run_dir, model_config=config, train_config=train_config, splits=splits,
-                            device=device, loader=LoaderConfig(cache="memory"), **run_options)
+                            device=device, loader=LoaderConfig(cache="memory"), overwrite=True, **run_options)
         seconds = time.perf_counter() - start
         count = n_params(load_run(run_dir, which="last").model)
         print(f"  {label}: {count:,} parameters, trained in {seconds:.1f} s", flush=True)

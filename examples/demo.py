@@ -61,7 +61,8 @@ def simulate(cfg: DemoConfig, path: Path) -> Path:
 
 
 def train(cfg: DemoConfig, data: Path, out: Path) -> dict[str, float]:
-    """Step 2: train every model on the same splits; returns the wall time per model."""
+    """Step 2: train every model on the same splits; returns the wall time per model. The runs of an
+    earlier demo in the same folder are replaced (``overwrite``: only the files a run writes)."""
     n_test = max(2, cfg.n_samples // 8)
     sizes = [cfg.n_samples - 2 * n_test, n_test, n_test]
     seconds = {}
@@ -69,7 +70,7 @@ def train(cfg: DemoConfig, data: Path, out: Path) -> dict[str, float]:
         start = time.perf_counter()
         model_config = {"width": cfg.width, "n_modes": cfg.modes, "n_layers": cfg.n_layers, **extra}
         train_run(data, name, out / name, model_config=model_config, window=cfg.window, sizes=sizes,
-                  split_seed=cfg.seed, train_config=TrainConfig(epochs=cfg.epochs, batch_size=10, lr=3e-3,
+                  split_seed=cfg.seed, overwrite=True, train_config=TrainConfig(epochs=cfg.epochs, batch_size=10, lr=3e-3,
                                                                 step_size=max(1, cfg.epochs // 2), seed=cfg.seed))
         seconds[name] = time.perf_counter() - start
     return seconds

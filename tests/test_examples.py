@@ -55,3 +55,12 @@ def test_example_options_reject_bad_values(capsys) -> None:
         assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "expected a positive integer, found 0" in err and "found 'x'" in err and "not allowed with" in err
+
+
+def test_an_example_runs_again_into_its_own_folder(tmp_path: Path) -> None:
+    """A second run of an example replaces its earlier runs (only the files a run writes) instead of
+    being refused by the run folders it left."""
+    out = tmp_path / "out"
+    for _ in range(2):
+        proc = _run("darcy.py", "--smoke", "--threads", "1", "--out", str(out))
+        assert proc.returncode == 0, proc.stderr[-3000:]
