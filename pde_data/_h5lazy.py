@@ -20,18 +20,18 @@ import xarray as xr
 from xarray.backends import BackendArray
 from xarray.core import indexing
 
-__all__ = ["H5Source", "H5SOURCE", "lazy_variable", "read_into", "open_file", "close_file", "file_stamp"]
+__all__ = ["H5Source", "H5SOURCE", "lazy_variable", "read_into", "open_file", "open_dataset", "close_file", "file_stamp"]
 
 _FILES: dict[tuple, h5py.File] = {}
 
 
-def file_stamp(path: str) -> tuple[int, int]:
-    """``(inode, mtime_ns)``: tells a file from a later one written to the same path."""
+def file_stamp(path: str) -> tuple[int, int, int]:
+    """``(inode, mtime_ns, size)``: tells a file from a later one written to the same path."""
     st = os.stat(path)
-    return st.st_ino, st.st_mtime_ns
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
-def open_file(path: str, stamp: tuple[int, int] = ()) -> h5py.File:
+def open_file(path: str, stamp: tuple[int, ...] = ()) -> h5py.File:
     """One read-only handle per file version and process (datasets survive pickling into workers)."""
     key = (path, stamp, os.getpid())
     handle = _FILES.get(key)
@@ -40,7 +40,7 @@ def open_file(path: str, stamp: tuple[int, int] = ()) -> h5py.File:
     return handle
 
 
-def close_file(path: str, stamp: tuple[int, int] = ()) -> None:
+def close_file(path: str, stamp: tuple[int, ...] = ()) -> None:
     handle = _FILES.pop((path, stamp, os.getpid()), None)
     if handle is not None and handle.id.valid:
         handle.close()
@@ -48,12 +48,12 @@ def close_file(path: str, stamp: tuple[int, int] = ()) -> None:
 
 
 @functools.lru_cache(maxsize=64)
-def _dataset(path: str, stamp: tuple[int, int], pid: int, name: str) -> h5py.Dataset:
+def _dataset(path: str, stamp: tuple[int, ...], pid: int, name: str) -> h5py.Dataset:
     """The dataset ``name`` of the process's handle (looking a name up costs ~0.1 ms per read)."""
     return open_file(path, stamp)[name]
 
 
-def open_dataset(path: str, stamp: tuple[int, int], name: str) -> h5py.Dataset:
+def open_dataset(path: str, stamp: tuple[int, ...], name: str) -> h5py.Dataset:
     """:func:`open_file` ``[name]``, cached per process."""
     dset = _dataset(path, stamp, os.getpid(), name)
     if not dset.id.valid:  # its file was closed: open again
@@ -86,7 +86,7 @@ class H5Source:
     lead: tuple[int, ...] = ()  # fixed indices after the sample axis (Darcy's tensor channel 0)
     channel: int | None = None  # trailing channel: group data (T, X, Y, C), ns_incom velocity (N, T, X, Y, 2)
     swap_xy: bool = False  # the file stores (..., y, x)
-    stamp: tuple[int, int] = ()  # file_stamp() at open time
+    stamp: tuple[int, ...] = ()  # file_stamp() at open time
 
 
 class _H5Array(BackendArray):
@@ -120,8 +120,8 @@ def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[
 
     ``out`` is C-contiguous and ``out[where]`` has the block's shape (any strides): h5py reads straight
     into it, one copy, when it is contiguous and the file does not store ``(..., y, x)``; otherwise
-    through a temporary block. Then the NaN check: a sum, and an
-    elementwise search only when the sum is NaN.
+    through a temporary block. The NaN check is a sum, and an elementwise search only when the sum is
+    NaN; ``out[where]`` is left unwritten when it fails on a temporary block.
 
     Raises:
         ValueError: the block holds a NaN (naming the file, key and sample).
@@ -133,18 +133,19 @@ def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[
     else:  # one per sample: opened for this read only, so chunk caches do not pile up
         name, lead = f"{src.groups[i]}/{src.key}", ()
         dset = open_file(src.path, src.stamp)[name]
-    target = out[where]
+    target = block = out[where]
     if src.swap_xy:
         file_rest = rest[:-2] + (rest[-1], rest[-2])
-        target[...] = np.swapaxes(dset[lead + file_rest + channel], -1, -2)
+        block = np.swapaxes(dset[lead + file_rest + channel], -1, -2)
     elif target.flags.c_contiguous and target.size:
         dset.read_direct(out, lead + rest + channel, where)
     elif target.size:  # HDF5 scatters into strided memory ~100x slower than a read plus a numpy copy
         block = _scratch(target.shape, out.dtype)
         dset.read_direct(block, lead + rest + channel)
-        target[...] = block
-    if _has_nan(target):
+    if _has_nan(block):  # checked where the values are contiguous, before they are copied on
         raise ValueError(f"{src.path}: key '{name}', sample {i}: expected finite values, found NaN")
+    if block is not target:
+        target[...] = block
 
 
 def _has_nan(block: np.ndarray) -> bool:

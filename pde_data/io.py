@@ -18,10 +18,11 @@ import xarray as xr
 
 from pde_data.model import SAMPLE, SPATIAL_DIMS, TIME
 
-__all__ = ["save", "open", "atomic_path", "check_output", "check_file", "shard_path", "shard_range", "parse_shard"]
+__all__ = ["save", "open", "atomic_path", "check_output", "check_file", "shard_path", "shard_range", "parse_shard",
+           "sample_chunks", "HDF5_MAGIC", "NETCDF3_MAGIC"]
 
-_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
-_NETCDF3_MAGIC = b"CDF"
+HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+NETCDF3_MAGIC = b"CDF"
 
 
 @contextlib.contextmanager
@@ -85,28 +86,28 @@ def _umask() -> int:
     return mask
 
 
-def _chunksizes(var: xr.Variable) -> tuple[int, ...] | None:
-    """Per-sample chunks for a data variable: 1 along ``sample`` (and ``time`` for fields), whole elsewhere.
+def sample_chunks(dims: tuple[str, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Per-sample chunks of a variable: 1 along ``sample`` (and ``time`` for fields), whole elsewhere.
 
     A field ``(sample, time, x, y)`` gets ``(1, 1, nx, ny)``, so reading one (sample, frame range)
     touches only those frames. A sequence ``(sample, time, feature)`` (no spatial dim) keeps ``time``
     whole, ``(1, nt, nf)``: a frame of a few numbers is too small to be a chunk of its own.
     ``None`` (the library default) without a ``sample`` dim or with an empty dim.
     """
-    if SAMPLE not in var.dims or 0 in var.shape:
+    if SAMPLE not in dims or 0 in shape:
         return None
-    split = {SAMPLE, TIME} if any(d in SPATIAL_DIMS for d in var.dims) else {SAMPLE}
-    return tuple(1 if d in split else n for d, n in zip(var.dims, var.shape))
+    split = {SAMPLE, TIME} if any(d in SPATIAL_DIMS for d in dims) else {SAMPLE}
+    return tuple(1 if d in split else int(n) for d, n in zip(dims, shape))
 
 
 def _encoding(ds: xr.Dataset, complevel: int) -> dict[str, dict]:
-    """zlib for every numeric variable; :func:`_chunksizes` for data variables with a ``sample`` dim."""
+    """zlib for every numeric variable; :func:`sample_chunks` for data variables with a ``sample`` dim."""
     encoding = {}
     for name, var in ds.variables.items():
         if var.dtype.kind not in "fiub":
             continue
         encoding[name] = {"zlib": True, "complevel": complevel}
-        chunks = _chunksizes(var) if name in ds.data_vars else None
+        chunks = sample_chunks(var.dims, var.shape) if name in ds.data_vars else None
         if chunks is not None:
             encoding[name]["chunksizes"] = chunks
     return encoding
@@ -116,7 +117,7 @@ def save(ds: xr.Dataset, path: str | os.PathLike, *, complevel: int = 4) -> Path
     """Write ``ds`` to NetCDF-4 at ``path`` with zlib compression, atomically. Returns the path.
 
     Data variables with a ``sample`` dim are chunked one sample (and, for fields, one frame) per
-    chunk (see :func:`_chunksizes`); other variables keep the library's default chunks.
+    chunk (see :func:`sample_chunks`); other variables keep the library's default chunks.
     """
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"save: expected an xarray.Dataset, found {type(ds).__name__}")
@@ -138,7 +139,7 @@ def check_file(path: str | os.PathLike) -> Path:
         raise FileNotFoundError(f"no such file: {p}")
     with p.open("rb") as fh:
         head = fh.read(8)
-    if not (head.startswith(_HDF5_MAGIC) or head.startswith(_NETCDF3_MAGIC)):
+    if not (head.startswith(HDF5_MAGIC) or head.startswith(NETCDF3_MAGIC)):
         raise ValueError(f"{p}: expected a NetCDF or HDF5 file, found leading bytes {head!r}")
     return p
 

@@ -26,14 +26,13 @@ import os
 import h5py
 import xarray as xr
 
-from pde_data.io import check_file
+from pde_data.io import NETCDF3_MAGIC, check_file
 from pde_data.io import open as open_netcdf
 from pde_data.pdebench_read import open_pdebench
 
 __all__ = ["open_data"]
 
 _GLOB_CHARS = "*?["
-_NETCDF3_MAGIC = b"CDF"
 
 
 def _is_dimension_scale(obj: h5py.HLObject) -> bool:
@@ -65,7 +64,7 @@ def _is_netcdf4(path: str) -> bool:
 
 def _is_netcdf3(path: str) -> bool:
     with open(path, "rb") as fh:
-        return fh.read(len(_NETCDF3_MAGIC)) == _NETCDF3_MAGIC
+        return fh.read(len(NETCDF3_MAGIC)) == NETCDF3_MAGIC
 
 
 def open_data(path: str | os.PathLike) -> xr.Dataset:

@@ -29,16 +29,10 @@ import netCDF4
 import numpy as np
 import xarray as xr
 
-from pde_data.io import atomic_path
+from pde_data.io import atomic_path, sample_chunks
 from pde_data.model import SAMPLE, SPATIAL_DIMS, TIME
 
 __all__ = ["PredictionWriter"]
-
-
-def _chunksizes(dims: Sequence[str], shape: Sequence[int]) -> tuple[int, ...]:
-    """1 along ``sample`` (and ``time`` when the variable has a spatial dim), whole elsewhere."""
-    split = {SAMPLE, TIME} if any(d in SPATIAL_DIMS for d in dims) else {SAMPLE}
-    return tuple(1 if d in split else max(int(n), 1) for d, n in zip(dims, shape))
 
 
 def _static_coords(like: xr.Dataset, attrs: dict) -> xr.Dataset:
@@ -140,7 +134,7 @@ class PredictionWriter:
         shape = [self._size(d) for d in dims]
         fill = np.nan if dtype.kind == "f" else None
         var = self._nc.createVariable(name, dtype, tuple(dims), zlib=True, complevel=self._complevel,
-                                      chunksizes=_chunksizes(dims, shape), fill_value=fill)
+                                      chunksizes=sample_chunks(tuple(dims), tuple(shape)), fill_value=fill)
         var.setncatts(attrs)
 
     def write(self, start: int, batch: xr.Dataset, sample_ids: Sequence[int] | None = None) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from pde_data._h5lazy import H5SOURCE, H5Source, read_into
+from pde_data._h5lazy import H5SOURCE, H5Source, file_stamp, read_into
 from pde_data.model import SAMPLE, TIME, field_order, spatial_dims, to_tensor
 
 __all__ = ["read_samples", "sample_runs", "direct_sources", "read_channels_into", "SourceHandle", "DataReadError",
@@ -121,7 +121,7 @@ class SourceHandle:
         if self.path is not None and self._ds is not None:
             now = _stamp(self.path)
             if now != self._stamp:
-                raise OSError(f"the file changed while it was being read (size {self._stamp[0]} -> {now[0]} bytes)")
+                raise OSError(f"the file changed while it was being read (size {self._stamp[2]} -> {now[2]} bytes)")
 
     @property
     def name(self) -> str:
@@ -136,11 +136,8 @@ class SourceHandle:
 
 
 def _stamp(path: str) -> tuple[int, int, int]:
-    """``(size, mtime_ns, inode)`` of a file; ``(0, 0, 0)`` for a shard glob (not checked)."""
-    if not os.path.isfile(path):
-        return (0, 0, 0)
-    st = os.stat(path)
-    return st.st_size, st.st_mtime_ns, st.st_ino
+    """:func:`file_stamp` ``(inode, mtime_ns, size)`` of a file; ``(0, 0, 0)`` for a shard glob (not checked)."""
+    return file_stamp(path) if os.path.isfile(path) else (0, 0, 0)
 
 
 class ReadFailure:

@@ -3,6 +3,7 @@
 the real CLI as a subprocess on small files and checks the exit code, the one-line message and that the old
 files are byte-identical afterwards."""
 
+import fcntl
 import hashlib
 import json
 import os
@@ -75,20 +76,29 @@ def test_overwrite_replaces_a_run_but_never_a_users_file(trained, tmp_path):
     assert json.loads((copy / "history.json").read_text())[-1]["epoch"] == 1  # the 1-epoch run replaced it
 
 
-def test_a_live_lock_refuses_and_a_stale_one_is_taken_over(trained, tmp_path):
+def test_a_held_lock_refuses_and_a_left_one_is_taken_over(trained, tmp_path):
     data, _ = trained
     out = tmp_path / "run"
     out.mkdir()
     holder = {"pid": os.getpid(), "host": socket.gethostname(), "started": "2026-01-01T00:00:00"}
-    (out / ".lock").write_text(json.dumps(holder))
-    line = _one_line_error(_train(data, out))
+    with open(out / ".lock", "w") as fh:  # this process holds the folder as a run would
+        fh.write(json.dumps(holder))
+        fh.flush()
+        fcntl.lockf(fh, fcntl.LOCK_EX)
+        line = _one_line_error(_train(data, out))
     assert f"locked by pid {os.getpid()} on {socket.gethostname()}" in line
     assert sorted(p.name for p in out.iterdir()) == [".lock"]
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (out / ".lock").write_text(json.dumps({**holder, "pid": int(gone.stdout)}))
-    done = _train(data, out)
+    done = _train(data, out)  # the lock file is still there, but nobody holds it (as after kill -9)
     assert done.returncode == 0, done.stderr
-    assert "taking over the lock" in done.stderr and not (out / ".lock").exists()
+    assert f"taking over the lock file left by pid {os.getpid()}" in done.stderr and not (out / ".lock").exists()
+
+
+def test_overwrite_with_a_bad_argument_keeps_the_old_run(trained, tmp_path):
+    data, run = trained
+    before = _digests(run)
+    line = _one_line_error(_cli("train", "--data", data, "--model", "fno", "--out", run, "--input", "nope",
+                                "--target", "u", "--overwrite", *TINY))
+    assert "missing ['nope']" in line and _digests(run) == before
 
 
 def test_two_runs_into_one_folder_at_once(trained, tmp_path):
@@ -124,6 +134,9 @@ def test_resume_keeps_the_stored_settings(trained, tmp_path):
     assert _digests(run) == before
     done = _cli("train", "--data", data, "--out", run, "--resume", "--epochs", "3", "--lr", "0.001",
                 "--workers", "1", "--no-progress")  # the stored lr, and loader settings, are fine
+    assert done.returncode == 0, done.stderr
+    assert json.loads((run / "history.json").read_text())[-1]["epoch"] == 3
+    done = _cli("train", "--data", data, "--out", run, "--resume", "--no-progress")  # the stored 3 epochs: done
     assert done.returncode == 0, done.stderr
     assert json.loads((run / "history.json").read_text())[-1]["epoch"] == 3
 

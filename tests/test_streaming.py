@@ -88,12 +88,29 @@ def test_batches_do_not_depend_on_workers_or_processes():
     x = torch.arange(23.0)[:, None]
     one = Loader(operators.training.TensorPairs(x, x), batch_size=5, seed=3)
     batches = [b.x.flatten().tolist() for b in one.epoch(2)]
+    workers = Loader(operators.training.TensorPairs(x, x), batch_size=5, seed=3, workers=2)
+    assert [b.x.flatten().tolist() for b in workers.epoch(2)] == batches
     assert sorted(sum(batches, [])) == list(range(23)) and [len(b) for b in batches] == [5, 5, 5, 5, 3]
     halves = [Loader(operators.training.TensorPairs(x, x), batch_size=5, seed=3, dist=DistInfo(rank=r, world_size=2))
               for r in range(2)]
     for whole, a, b in zip(batches, *(h.epoch(2) for h in halves)):
         assert sorted(a.x.flatten().tolist() + b.x.flatten().tolist()) == sorted(whole)
         assert a.n_global == b.n_global == len(whole) and len(a.x) - len(b.x) in (0, 1)
+
+
+def test_loading_leaves_the_global_rng_alone():
+    """Creating a DataLoader iterator draws a base seed; it comes from the loader's own generator, so the
+    global RNG (dropout, ...) is the same with or without workers, and on resume."""
+    x = torch.arange(12.0)[:, None]
+    draws = []
+    for workers in (0, 1):
+        torch.manual_seed(0)
+        loader = Loader(operators.training.TensorPairs(x, x), batch_size=4, seed=3, workers=workers)
+        for epoch in range(3):
+            list(loader.epoch(epoch))
+        draws.append(torch.rand(1))
+    torch.manual_seed(0)
+    assert torch.equal(draws[0], draws[1]) and torch.equal(draws[0], torch.rand(1))
 
 
 def _train(path, cache, workers, tmp_path):

@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "explicit_dests"]
 
 _SUBCOMMANDS = ("generate", "train", "evaluate", "bench", "info")
 
@@ -48,10 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     args.explicit = explicit_dests(argv)
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        hint = " (the last finished epoch is kept: run the same command with --resume to continue)" \
-            if args.command == "train" else ""
-        print(f"circuitop {args.command}: interrupted{hint}", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # a command may say what was kept and how to go on
+        print(f"circuitop {args.command}: interrupted{f'; {exc}' if str(exc) else ''}", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - the CLI's one place that turns errors into messages
         if args.debug:

@@ -50,6 +50,6 @@ def check_resume(args: argparse.Namespace, explicit: set[str], state: dict, conf
         if model_config.get(key, value) != value or key not in model_config:
             raise ValueError(f"--config {key}: --resume continues {out} with its stored value "
                              f"{model_config.get(key)!r}; found {value!r}")
-    if "epochs" in explicit and args.epochs < state["epoch"]:
+    if args.epochs is not None and args.epochs < state["epoch"]:
         raise ValueError(f"--epochs: expected at least the {state['epoch']} epochs {out} has trained, "
                          f"found {args.epochs}")

@@ -84,7 +84,7 @@ def _loader_options(p: argparse.ArgumentParser) -> None:
 
 
 def _optimisation_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--epochs", type=int, help="epochs to train in all (default 10; with --resume: the stored number)")
     p.add_argument("--batch-size", type=int, default=20, help="global batch size (split over processes)")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=1e-4)
@@ -99,7 +99,7 @@ def _optimisation_options(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from operators.training import LoaderConfig, TrainConfig, train_run  # heavy imports only when training
+    from operators.training import TrainConfig  # heavy imports only when training
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -108,16 +108,31 @@ def run(args: argparse.Namespace) -> int:
     if not args.resume and args.model not in MODELS:
         found = "none" if args.model is None else repr(args.model)
         raise ValueError(f"--model: expected one of {', '.join(sorted(MODELS))}; found {found}")
+    if args.epochs is not None and args.epochs < 1:
+        raise ValueError(f"--epochs: expected a positive number of epochs, found {args.epochs}")
     model_config = parse_config(args.config)
-    if args.resume:
-        _check_resume(args, model_config)
+    stored_epochs = _check_resume(args, model_config) if args.resume else 10
     config = TrainConfig(
-        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
+        epochs=stored_epochs if args.epochs is None else args.epochs, batch_size=args.batch_size, lr=args.lr,
+        weight_decay=args.weight_decay,
         optimizer=args.optimizer, scheduler=args.scheduler, step_size=args.step_size, gamma=args.gamma,
         loss=args.loss, grad_clip=args.grad_clip, amp=args.amp, seed=args.seed, pushforward=args.pushforward,
         progress=not args.no_progress,
     )
-    history = train_run(
+    try:
+        history = _train(args, model_config, config)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(_interrupt_hint(Path(args.out))) from None
+    if history and os.environ.get("RANK", "0") == "0":
+        written = sorted(str(p) for p in Path(args.out).iterdir() if p.is_file() and not p.name.startswith("."))
+        print(f"trained {history[-1]['epoch']} epochs into {args.out}; wrote {', '.join(written)}", file=sys.stderr)
+    return 0
+
+
+def _train(args: argparse.Namespace, model_config: dict, config) -> list[dict]:
+    from operators.training import LoaderConfig, train_run
+
+    return train_run(
         args.data, args.model, args.out, model_config=model_config, train_config=config,
         inputs=args.input, targets=args.target, window=args.window, horizon=args.unroll, sizes=args.split,
         split_seed=args.split_seed, normalize=None if args.normalize == "none" else args.normalize,
@@ -125,18 +140,24 @@ def run(args: argparse.Namespace) -> int:
         loader=LoaderConfig(cache=args.cache, workers=args.workers, prefetch=args.prefetch,
                             memory_budget=int(args.memory_budget * 2**30)),
     )
-    if history and os.environ.get("RANK", "0") == "0":
-        written = sorted(str(p) for p in Path(args.out).iterdir() if p.is_file() and not p.name.startswith("."))
-        print(f"trained {history[-1]['epoch']} epochs into {args.out}; wrote {', '.join(written)}", file=sys.stderr)
-    return 0
 
 
-def _check_resume(args: argparse.Namespace, model_config: dict) -> None:
-    """Refuse flags that disagree with the run being resumed (see :mod:`operators.cli._resume`)."""
+def _interrupt_hint(out: Path) -> str:
+    if (out / "last.pt").is_file():
+        return (f"the last finished epoch is kept in {out / 'last.pt'}: run the same command with --resume "
+                "(and without --overwrite) to continue")
+    return "no epoch had finished, so nothing was kept"
+
+
+def _check_resume(args: argparse.Namespace, model_config: dict) -> int:
+    """Refuse flags that disagree with the run being resumed (see :mod:`operators.cli._resume`); returns
+    the run's stored number of epochs."""
     from operators.cli._resume import check_resume
     from operators.training import load_checkpoint
 
     last = Path(args.out) / "last.pt"
     if not last.is_file():
         raise ValueError(f"--resume: expected {last} from an earlier run, found none")
-    check_resume(args, getattr(args, "explicit", set()), load_checkpoint(last), model_config, Path(args.out))
+    state = load_checkpoint(last)
+    check_resume(args, getattr(args, "explicit", set()), state, model_config, Path(args.out))
+    return int(state["train_config"]["epochs"])

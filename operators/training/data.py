@@ -46,7 +46,8 @@ class LoaderConfig:
         workers: DataLoader processes when streaming (``None``: :func:`default_workers`); cached
             data is sliced in the main process.
         prefetch: batches each worker reads ahead.
-        memory_budget: bytes ``"auto"`` may cache (default 2 GiB).
+        memory_budget: bytes ``"auto"`` may cache (default 2 GiB), per process: under ``torchrun`` each
+            process caches the train and validation samples for itself.
     """
 
     cache: str = "auto"

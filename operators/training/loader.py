@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterator, NamedTuple
 
 import torch
@@ -96,12 +95,6 @@ def _one_thread(_worker_id: int) -> None:
     torch.set_num_threads(1)
 
 
-@dataclass(frozen=True)
-class _Settings:
-    workers: int
-    prefetch: int
-
-
 class Loader:
     """Batches of ``dataset`` (a map-style dataset with ``__getitems__``) for one process.
 
@@ -120,11 +113,13 @@ class Loader:
         if workers < 0 or prefetch < 1:
             raise ValueError(f"workers/prefetch: expected workers >= 0 and prefetch >= 1, found {workers}, {prefetch}")
         self.dist, self.dataset = dist or DistInfo(), dataset
-        self.settings = _Settings(workers, prefetch)
         self._sampler = _EpochSampler(len(dataset), batch_size, seed, shuffle, self.dist.rank, self.dist.world_size)
         extra = dict(persistent_workers=True, prefetch_factor=prefetch, worker_init_fn=_one_thread) if workers else {}
+        # the loader's own generator: creating an iterator draws a base seed, which must not come from
+        # (and shift) the global RNG, or the number of workers and resuming would change a run's randomness
         self._loader = DataLoader(dataset, batch_sampler=self._sampler, num_workers=workers, collate_fn=_whole,
-                                  pin_memory=self.dist.device.type == "cuda", **extra)
+                                  pin_memory=self.dist.device.type == "cuda",
+                                  generator=torch.Generator().manual_seed(seed), **extra)
 
     def __len__(self) -> int:
         """Number of items (windows or pairs) in the dataset."""

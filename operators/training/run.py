@@ -66,20 +66,21 @@ def _resumed(out: Path, ds, data, train_config: TrainConfig):
 
 @contextlib.contextmanager
 def _claimed(out: Path, info: distributed.DistInfo, *, resume: bool, overwrite: bool):
-    """Rank 0 claims the run folder (:func:`runfolder.claim`) for the block; every rank fails if that fails."""
+    """Rank 0 claims the run folder (:func:`runfolder.claim`) for the block; every rank fails if that
+    fails. Yields the :class:`runfolder.RunFolder` (``None`` on other ranks)."""
     with contextlib.ExitStack() as stack:
-        error = None
+        error, folder = None, None
         if info.is_main:
             try:
-                stack.enter_context(runfolder.claim(out, resume=resume, overwrite=overwrite))
-            except runfolder.RunFolderError as exc:
+                folder = stack.enter_context(runfolder.claim(out, resume=resume, overwrite=overwrite))
+            except Exception as exc:  # noqa: BLE001 - any failure must reach the other ranks, not hang them
                 error = exc
         failed = distributed.all_reduce_sum(torch.tensor(0 if error is None else 1), info)
         if error is not None:
             raise error
         if int(failed):
             raise runfolder.RunFolderError(f"{out}: rank 0 could not claim the run folder")
-        yield
+        yield folder
 
 
 def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, model_config: dict | None = None,
@@ -90,7 +91,8 @@ def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, mo
     """Train ``model`` on the file ``data`` into the run folder ``out``; works under ``torchrun``.
 
     ``out`` belongs to this run while it trains (a lock file; see :mod:`operators.training.runfolder`):
-    a folder holding another run is refused unless ``resume`` (continue it) or ``overwrite`` (replace it).
+    a folder holding another run is refused unless ``resume`` (continue it) or ``overwrite`` (replace it,
+    once the data and settings of the new run have been checked).
     Data streams from the file (``loader`` says how: workers, cache); nothing loads it whole unless it
     fits ``loader.memory_budget`` or ``loader.cache == "memory"``. With ``resume=True`` the model, run
     data and settings come from ``out/last.pt`` (only ``train_config.epochs`` and ``progress`` are taken
@@ -99,7 +101,7 @@ def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, mo
     """
     out, info = Path(out), distributed.setup(device)
     try:
-        with _claimed(out, info, resume=resume, overwrite=overwrite):
+        with _claimed(out, info, resume=resume, overwrite=overwrite) as folder:
             ds = pde_data.open_data(data)
             if resume:
                 meta, rd, normalizers, train_config = _resumed(out, ds, data, train_config)
@@ -111,6 +113,7 @@ def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, mo
             torch.manual_seed(train_config.seed)
             net = models.rebuild(meta["model"])
             if info.is_main:
+                folder.clear()  # an overwritten run's files go only now that this run's settings are checked
                 _write_json(out / "run.json", {**meta, "train": dataclasses.asdict(train_config),
                                                "data_file": str(data), "loader": dataclasses.asdict(loader)})
             train, val = data_mod.make_loaders(data, ds, rd, normalizers, loader, batch_size=train_config.batch_size,

@@ -82,6 +82,8 @@ class RunData:
         if found != STATE_FORMAT:
             raise ValueError(f"run data: expected description format {STATE_FORMAT}, found {found!r} "
                              "(a run trained by an older circuitop: train it again)")
+        if state.get("kind") not in KINDS:
+            raise ValueError(f"run data: expected kind one of {KINDS}, found {state.get('kind')!r}")
         splits = Splits(*(tuple(int(i) for i in state["splits"][k]) for k in ("train", "val", "test")))
         return cls(str(state["kind"]), tuple(state["inputs"]), tuple(state["targets"]), splits,
                    Fingerprint.from_state(state["source"]), int(state["m"]), int(state["horizon"]),

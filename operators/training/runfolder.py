@@ -1,17 +1,22 @@
-"""A run folder belongs to one run: claimed with a lock file, refused when it already holds a run.
+"""A run folder belongs to one run: held with a lock, refused when it already holds a run.
 
 :func:`claim` is what ``train`` does before it computes anything:
 
 - ``RUN_DIR`` must be a folder (or not exist yet) that this process can write to;
-- ``RUN_DIR/.lock`` is created exclusively and names its holder (pid, host, start time). A second
-  process is refused with one line naming the holder. A lock whose process is gone (a dead pid on this
-  host, e.g. after ``kill -9``) is taken over with a one-line note;
+- ``RUN_DIR/.lock`` is locked (a POSIX record lock, ``lockf``) for as long as the run lasts and names
+  its holder (pid, host, start time). A second process is refused with one line naming the holder.
+  The kernel drops the lock of a process that dies (``kill -9``), and a POSIX lock is not inherited by
+  forked children (DataLoader workers, which outlive a killed parent by seconds), so a lock file left
+  behind is taken over at once, with a note naming the process that left it;
 - a folder that already holds a run is refused unless the caller resumes it (``last.pt`` must exist)
-  or overwrites it. ``overwrite`` deletes only the files a run writes (:data:`RUN_FILES`); a folder
-  holding anything else is refused even then, so no file a user made is ever deleted.
+  or overwrites it. Overwriting deletes only the files a run writes (:data:`RUN_FILES`), and only when
+  the caller says the new run is ready to start (:meth:`RunFolder.clear`), so a run whose arguments
+  turn out to be wrong leaves the old one whole; a folder holding anything else is refused.
 
 Example:
-    >>> with claim("runs/a", resume=False, overwrite=False):
+    >>> with claim("runs/a", resume=False, overwrite=True) as folder:
+    ...     check_everything()
+    ...     folder.clear()                    # the old run's files go now
     ...     train(...)                        # the lock is released on exit, even on an error
 """
 
@@ -19,22 +24,26 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import fnmatch
+import errno
+import fcntl
 import json
 import os
-import shutil
+import re
 import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["claim", "RunFolderError", "Holder", "RUN_FILES", "LOCK"]
+__all__ = ["claim", "RunFolder", "RunFolderError", "Holder", "RUN_FILES", "LOCK"]
 
 LOCK = ".lock"
-#: What a run writes into its folder (``--overwrite`` deletes these and nothing else).
-RUN_FILES = ("last.pt", "best.pt", "history.json", "run.json", "config.yaml", "metrics.csv", "metrics.json",
-             "rollout.csv", "pred.nc", "*.png", "events.out.tfevents.*", ".*.tmp")
+#: The files a run writes into its folder (``train`` and ``evaluate --run``); ``--overwrite`` deletes
+#: these and nothing else.
+RUN_FILES = ("last.pt", "best.pt", "history.json", "run.json", "metrics.csv", "curves.png", "metrics.json",
+             "rollout.csv", "pred.nc", "fields.png", "spectra.png", "rollout.png")
+#: Temporary files of :func:`pde_data.atomic_path` left by a killed writer: ``.<name>.<random>.tmp``.
+_TEMPORARY = re.compile(r"^\.(" + "|".join(re.escape(n) for n in RUN_FILES) + r")\.[^/]+\.tmp$")
 
 
 class RunFolderError(ValueError):
@@ -43,7 +52,7 @@ class RunFolderError(ValueError):
 
 @dataclass(frozen=True)
 class Holder:
-    """Who holds a run folder's lock."""
+    """Who holds (or last held) a run folder's lock."""
 
     pid: int
     host: str
@@ -53,85 +62,97 @@ class Holder:
     def me(cls) -> "Holder":
         return cls(os.getpid(), socket.gethostname(), _dt.datetime.now().isoformat(timespec="seconds"))
 
-    def alive(self) -> bool:
-        """``False`` only when the holder is a process of this host that no longer exists."""
-        if self.host != socket.gethostname():
-            return True  # another machine's process: cannot tell, assume it runs
+    @classmethod
+    def parse(cls, text: str) -> "Holder | None":
         try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+            state = json.loads(text)
+            return cls(int(state["pid"]), str(state["host"]), str(state["started"]))
+        except (ValueError, KeyError, TypeError):
+            return None
 
     def describe(self) -> str:
         return f"pid {self.pid} on {self.host} since {self.started}"
 
 
-def _read_holder(lock: Path) -> Holder | None:
-    try:
-        state = json.loads(lock.read_text())
-        return Holder(int(state["pid"]), str(state["host"]), str(state["started"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # half-written or foreign: treated as stale
-
-
-def _create_lock(lock: Path, me: Holder) -> bool:
-    """Create ``lock`` exclusively with ``me`` in it; ``False`` if it exists."""
-    try:
-        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return False
-    with os.fdopen(fd, "w") as fh:
-        json.dump({"pid": me.pid, "host": me.host, "started": me.started}, fh)
-    return True
-
-
-def _lock(folder: Path) -> Path:
-    """Take ``folder/.lock`` (taking over a stale one with a note); raise if a live process holds it."""
-    lock, me = folder / LOCK, Holder.me()
-    for _ in range(3):  # a stale lock removed by someone else between our tries: try again
-        if _create_lock(lock, me):
-            return lock
-        holder = _read_holder(lock)
-        if holder is not None and holder.alive():
+def _lock(folder: Path) -> int:
+    """An open descriptor of ``folder/.lock`` holding its lock, with this process named in it."""
+    path = folder / LOCK
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno not in (errno.EACCES, errno.EAGAIN):
+                raise
+            holder = Holder.parse(os.pread(fd, 4096, 0).decode(errors="replace"))
+            os.close(fd)
+            named = holder.describe() if holder else "another process"
             raise RunFolderError(f"{folder}: expected a run folder no other process uses; found it locked by "
-                                 f"{holder.describe()} ({lock}); wait for that run to end")
-        gone = holder.describe() if holder else "an unreadable lock"
-        print(f"note: {folder}: taking over the lock of {gone}, which is no longer running", file=sys.stderr)
-        lock.unlink(missing_ok=True)
-    raise RunFolderError(f"{folder}: could not take the lock {lock} (it keeps reappearing)")
+                                 f"{named}; wait for that run to end") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:  # else the holder we waited for removed the file: lock the one now there
+            break
+        os.close(fd)
+    left = Holder.parse(os.pread(fd, 4096, 0).decode(errors="replace"))
+    if left is not None:
+        print(f"note: {folder}: taking over the lock file left by {left.describe()} (no process holds it now)",
+              file=sys.stderr)
+    me = Holder.me()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"pid": me.pid, "host": me.host, "started": me.started}).encode(), 0)
+    return fd
 
 
-def _is_run_file(name: str) -> bool:
-    return any(fnmatch.fnmatch(name, pattern) for pattern in RUN_FILES)
+def _unlock(folder: Path, fd: int) -> None:
+    (folder / LOCK).unlink(missing_ok=True)  # still holding the lock: nobody else can have replaced it
+    os.close(fd)
 
 
-def _check_contents(folder: Path, *, resume: bool, overwrite: bool) -> None:
-    entries = sorted(p.name for p in folder.iterdir() if p.name != LOCK)
+def _is_run_file(path: Path) -> bool:
+    return path.is_file() and (path.name in RUN_FILES or _TEMPORARY.match(path.name) is not None)
+
+
+class RunFolder:
+    """A claimed run folder (see :func:`claim`)."""
+
+    def __init__(self, path: Path, run_files: list[Path]):
+        self.path, self._old = path, run_files
+
+    def clear(self) -> None:
+        """Delete the files of the run being overwritten (none unless ``overwrite``); call it once the new
+        run has checked its arguments and is about to write."""
+        for path in self._old:
+            path.unlink(missing_ok=True)
+        self._old = []
+
+
+def _old_run(folder: Path, *, resume: bool, overwrite: bool) -> list[Path]:
+    """The files ``overwrite`` will delete; raises when the folder may not be used as asked."""
+    entries = sorted(p for p in folder.iterdir() if p.name != LOCK)
     if resume:
         if not (folder / "last.pt").is_file():
             raise RunFolderError(f"--resume: expected {folder / 'last.pt'} from an earlier run, found "
                                  f"{'an empty folder' if not entries else 'no last.pt'}")
-        return
+        return []
     if not entries:
-        return
-    foreign = [name for name in entries if not _is_run_file(name)]
+        return []
+    names = [p.name for p in entries]
     if not overwrite:
-        raise RunFolderError(f"{folder}: expected an empty or new run folder, found {', '.join(entries[:5])}"
-                             f"{' ...' if len(entries) > 5 else ''}; pass --resume to continue that run or "
+        raise RunFolderError(f"{folder}: expected an empty or new run folder, found {', '.join(names[:5])}"
+                             f"{' ...' if len(names) > 5 else ''}; pass --resume to continue that run or "
                              "--overwrite to replace it")
+    foreign = [p.name for p in entries if not _is_run_file(p)]
     if foreign:
         raise RunFolderError(f"--overwrite: {folder} holds files a run does not write ({', '.join(foreign[:5])}); "
                              "expected a run folder: move them away or choose another --out")
-    for name in entries:
-        path = folder / name
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return entries
 
 
 @contextlib.contextmanager
-def claim(folder: str | os.PathLike, *, resume: bool = False, overwrite: bool = False) -> Iterator[Path]:
+def claim(folder: str | os.PathLike, *, resume: bool = False, overwrite: bool = False) -> Iterator[RunFolder]:
     """Hold ``folder`` for one run (see the module docstring) until the ``with`` block ends; a folder
     this call created is removed again if the block fails before anything was written into it.
 
@@ -147,17 +168,14 @@ def claim(folder: str | os.PathLike, *, resume: bool = False, overwrite: bool = 
     created = not folder.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise PermissionError
+        fd = _lock(folder)
     except PermissionError:
         raise RunFolderError(f"{folder}: expected a folder this process can write to, found it read-only") from None
-    lock = _lock(folder)
     try:
-        _check_contents(folder, resume=resume, overwrite=overwrite)
-        yield folder
+        yield RunFolder(folder, _old_run(folder, resume=resume, overwrite=overwrite))
     except BaseException:
-        lock.unlink(missing_ok=True)
+        _unlock(folder, fd)
         if created and not any(folder.iterdir()):  # a run that failed before writing anything leaves no folder
             folder.rmdir()
         raise
-    lock.unlink(missing_ok=True)
+    _unlock(folder, fd)

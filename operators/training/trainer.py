@@ -153,18 +153,6 @@ class Trainer:
 
     # -- validation ------------------------------------------------------------------------------
     @torch.no_grad()
-    def predict(self, x: torch.Tensor, y_like: torch.Tensor, *, batch_size: int | None = None) -> torch.Tensor:
-        """Decoded predictions for encoded inputs ``x`` (targets shaped like ``y_like``), in batches.
-
-        Runs the unwrapped module: rank 0 validates alone, and a DDP forward would broadcast buffers.
-        """
-        module = unwrap(self.model).eval()
-        bs, dev, out = batch_size or self.config.batch_size, self.dist.device, []
-        for xb, yb in zip(x.split(bs), y_like.split(bs)):
-            out.append(self._predict(xb.to(dev), yb, module=module).cpu())
-        return _decode(self.normalizers.get("output"), torch.cat(out))
-
-    @torch.no_grad()
     def validate(self) -> dict:
         """``val_*`` metrics (means over validation samples, physical units), streamed batch by batch."""
         if self.val is None or len(self.val) == 0:
