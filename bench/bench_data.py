@@ -153,8 +153,8 @@ def _cache_note(path: Path, evicting: bool) -> str:
     return f"{how}: {100 * frac:.0f} % in page cache at start"
 
 
-def _raw_samples(path: Path, sizes: Sizes) -> tuple[float, float]:
-    """Seconds to read every sample's 4 full (T, X, Y) arrays in file order; also bytes read."""
+def _raw_samples(path: Path, sizes: Sizes) -> tuple[float, int]:
+    """Seconds to read every sample's 4 full (T, X, Y) arrays in file order; samples read."""
     buf = np.empty((len(VARIABLES), sizes.t, sizes.x, sizes.x), dtype=np.float32)
     with h5py.File(path, "r") as f:
         dsets = [f[name] for name in VARIABLES]
@@ -162,7 +162,7 @@ def _raw_samples(path: Path, sizes: Sizes) -> tuple[float, float]:
         for i in range(sizes.n):
             for v, d in enumerate(dsets):
                 d.read_direct(buf, np.s_[i], np.s_[v])
-        return time.perf_counter() - start, sizes.nbytes
+        return time.perf_counter() - start, sizes.n
 
 
 def _raw_windows(path: Path, sizes: Sizes) -> tuple[float, int]:
@@ -249,75 +249,88 @@ def _cli_epoch(path: Path, sizes: Sizes, run_dir: Path) -> dict:
     return {"peak": peak, "epoch_s": epoch["epoch_s"], "samples_per_s": epoch["samples_per_s"], "split": split}
 
 
-def _file_rows(path: Path, sizes: Sizes, *, evicting: bool, memory_cache: bool, run_dir: Path) -> tuple[list[Row], dict]:
-    label, rows = sizes.label(), []
-    wps = sizes.windows_per_sample
+def _raw_rows(path: Path, sizes: Sizes, label: str, evicting: bool) -> tuple[list[Row], dict]:
+    """Phase 1: raw h5py reads (samples, windows into a reused buffer, windows into fresh batches)."""
+    rows, rates, wps = [], {}, sizes.windows_per_sample
+    phases = (("samples", "samples/s", _raw_samples, "file order, 4 vars x (T,X,Y) read_direct into one array"),
+              ("windows", "windows/s", _raw_windows,
+               f"file order, per window 4 slab reads of m+1={WINDOW + 1} frames ({wps} windows/sample: each frame "
+               f"read up to {WINDOW + 1}x)"),
+              ("fresh", "windows/s, fresh batches", _raw_windows_fresh,
+               f"the same reads into a new array per batch of {BATCH} (first-touch page faults included)"))
+    for key, what, read, detail in phases:
+        note = _cache_note(path, evicting)
+        seconds, count = read(path, sizes)
+        rates[key] = count / seconds
+        rows.append(Row(NAME, f"{label} raw h5py {what}", rates[key], what.split(",")[0], f"{detail}; {note}"))
+        if key == "samples":
+            rows.append(Row(NAME, f"{label} raw h5py MB/s", sizes.nbytes / MB / seconds, "MB/s", "same reads"))
+    return rows, rates
 
-    note = _cache_note(path, evicting)
-    raw_s, raw_bytes = _raw_samples(path, sizes)
-    raw_rate = sizes.n / raw_s
-    rows += [Row(NAME, f"{label} raw h5py samples/s", raw_rate, "samples/s",
-                 f"file order, 4 vars x (T,X,Y) read_direct into one array; {note}"),
-             Row(NAME, f"{label} raw h5py MB/s", raw_bytes / MB / raw_s, "MB/s", "same reads")]
 
-    note = _cache_note(path, evicting)
-    win_s, n_win = _raw_windows(path, sizes)
-    raw_win_rate = n_win / win_s
-    rows.append(Row(NAME, f"{label} raw h5py windows/s", raw_win_rate, "windows/s",
-                    f"file order, per window 4 slab reads of m+1={WINDOW + 1} frames ({wps} windows/sample: "
-                    f"each frame read up to {WINDOW + 1}x); {note}"))
-
-    note = _cache_note(path, evicting)
-    fresh_s, _ = _raw_windows_fresh(path, sizes)
-    raw_fresh_rate = n_win / fresh_s
-    rows.append(Row(NAME, f"{label} raw h5py windows/s, fresh batches", raw_fresh_rate, "windows/s",
-                    f"the same reads into a new array per batch of {BATCH} (first-touch page faults included); "
-                    f"{note}"))
-
+def _loader_rows(path: Path, sizes: Sizes, label: str, evicting: bool, raw: dict) -> tuple[list[Row], float]:
+    """Phase 2: one epoch of the streaming loader, as ratios to the raw reads."""
     note = _cache_note(path, evicting)
     s = _loader_epoch(path, sizes, "stream")
-    stream_rate = s["windows"] / s["epoch_s"]
-    rows += [Row(NAME, f"{label} stream loader windows/s", stream_rate, "windows/s",
-                 f"train epoch 0, {s['windows']} windows of {s['n_train']} samples, batch {BATCH}, "
-                 f"workers {s['workers']} (default), worker start-up included (first batch after {s['first_s']:.2f} s; "
-                 f"{s['steady_rate']:.1f} windows/s after it); each window reads m+1={WINDOW + 1} "
-                 f"frames, so every frame is read up to {WINDOW + 1}x per epoch; {note}"),
-             Row(NAME, f"{label} stream loader trajectory-equiv/s", stream_rate / wps, "samples/s",
-                 f"windows/s / {wps} windows per sample"),
-             Row(NAME, f"{label} stream loader / raw samples", stream_rate / wps / raw_rate, "x",
-                 "trajectory-equivalents/s over raw h5py samples/s (target >= 0.8)"),
-             Row(NAME, f"{label} stream loader / raw windows", stream_rate / raw_win_rate, "x",
-                 "loader windows/s over raw h5py window reads/s into one reused buffer"),
-             Row(NAME, f"{label} stream loader / raw windows, fresh batches", stream_rate / raw_fresh_rate, "x",
-                 "loader windows/s over raw h5py window reads/s into a new array per batch (like for like)"),
-             Row(NAME, f"{label} fit_normalizers", s["fit_s"], "s", "one streaming pass over the train split")]
+    rate, wps = s["windows"] / s["epoch_s"], sizes.windows_per_sample
+    rows = [Row(NAME, f"{label} stream loader windows/s", rate, "windows/s",
+                f"train epoch 0, {s['windows']} windows of {s['n_train']} samples, batch {BATCH}, "
+                f"workers {s['workers']} (default), worker start-up included (first batch after {s['first_s']:.2f} s; "
+                f"{s['steady_rate']:.1f} windows/s after it); each window reads m+1={WINDOW + 1} "
+                f"frames, so every frame is read up to {WINDOW + 1}x per epoch; {note}"),
+            Row(NAME, f"{label} stream loader trajectory-equiv/s", rate / wps, "samples/s",
+                f"windows/s / {wps} windows per sample"),
+            Row(NAME, f"{label} stream loader / raw samples", rate / wps / raw["samples"], "x",
+                "trajectory-equivalents/s over raw h5py samples/s (target >= 0.8)"),
+            Row(NAME, f"{label} stream loader / raw windows", rate / raw["windows"], "x",
+                "loader windows/s over raw h5py window reads/s into one reused buffer"),
+            Row(NAME, f"{label} stream loader / raw windows, fresh batches", rate / raw["fresh"], "x",
+                "loader windows/s over raw h5py window reads/s into a new array per batch (like for like)"),
+            Row(NAME, f"{label} fit_normalizers", s["fit_s"], "s", "one streaming pass over the train split")]
+    return rows, rate
 
-    if memory_cache:
-        note = _cache_note(path, evicting)
-        m = _loader_epoch(path, sizes, "memory")
-        mem_rate = m["windows"] / m["epoch_s"]
-        rows += [Row(NAME, f"{label} memory cache fill", m["setup_s"], "s",
-                     f"make_loaders(cache='memory'): reads the train+val samples once; {note}"),
-                 Row(NAME, f"{label} memory loader windows/s", mem_rate, "windows/s",
-                     f"train epoch 0 after the fill, main process (workers 0); stream: {stream_rate:.1f}; "
-                     f"{m['windows']} windows"),
-                 Row(NAME, f"{label} memory / stream loader", mem_rate / stream_rate, "x", "windows/s ratio")]
 
+def _memory_rows(path: Path, sizes: Sizes, label: str, evicting: bool, stream_rate: float) -> list[Row]:
+    """Phase 3 (smallest file): the same epoch from the in-memory cache."""
+    note = _cache_note(path, evicting)
+    m = _loader_epoch(path, sizes, "memory")
+    rate = m["windows"] / m["epoch_s"]
+    return [Row(NAME, f"{label} memory cache fill", m["setup_s"], "s",
+                f"make_loaders(cache='memory'): reads the train+val samples once; {note}"),
+            Row(NAME, f"{label} memory loader windows/s", rate, "windows/s",
+                f"train epoch 0 after the fill, main process (workers 0); stream: {stream_rate:.1f}; "
+                f"{m['windows']} windows"),
+            Row(NAME, f"{label} memory / stream loader", rate / stream_rate, "x", "windows/s ratio")]
+
+
+def _cli_rows(path: Path, sizes: Sizes, label: str, evicting: bool, run_dir: Path) -> tuple[list[Row], dict]:
+    """Phase 4: one CLI training epoch with the process tree's memory sampled."""
     note = _cache_note(path, evicting)
     c = _cli_epoch(path, sizes, run_dir)
     peak = c["peak"]
     verdict = "met" if peak.pss / MB <= PEAK_TARGET_MB else "NOT met"
-    rows += [Row(NAME, f"{label} CLI train peak RSS (tree)", peak.rss / MB, "MB",
-                 f"sum of VmRSS over {peak.processes} processes (CLI + loader workers), sampled every 0.1 s "
-                 f"({peak.samples} samples); shared pages counted once per process"),
-             Row(NAME, f"{label} CLI train peak PSS (tree)", peak.pss / MB, "MB",
-                 f"sum of smaps_rollup Pss; target <= {PEAK_TARGET_MB:.0f} MB: {verdict}"),
-             Row(NAME, f"{label} CLI train epoch", c["epoch_s"], "s",
-                 f"fno {' '.join(FNO_CONFIG)}, --window {WINDOW} --split {c['split']} --batch-size {BATCH} "
-                 f"--cache stream, default workers, --threads 1; process wall {peak.wall_s:.1f} s; {note}"),
-             Row(NAME, f"{label} CLI train samples/s", c["samples_per_s"], "windows/s",
-                 "history.json samples_per_s of epoch 1 (a sample is a window)")]
+    rows = [Row(NAME, f"{label} CLI train peak RSS (tree)", peak.rss / MB, "MB",
+                f"sum of VmRSS over {peak.processes} processes (CLI + loader workers), sampled every 0.1 s "
+                f"({peak.samples} samples); shared pages counted once per process"),
+            Row(NAME, f"{label} CLI train peak PSS (tree)", peak.pss / MB, "MB",
+                f"sum of smaps_rollup Pss; target <= {PEAK_TARGET_MB:.0f} MB: {verdict}"),
+            Row(NAME, f"{label} CLI train epoch", c["epoch_s"], "s",
+                f"fno {' '.join(FNO_CONFIG)}, --window {WINDOW} --split {c['split']} --batch-size {BATCH} "
+                f"--cache stream, default workers, --threads 1; process wall {peak.wall_s:.1f} s; {note}"),
+            Row(NAME, f"{label} CLI train samples/s", c["samples_per_s"], "windows/s",
+                "history.json samples_per_s of epoch 1 (a sample is a window)")]
     return rows, {"rss": peak.rss, "pss": peak.pss}
+
+
+def _file_rows(path: Path, sizes: Sizes, *, evicting: bool, memory_cache: bool, run_dir: Path) -> tuple[list[Row], dict]:
+    label = sizes.label()
+    rows, raw = _raw_rows(path, sizes, label, evicting)
+    loader_rows, stream_rate = _loader_rows(path, sizes, label, evicting, raw)
+    rows += loader_rows
+    if memory_cache:
+        rows += _memory_rows(path, sizes, label, evicting, stream_rate)
+    cli_rows, peak = _cli_rows(path, sizes, label, evicting, run_dir)
+    return rows + cli_rows, peak
 
 
 def run(quick: bool = False, *, tmp: str | os.PathLike | None = None, sizes_gb: tuple[float, ...] = (1.0, 4.0),

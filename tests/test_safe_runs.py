@@ -43,6 +43,18 @@ def _one_line_error(done: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+def _started_long_run(data, out) -> subprocess.Popen:
+    """A long ``train`` into ``out``, returned once its first epoch is checkpointed."""
+    proc = subprocess.Popen([sys.executable, "-m", "operators.cli", "train", "--data", str(data), "--model", "fno",
+                             "--out", str(out), "--input", "f", "--target", "u", "--split", "8,2,2",
+                             "--epochs", "100000", "--batch-size", "4", *TINY], env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "last.pt").exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    return proc
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A finished 2-epoch run and its data file."""
@@ -106,13 +118,7 @@ def test_two_runs_into_one_folder_at_once(trained, tmp_path):
     the test) with its checkpoints whole."""
     data, _ = trained
     out = tmp_path / "run"
-    first = subprocess.Popen([sys.executable, "-m", "operators.cli", "train", "--data", str(data), "--model", "fno",
-                              "--out", str(out), "--input", "f", "--target", "u", "--split", "8,2,2",
-                              "--epochs", "100000", "--batch-size", "4", *TINY], env=ENV, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (out / "last.pt").exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    first = _started_long_run(data, out)
     second = _train(data, out)
     assert first.poll() is None, "the first run ended before the second started"
     first.send_signal(signal.SIGINT)
@@ -151,13 +157,7 @@ def test_resume_needs_a_run(tmp_path, trained):
 def test_an_interrupted_run_says_how_to_resume(trained, tmp_path):
     data, _ = trained
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "operators.cli", "train", "--data", str(data), "--model", "fno",
-                             "--out", str(out), "--input", "f", "--target", "u", "--split", "8,2,2",
-                             "--epochs", "200", "--batch-size", "4", *TINY], env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (out / "last.pt").exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    proc = _started_long_run(data, out)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "interrupted" in err and "--resume" in err
