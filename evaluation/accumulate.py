@@ -15,8 +15,8 @@ import xarray as xr
 from pde_data import model
 from evaluation._inputs import finish
 from evaluation.pdebench import PDEBenchAccumulator
-from evaluation.rollout import _step_values
-from evaluation.summary import _per_sample_metrics, _scored_frames
+from evaluation.rollout import step_values
+from evaluation.summary import per_sample_metrics, scored_frames
 
 __all__ = ["MetricAccumulator"]
 
@@ -64,13 +64,13 @@ class MetricAccumulator:
             raise ValueError(f"true: expected batches with (kind, dims, variables) {self._signature} like "
                              f"the first, found {signature}")
         kind = signature[0]
-        p = _scored_frames(pred, self.initial_step, "pred")
-        t = _scored_frames(true, self.initial_step, "true")
+        p = scored_frames(pred, self.initial_step, "pred")
+        t = scored_frames(true, self.initial_step, "true")
         values = {}
-        for _, metric, _ in _per_sample_metrics(kind):
+        for _, metric, _ in per_sample_metrics(kind):
             if metric.__name__ not in values:
                 values[metric.__name__] = np.atleast_1d(metric(p, t, reduce="none"))
-        steps = _step_values(p, t)[0].numpy() if model.TIME in true.dims else None
+        steps = step_values(p, t)[0].numpy() if model.TIME in true.dims else None
         if kind == "field":
             self._pdebench.update(pred, true)
         for name, v in values.items():
@@ -90,7 +90,7 @@ class MetricAccumulator:
         self._check_started()
         kind = self._signature[0]
         table = {}
-        for key, metric, reduce in _per_sample_metrics(kind):
+        for key, metric, reduce in per_sample_metrics(kind):
             values = torch.from_numpy(np.concatenate(self._values[metric.__name__]))
             table[key] = finish(values, reduce, False)
         if kind == "field":

@@ -9,7 +9,7 @@ import torch
 from evaluation._inputs import as_pair, check_reduce, finish
 from evaluation.metrics import rel_l2
 
-__all__ = ["rollout_errors"]
+__all__ = ["rollout_errors", "step_values"]
 
 
 def rollout_errors(pred, true, *, metric: Callable = rel_l2, reduce: str = "mean"):
@@ -30,12 +30,12 @@ def rollout_errors(pred, true, *, metric: Callable = rel_l2, reduce: str = "mean
     check_reduce(reduce)
     if reduce == "none":
         raise ValueError("reduce: expected 'mean' or 'median' for rollout_errors, found 'none'")
-    values, is_torch = _step_values(pred, true, metric=metric)
+    values, is_torch = step_values(pred, true, metric=metric)
     per_step = finish(values, reduce, is_torch)
     return per_step, per_step.mean() if is_torch else float(per_step.mean())
 
 
-def _step_values(pred, true, *, metric: Callable = rel_l2) -> tuple[torch.Tensor, bool]:
+def step_values(pred, true, *, metric: Callable = rel_l2) -> tuple[torch.Tensor, bool]:
     """``metric`` of every (sample, step) pair: a tensor ``(sample, time)`` and whether the input was torch.
 
     The unreduced form of :func:`rollout_errors` (which reduces it over samples), also kept batch by

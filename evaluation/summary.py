@@ -8,7 +8,7 @@ from pde_data import model
 from evaluation.metrics import max_mse, nrmse_range, rel_l1, rel_l2, rel_l2_derivative, rel_l2_spectral
 from evaluation.pdebench import pdebench_metrics
 
-__all__ = ["summarize"]
+__all__ = ["summarize", "per_sample_metrics", "scored_frames"]
 
 #: ``(key, metric, reduce over samples)`` in print order: every data set, then fields only. Shared with
 #: :class:`evaluation.MetricAccumulator`, which keeps the per-sample values and reduces at the end.
@@ -17,12 +17,13 @@ _POINTWISE = (("rel_l2", rel_l2, "mean"), ("rel_l1", rel_l1, "mean"), ("rel_l1_m
 _FIELD_ONLY = (("rel_l2_spectral", rel_l2_spectral, "mean"), ("rel_l2_derivative", rel_l2_derivative, "mean"))
 
 
-def _per_sample_metrics(kind: str) -> tuple:
+def per_sample_metrics(kind: str) -> tuple:
     """The ``(key, metric, reduce)`` rows of :func:`summarize` for data of ``kind`` (field or sequence)."""
     return _POINTWISE + _FIELD_ONLY if kind == "field" else _POINTWISE
 
 
-def _scored_frames(ds: xr.Dataset, initial_step: int, name: str) -> xr.Dataset:
+def scored_frames(ds: xr.Dataset, initial_step: int, name: str) -> xr.Dataset:
+    """``ds`` without its first ``initial_step`` frames (the model's inputs); ``name`` is used in errors."""
     if model.TIME in ds.dims:
         n_time = ds.sizes[model.TIME]
         if not 0 <= initial_step < n_time:
@@ -50,9 +51,9 @@ def summarize(pred: xr.Dataset, true: xr.Dataset, *, initial_step: int = 0) -> d
         ``{metric name: value}``, in print order.
     """
     kind = model.kind_of(true)
-    p = _scored_frames(pred, initial_step, "pred")
-    t = _scored_frames(true, initial_step, "true")
-    table = {key: metric(p, t, reduce=reduce) for key, metric, reduce in _per_sample_metrics(kind)}
+    p = scored_frames(pred, initial_step, "pred")
+    t = scored_frames(true, initial_step, "true")
+    table = {key: metric(p, t, reduce=reduce) for key, metric, reduce in per_sample_metrics(kind)}
     if kind == "field":
         table.update(pdebench_metrics(pred, true, initial_step=initial_step))
     return table
