@@ -97,3 +97,36 @@ def test_run_mode_delegates_or_says_what_is_missing(tmp_path, capsys):
         _one_line_error(code, err, "evaluate --run needs the operators issue")
     else:  # the operators issue has landed: it answers for itself, not with our placeholder error
         assert "needs the operators issue" not in err
+
+
+def test_coordinates_must_agree_unless_ignored(files, tmp_path, capsys):
+    """Same shape, other coordinates: time ×10 or x shifted is refused by name; --ignore-coords scores it."""
+    _, pred, true = files
+    grid = {"time": np.arange(4) * 0.1, "x": np.arange(16) / 16, "y": np.arange(16) / 16}
+    pred, true = pred.assign_coords(grid), true.assign_coords(grid)
+    pde_data.save(true, tmp_path / "true.nc")
+    assert main(["evaluate", "--pred", str(pde_data.save(pred, tmp_path / "same.nc")), "--true",
+                 str(tmp_path / "true.nc")]) == 0
+    for name, moved in (("time", pred.assign_coords(time=grid["time"] * 10)),
+                        ("x", pred.assign_coords(x=grid["x"] + 0.5))):
+        path = pde_data.save(moved, tmp_path / f"moved_{name}.nc")
+        capsys.readouterr()
+        assert main(["evaluate", "--pred", str(path), "--true", str(tmp_path / "true.nc")]) == 1
+        _one_line_error(1, capsys.readouterr().err, f"coordinate '{name}'", "--ignore-coords")
+        assert main(["evaluate", "--pred", str(path), "--true", str(tmp_path / "true.nc"), "--ignore-coords"]) == 0
+
+
+def test_a_runs_predictions_are_rescored_against_its_data(tmp_path, capsys):
+    """``pred.nc`` of ``evaluate --run`` holds the test samples (its sample coordinate says which): scored
+    with --pred/--true against the whole data file, it gives the run's own metrics."""
+    from operators.training import LoaderConfig, TrainConfig, evaluate_run, train_run
+    from test_trainer import write_poisson
+
+    data = write_poisson(tmp_path / "p.nc", n_samples=16)
+    train_run(data, "fno", tmp_path / "run", model_config={"n_modes": 3, "width": 6, "n_layers": 2},
+              train_config=TrainConfig(epochs=1, batch_size=4, progress=False), inputs=["f"], targets=["u"],
+              sizes=[10, 2, 4], loader=LoaderConfig(workers=0))
+    result = evaluate_run(tmp_path / "run", data, plots=False)
+    assert main(["evaluate", "--pred", str(tmp_path / "run" / "pred.nc"), "--true", str(data), "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert table["rel_l2"] == pytest.approx(result["metrics"]["rel_l2"], rel=1e-5)

@@ -13,6 +13,7 @@ import math
 
 import pde_data
 from evaluation import summarize
+from operators.cli._pairing import align, check_coords
 
 _RUN_MODULE = "operators.cli.evaluate_run"
 
@@ -23,7 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "or evaluate a trained run on a data file (--run, --data).")
     files = p.add_argument_group("predictions in a file")
     files.add_argument("--pred", metavar="P.nc", help="predicted data set (NetCDF, data model)")
-    files.add_argument("--true", metavar="T.nc", help="true data set with the same dims and variables")
+    files.add_argument("--true", metavar="T.nc", help="true data set with the same dims and variables (or the "
+                       "data set whose samples --pred's 'sample' coordinate names, e.g. a run's pred.nc)")
+    files.add_argument("--ignore-coords", action="store_true",
+                       help="score even when --pred and --true lie on different coordinates (default: refuse)")
     runs = p.add_argument_group("a trained run")
     runs.add_argument("--run", metavar="RUN_DIR", help="a training run directory")
     runs.add_argument("--data", metavar="FILE", help="the data set to evaluate the run on")
@@ -76,8 +80,14 @@ def run(args: argparse.Namespace) -> int:
         return _run_module().run(args)
     if args.initial_step < 0:
         raise ValueError(f"--initial-step: expected a non-negative integer, found {args.initial_step}")
-    pred, true = pde_data.open(args.pred), pde_data.open(args.true)
+    pred, true = pde_data.open_data(args.pred), pde_data.open_data(args.true)
     try:
+        true = align(pred, true)
+        if args.ignore_coords:
+            shared = set(map(str, pred.coords)) & set(map(str, true.coords))
+            pred = pred.assign_coords({name: true[name] for name in shared})
+        else:
+            check_coords(pred, true)
         table = summarize(pred, true, initial_step=args.initial_step)
     except ValueError as exc:
         raise ValueError(f"--pred {args.pred} / --true {args.true}: {exc}") from None
