@@ -124,6 +124,18 @@ def _blocks(sub: xr.Dataset, samples: np.ndarray, max_bytes: int,
             yield np.array([i]), slice(t0, t0 + frames)
 
 
+def _raise_non_finite(ds: xr.Dataset, variables: Sequence[str], t: torch.Tensor, block: np.ndarray,
+                      channel_axis: int, time: slice | None) -> None:
+    """Raise a one-line ``ValueError`` naming the first non-finite value's variable, sample and frame."""
+    where = (~torch.isfinite(t)).nonzero()[0].tolist()
+    value = t[tuple(where)].item()
+    frame = where[1] + (time.start if time is not None else 0) if channel_axis == 2 else None
+    at = f"sample {int(block[where[0]])}" + ("" if frame is None else f", frame {frame}")
+    source = ds.attrs.get("source_file", "the data")
+    raise ValueError(f"{source}: variable '{variables[where[channel_axis]]}', {at}: expected finite training data, "
+                     f"found {value} (fix or leave out that sample before training)")
+
+
 def _training_samples(ds: xr.Dataset, indices: Sequence[int] | None) -> np.ndarray:
     """The sorted, distinct sample indices to fit on; all samples when ``indices`` is ``None``."""
     n = ds.sizes[SAMPLE]
@@ -165,6 +177,9 @@ def fit_normalizer(
 
     Returns:
         A :class:`Normalizer` whose ``shift`` and ``scale`` are ``(channels, 1, ..., 1)`` float32.
+
+    Raises:
+        ValueError: a NaN or Inf in the training samples, naming the variable, sample and frame.
     """
     if kind not in KINDS:
         raise ValueError(f"kind: expected one of {KINDS}, found {kind!r}")
@@ -177,6 +192,8 @@ def fit_normalizer(
     for block, time in _blocks(sub, samples, max_bytes, chunk_size):
         t = read_samples(sub, variables, block, time=time, dtype=torch.float64)
         moments = _Moments.of(t, channel_axis)
+        if not bool(torch.isfinite(moments.mean).all()):  # a NaN/Inf anywhere makes its channel's mean non-finite
+            _raise_non_finite(ds, variables, t, block, channel_axis, time)
         total = moments if total is None else total.merge(moments)
     std = (total.m2 / total.count).sqrt()
     shift, scale = (total.mean, std + eps) if kind == "gaussian" else (total.low, total.high - total.low + eps)

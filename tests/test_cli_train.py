@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import xarray as xr
 import pytest
 import torch
 
@@ -57,6 +58,26 @@ def test_nan_in_the_data_stops_training_and_keeps_the_last_checkpoint(tmp_path):
     after = load_checkpoint(out / "last.pt")
     assert after["epoch"] == 2
     assert all(torch.equal(after["model"][k], v) and torch.isfinite(v).all() for k, v in before["model"].items())
+
+
+def test_nan_in_the_data_is_named_before_training(tmp_path, capsys):
+    """A fresh run finds a NaN (or Inf) in the training data in its normalizer pass and names the variable,
+    sample and frame, before any epoch runs; the run folder it would have made is not left behind."""
+    ds = poisson_dataset(n_samples=20)
+    ds["u"][3, 2, 4] = np.inf  # sample 3 is in the training split below
+    pde_data.save(ds, tmp_path / "inf.nc")
+    args = ["train", "--data", str(tmp_path / "inf.nc"), "--model", "fno", "--out", str(tmp_path / "run"),
+            "--input", "f", "--target", "u", "--split", "16,4,0", *TINY]
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "variable 'u', sample 3: expected finite training data, found inf" in err
+    assert not (tmp_path / "run").exists()
+    windows = xr.Dataset({"h": (("sample", "time", "x"), np.ones((6, 5, 8)))})
+    windows["h"][4, 3, 1] = np.nan
+    pde_data.save(windows, tmp_path / "nan.nc")
+    assert main(["train", "--data", str(tmp_path / "nan.nc"), "--model", "fno", "--out", str(tmp_path / "w"),
+                 "--window", "2", "--split", "6,0,0", *TINY]) == 1
+    assert "variable 'h', sample 4, frame 3: expected finite training data, found nan" in capsys.readouterr().err
 
 
 def test_unknown_model_lists_the_registry(tmp_path, capsys):
