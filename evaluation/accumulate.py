@@ -16,7 +16,7 @@ from pde_data import model
 from evaluation._inputs import finish
 from evaluation.pdebench import PDEBenchAccumulator
 from evaluation.rollout import step_values
-from evaluation.summary import per_sample_metrics, scored_frames
+from evaluation.summary import per_sample_metrics, present_bands, scored_frames
 
 __all__ = ["MetricAccumulator"]
 
@@ -94,7 +94,7 @@ class MetricAccumulator:
             values = torch.from_numpy(np.concatenate(self._values[metric.__name__]))
             table[key] = finish(values, reduce, False)
         if kind == "field":
-            table.update(self._pdebench.result())
+            table.update(present_bands(self._pdebench.result()))
         return table
 
     def per_step(self) -> tuple[np.ndarray, float]:

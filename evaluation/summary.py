@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import xarray as xr
 
 from pde_data import model
 from evaluation.metrics import max_mse, nrmse_range, rel_l1, rel_l2, rel_l2_derivative, rel_l2_spectral
 from evaluation.pdebench import pdebench_metrics
 
-__all__ = ["summarize", "per_sample_metrics", "scored_frames"]
+__all__ = ["summarize", "per_sample_metrics", "scored_frames", "present_bands"]
 
 #: ``(key, metric, reduce over samples)`` in print order: every data set, then fields only. Shared with
 #: :class:`evaluation.MetricAccumulator`, which keeps the per-sample values and reduces at the end.
@@ -48,12 +50,18 @@ def summarize(pred: xr.Dataset, true: xr.Dataset, *, initial_step: int = 0) -> d
         initial_step: number of leading input frames to exclude.
 
     Returns:
-        ``{metric name: value}``, in print order.
+        ``{metric name: value}``, in print order. A frequency band the grid has no radius in (e.g.
+        ``fRMSE_high``, radii ≥ 12, on a 16² grid) is absent, not NaN.
     """
     kind = model.kind_of(true)
     p = scored_frames(pred, initial_step, "pred")
     t = scored_frames(true, initial_step, "true")
     table = {key: metric(p, t, reduce=reduce) for key, metric, reduce in per_sample_metrics(kind)}
     if kind == "field":
-        table.update(pdebench_metrics(pred, true, initial_step=initial_step))
+        table.update(present_bands(pdebench_metrics(pred, true, initial_step=initial_step)))
     return table
+
+
+def present_bands(table: dict[str, float]) -> dict[str, float]:
+    """``table`` without the ``fRMSE_*`` bands that are NaN because the grid has no radius in them."""
+    return {k: v for k, v in table.items() if not (k.startswith("fRMSE_") and math.isnan(v))}

@@ -29,6 +29,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+
 import _common
 from evaluation import PDEBENCH_KEYS, plots
 from operators.training import TrainConfig
@@ -72,7 +74,7 @@ def main() -> None:
     rows, extra = {}, {}
     for label, run in trained.items():
         metrics = _common.evaluate(run, data)["metrics"]
-        rows[label] = {k: metrics[k] for k in (*PDEBENCH_KEYS, "rel_l2")}
+        rows[label] = {k: metrics.get(k, math.nan) for k in (*PDEBENCH_KEYS, "rel_l2")}  # an empty band: NaN
         extra[label] = {"rel_l1_median": metrics["rel_l1_median"], "params": run.n_params, "train_s": run.seconds,
                         "final_train_loss": run.history[-1]["train_loss"]}
         pred, true = _common.fields(run, data, "u")

@@ -18,7 +18,8 @@ Scales (data from ``pde_data.generate_poisson``, exact solutions of 003 Eqs. 56-
   wider U-Net — about 1-2 days for the five orders on one GPU; not practical on CPU.
 - ``--quick``: 192 / 32 / 64 (+ 64 OOD) at 32², small U-Net, 12 epochs. Measured: ≈ 14 minutes (orders
   0-4: 38, 76, 169, 265, 273 s of training) with 1 thread on 2 cores shared by ~10 processes.
-- ``--smoke``: 4 / 2 / 2 (+ 2) at 16², orders 0 and 1, one epoch.
+- ``--smoke``: 4 / 2 / 2 (+ 2) at 24² (the coarsest grid that resolves the OOD set's K = 20), orders 0 and 1,
+  one epoch.
 
 Every order trains from ``data.nc`` (train, val and in-distribution test sets, one after another) with
 ``operators.training.train_run`` into ``runs/order<k>`` and is scored with ``evaluate_run`` (the model of the
@@ -47,7 +48,7 @@ SCALES = {
     "quick": dict(n_grid=32, sizes=(192, 32, 64, 64), orders=(0, 1, 2, 3, 4), epochs=12, batch_size=16,
                   weight_decay=1e-6, step_size=10, gamma=0.5,
                   unet=dict(n_layers=2, n_res=1, n_res_neck=1, channel_multiplier=8), d_state=4, expand=1),
-    "smoke": dict(n_grid=16, sizes=(4, 2, 2, 2), orders=(0, 1), epochs=1, batch_size=2,
+    "smoke": dict(n_grid=24, sizes=(4, 2, 2, 2), orders=(0, 1), epochs=1, batch_size=2,
                   weight_decay=1e-6, step_size=10, gamma=0.98,
                   unet=dict(n_layers=1, n_res=1, n_res_neck=1, channel_multiplier=4), d_state=2, expand=1),
 }

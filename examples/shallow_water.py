@@ -36,6 +36,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+
 import _common
 import pde_data
 from evaluation import PDEBENCH_KEYS, plots
@@ -84,7 +86,7 @@ def main() -> None:
     rows, curves, extra = {}, {}, {}
     for label, run in trained.items():
         result = _common.evaluate(run, data)
-        rows[label] = {k: result["metrics"][k] for k in (*PDEBENCH_KEYS, "rel_l2")}
+        rows[label] = {k: result["metrics"].get(k, math.nan) for k in (*PDEBENCH_KEYS, "rel_l2")}  # empty band: NaN
         curves[label] = result["rollout"]["per_step_rel_l2"]
         extra[label] = {"params": run.n_params, "train_s": run.seconds}
         pred, true = _common.fields(run, data, "h")

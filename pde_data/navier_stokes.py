@@ -138,6 +138,7 @@ def simulate_navier_stokes(
     record_initial: bool = False,
     max_cfl: float = 0.2,
     callback: Callable[[float], None] | None = None,
+    first_sample: int = 0,
 ) -> torch.Tensor:
     """Solve 003 Eqs. 66–70 from ``w0`` and return vorticity records (CNAB2, module docstring).
 
@@ -155,6 +156,7 @@ def simulate_navier_stokes(
             (RuntimeError). CNAB2's explicit part is only weakly stable for advection: in our probes
             (64², ν = 1e−4, strong GRF) CFL 0.25 ran and CFL 0.30 blew up, hence the default 0.2.
         callback: called with the simulated time after every record (progress bars).
+        first_sample: index of ``w0``'s first sample in its data set, used only to name a failing sample.
 
     Returns:
         (batch, n_records [+1], n, n) vorticity in ``w0``'s dtype and device.
@@ -176,7 +178,7 @@ def simulate_navier_stokes(
     if (cfl > max_cfl).any():
         i = int(cfl.argmax())
         raise ValueError(f"dt: step {dt_step:.3g} gives advective CFL {float(cfl[i]):.3g} > max_cfl={max_cfl} "
-                         f"at t=0 in sample {i}; use dt <= {dt_step * max_cfl / float(cfl[i]):.3g}")
+                         f"at t=0 in sample {first_sample + i}; use dt <= {dt_step * max_cfl / float(cfl[i]):.3g}")
     step = make_step(n, batch, visc=visc, dt=dt_step, forcing_hat=f_hat, dtype=w.dtype, device=w.device)
     out = torch.empty(batch, n_records + int(record_initial), n, n, dtype=w.dtype, device=w.device)
     if record_initial:
@@ -187,7 +189,8 @@ def simulate_navier_stokes(
             step(w_hat)
         record = out[:, k - 1 + int(record_initial)]
         torch.fft.irfft2(w_hat, s=(n, n), out=record)
-        _check_record(record, dt_step, max_cfl, t_prev=t_final * (k - 1) / n_records, t=t_final * k / n_records)
+        _check_record(record, dt_step, max_cfl, t_prev=t_final * (k - 1) / n_records, t=t_final * k / n_records,
+                      first_sample=first_sample)
         if callback is not None:
             callback(t_final * k / n_records)
     return out[0] if unbatched else out
@@ -236,14 +239,15 @@ def _forcing_hat(forcing, w: torch.Tensor) -> torch.Tensor | None:
     return torch.fft.rfft2(f)
 
 
-def _check_record(w: torch.Tensor, dt: float, max_cfl: float, *, t_prev: float, t: float) -> None:
+def _check_record(w: torch.Tensor, dt: float, max_cfl: float, *, t_prev: float, t: float,
+                  first_sample: int = 0) -> None:
     finite = torch.isfinite(w).flatten(1).all(dim=1)
     if not finite.all():
         i = int((~finite).nonzero()[0])
         raise FloatingPointError(f"Navier–Stokes solution became non-finite between t={t_prev:.6g} and "
-                                 f"t={t:.6g} in sample {i}")
+                                 f"t={t:.6g} in sample {first_sample + i}")
     cfl = advective_cfl(w, dt)
     if (cfl > max_cfl).any():
         i = int(cfl.argmax())
         raise RuntimeError(f"advective CFL {float(cfl[i]):.3g} exceeded max_cfl={max_cfl} at t={t:.6g} in "
-                           f"sample {i}; rerun with a smaller dt")
+                           f"sample {first_sample + i}; rerun with a smaller dt")

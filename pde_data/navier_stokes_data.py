@@ -73,11 +73,8 @@ def generate_navier_stokes(
     for start in range(first_sample - first_sample % batch_size, wanted.stop, batch_size):
         w0 = gaussian_random_field_2d(batch_size, n_sim, seed=seed, first_sample=start, dtype=dtype, device=device)
         progress = None if callback is None else (lambda t, s=start: callback(s, t))
-        try:
-            w = simulate_navier_stokes(w0, visc=visc, t_final=t_final, n_records=n_records, dt=dt,
-                                       record_initial=record_initial, callback=progress)
-        except (ValueError, RuntimeError, FloatingPointError) as exc:  # name absolute sample indices
-            raise type(exc)(f"{exc} (sample i of the chunk is sample {start} + i of the set)") from exc
+        w = simulate_navier_stokes(w0, visc=visc, t_final=t_final, n_records=n_records, dt=dt,
+                                   record_initial=record_initial, callback=progress, first_sample=start)
         keep = slice(max(wanted.start - start, 0), min(wanted.stop - start, batch_size))
         parts.append(w[keep, :, ::stride, ::stride].cpu().numpy())
     dt_step = t_final / n_records / steps_per_record(t_final / n_records, dt)

@@ -86,6 +86,9 @@ def generate_poisson(
     if not isinstance(K, (int, np.integer)) or K < 1:
         raise ValueError(f"K: expected an integer >= 1, found {K!r}")
     x = poisson_grid(n_grid)
+    if n_grid < K + 2:  # the grid's sine modes are 1 .. n_grid - 2 (sin((n_grid - 1)πx) vanishes on it)
+        raise ValueError(f"n_grid: expected at least K + 2 = {K + 2} points per axis (boundaries included) to "
+                         f"resolve the source's highest mode K = {K}, found {n_grid}")
     idx = np.arange(n_samples) if samples is None else np.asarray(samples)
     if n_samples < 1 or (idx.size and (idx.min() < 0 or idx.max() >= n_samples)):
         raise ValueError(f"samples: expected indices in [0, {n_samples}) with n_samples >= 1, found n_samples={n_samples}")

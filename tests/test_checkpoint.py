@@ -46,9 +46,9 @@ def test_checkpoint_with_a_pickled_object_is_refused(tmp_path):
     state = {"model": {"w": torch.zeros(2)}, "evil": _Payload(marker)}
     path = tmp_path / "tampered.pt"
     torch.save(state, path)
-    with pytest.raises(CheckpointError, match="refusing to load"):
+    with pytest.raises(CheckpointError, match="refusing to load") as err:
         load_checkpoint(path)
-    assert not marker.exists()
+    assert not marker.exists() and "weights_only" not in str(err.value)  # never advise unsafe loading
     with pytest.raises(pickle.UnpicklingError):  # sanity: the file really needs unpickling
         torch.load(path, weights_only=True)
 
@@ -61,6 +61,9 @@ def test_missing_or_truncated_checkpoints_give_clear_errors(tmp_path):
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match="cut.pt"):
         load_checkpoint(tmp_path / "cut.pt")
+    (tmp_path / "junk.pt").write_text("junk\n")  # torch raises a bare KeyError for this one
+    with pytest.raises(CheckpointError, match="junk.pt: expected a checkpoint written by circuitop train"):
+        load_checkpoint(tmp_path / "junk.pt")
 
 
 def test_failed_write_leaves_the_previous_checkpoint(tmp_path):

@@ -69,6 +69,7 @@ def test_splits_small():
 @pytest.mark.parametrize("call, message", [
     (lambda: generate_poisson(2, K=0), "K: expected an integer >= 1, found 0"),
     (lambda: generate_poisson(2, n_grid=2), "n_grid: expected at least 3"),
+    (lambda: generate_poisson(2, K=16, n_grid=3), r"n_grid: expected at least K \+ 2 = 18 .* found 3"),
     (lambda: generate_poisson(0), "samples: expected indices"),
     (lambda: solve_poisson(np.zeros((4, 5))), r"f: expected shape \(..., n, n\)"),
 ])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 __all__ = ["main", "build_parser", "explicit_dests"]
@@ -42,8 +43,25 @@ def explicit_dests(argv: list[str] | None) -> set[str]:
     return set(vars(parser.parse_args(argv))) - {"func", "command", "debug"}
 
 
+#: a negative number as a command-line value (argparse would take ``-1e-3`` for an option)
+_NEGATIVE = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|nan)$", re.IGNORECASE)
+
+
+def _negative_values_joined(argv: list[str]) -> list[str]:
+    """``["--visc", "-1e-3"]`` → ``["--visc=-1e-3"]``, so a negative value reaches the check that explains
+    why it is wrong instead of argparse's "expected one argument"."""
+    out: list[str] = []
+    for token in argv:
+        if out and _NEGATIVE.match(token) and out[-1].startswith("--") and "=" not in out[-1]:
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
+    argv = _negative_values_joined(sys.argv[1:] if argv is None else [str(a) for a in argv])
     args = build_parser().parse_args(argv)
     args.explicit = explicit_dests(argv)
     try:

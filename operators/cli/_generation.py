@@ -20,9 +20,18 @@ def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_defau
     p.add_argument("--out", type=Path, required=True, help="output NetCDF file (shards get -00003 suffixes)")
     p.add_argument("--n", type=int, default=n_default, help=f"number of samples (default {n_default})")
     p.add_argument("--seed", type=int, default=seed_default, help=f"random seed (default {seed_default})")
-    p.add_argument("--shard", type=pde_data.parse_shard, default=None, metavar="i/n",
+    p.add_argument("--shard", type=_shard, default=None, metavar="i/n",
                    help="write only shard i of n (samples split contiguously; same bytes as the full set)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file (default: refuse)")
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """argparse type: :func:`pde_data.parse_shard` with its own message (argparse would print "invalid
+    parse_shard value")."""
+    try:
+        return pde_data.parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shard: ")) from None
 
 
 def selected_samples(args: argparse.Namespace) -> range:

@@ -59,7 +59,26 @@ def make_config(name: str, **config: Any):
     if unknown:
         raise ValueError(f"model {name!r}: unknown config keys {unknown}; expected some of {valid}")
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
+    types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+    for key, value in values.items():
+        _check_type(name, key, value, types[key])
     return cls(**values)
+
+
+#: annotation word -> the Python types a config value may have for it
+_KINDS = {"bool": (bool,), "int": (int,), "float": (int, float), "str": (str,), "tuple": (tuple,),
+          "None": (type(None),)}
+
+
+def _check_type(name: str, key: str, value: Any, annotation: str) -> None:
+    """Raise a one-line ``ValueError`` unless ``value`` fits the field's annotation (e.g. ``int | tuple[int, ...]``)."""
+    words = set(annotation.replace("[", " ").replace("]", " ").replace("|", " ").replace(",", " ").split())
+    allowed = tuple(t for word in words & set(_KINDS) for t in _KINDS[word])
+    fits = isinstance(value, allowed) and not (isinstance(value, bool) and bool not in allowed)
+    if isinstance(value, tuple) and fits:
+        fits = all(isinstance(v, int) and not isinstance(v, bool) for v in value) or "int" not in annotation
+    if not fits:
+        raise ValueError(f"model {name!r}: config {key}: expected {annotation}, found {value!r}")
 
 
 def build(name: str, in_channels: int, out_channels: int, **config: Any) -> nn.Module:

@@ -40,13 +40,12 @@ def load_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device
         raise CheckpointError(f"no checkpoint at {p}")
     try:
         state = torch.load(p, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CheckpointError(
-            f"{p}: refusing to load a checkpoint that contains objects needing arbitrary unpickling ({first})"
-        ) from None
-    except (RuntimeError, EOFError) as exc:
-        raise CheckpointError(f"{p}: not a readable checkpoint ({exc})") from None
+    except pickle.UnpicklingError:  # torch's own message advises weights_only=False: never pass that on
+        raise CheckpointError(f"{p}: expected a checkpoint of tensors and plain values, found objects that "
+                              "would need arbitrary unpickling; refusing to load it") from None
+    except Exception as exc:  # noqa: BLE001 - a junk or truncated file raises anything from KeyError to OSError
+        raise CheckpointError(f"{p}: expected a checkpoint written by circuitop train, found an unreadable "
+                              f"file ({type(exc).__name__})") from None
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{p}: expected a dict with a 'model' state, found {type(state).__name__}")
     return state

@@ -112,12 +112,12 @@ def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, mo
                 normalizers = data_mod.fit_normalizers(ds, rd)
             torch.manual_seed(train_config.seed)
             net = models.rebuild(meta["model"])
+            train, val = data_mod.make_loaders(data, ds, rd, normalizers, loader, batch_size=train_config.batch_size,
+                                               seed=train_config.seed, dist=info)
             if info.is_main:
                 folder.clear()  # an overwritten run's files go only now that this run's settings are checked
                 _write_json(out / "run.json", {**meta, "train": dataclasses.asdict(train_config),
                                                "data_file": str(data), "loader": dataclasses.asdict(loader)})
-            train, val = data_mod.make_loaders(data, ds, rd, normalizers, loader, batch_size=train_config.batch_size,
-                                               seed=train_config.seed, dist=info)
             trainer = Trainer(net, train, val, train_config, out, meta=meta, normalizers=normalizers, dist=info,
                               windowed=rd.windowed)
             return trainer.fit(resume_from=out / "last.pt" if resume else None)

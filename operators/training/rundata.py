@@ -111,7 +111,9 @@ def _window_variables(ds: xr.Dataset, inputs, targets) -> list[str]:
 def _steady_variables(ds: xr.Dataset, inputs, targets) -> tuple[list[str], list[str]]:
     names = list(ds.data_vars)
     inputs = list(inputs) if inputs else names[:1]
-    targets = list(targets) if targets else [v for v in names if v not in inputs]
+    if not targets:  # the other variables on the inputs' grid (not, e.g., Poisson's coefficients (sample, i, j))
+        dims = ds[inputs[0]].dims if inputs[0] in names else None
+        targets = [v for v in names if v not in inputs and ds[v].dims == dims]
     missing = [v for v in inputs + targets if v not in names]
     if missing or not targets:
         raise ValueError(f"expected input/target variables among {names}; missing {missing or 'a target'}")
@@ -141,7 +143,8 @@ def describe(ds: xr.Dataset, *, inputs: Sequence[str] | None = None, targets: Se
              normalize: str | None = "gaussian", splits: Splits | None = None) -> RunData:
     """Validate the choice of variables against ``ds``, draw the seeded split and fingerprint the source.
 
-    Steady (``window`` None): ``inputs`` → ``targets`` (defaults: the first variable → the others).
+    Steady (``window`` None): ``inputs`` → ``targets`` (defaults: the first variable → the others with
+    the same dims).
     Time-dependent (``window = m``): ``m`` frames of ``inputs`` (default: every variable with time)
     → the next ``horizon`` frames of the same variables. The split is drawn with ``seed`` from
     ``sizes`` (default 80/10/10 %), or given explicitly as ``splits`` (e.g. a benchmark's fixed sets).

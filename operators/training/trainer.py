@@ -54,6 +54,23 @@ class TrainConfig:
     pushforward: bool = False
     progress: bool = True
 
+    def __post_init__(self):
+        positive_ints = {"epochs": self.epochs, "batch_size": self.batch_size, "step_size": self.step_size}
+        for name, value in positive_ints.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"--{name.replace('_', '-')}: expected a positive integer, found {value!r}")
+        checks = (("lr", self.lr, "a positive number", lambda v: v > 0),
+                  ("weight_decay", self.weight_decay, "a number >= 0", lambda v: v >= 0),
+                  ("gamma", self.gamma, "a number in (0, 1]", lambda v: 0 < v <= 1),
+                  ("grad_clip", self.grad_clip, "a positive number (or none)", lambda v: v > 0))
+        for name, value, expected, ok in checks:
+            if value is None and name == "grad_clip":
+                continue
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):
+                raise ValueError(f"--{name.replace('_', '-')}: expected {expected}, found {value!r}")
+        if self.loss not in LOSSES:
+            raise ValueError(f"--loss: expected one of {sorted(LOSSES)}, found {self.loss!r}")
+
 
 class NonFiniteLossError(RuntimeError):
     """Training produced a NaN/inf loss or gradient; the last good checkpoint was left in place."""
@@ -91,8 +108,6 @@ class Trainer:
 
     def __init__(self, model: nn.Module, train, val, config: TrainConfig, out_dir, *, meta: dict,
                  normalizers: dict | None = None, dist: DistInfo | None = None, windowed: bool = False):
-        if config.loss not in LOSSES:
-            raise ValueError(f"loss: expected one of {sorted(LOSSES)}, found {config.loss!r}")
         self.dist = dist or DistInfo()
         self.config, self.meta, self.out = config, meta, Path(out_dir)
         self.normalizers = normalizers or {"input": None, "output": None}
