@@ -55,3 +55,16 @@ def test_swe_writes_the_pdebench_layout(tmp_path, capsys):
     assert ds.h.sizes["sample"] == 3 and ds.h.sizes["time"] == 3
     assert main([*SWE, "--out", str(tmp_path / "bad.nc"), "--frames", "1"]) == 1
     assert "n_frames" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_ns_writes_the_pdebench_layout_the_readme_trains_on(tmp_path, capsys):
+    """``generate ns --pdebench`` writes PDEBench's per-sample-group file; ``info`` and the one opener read
+    it back with the same vorticity as the NetCDF output."""
+    assert main([*NS, "--out", str(tmp_path / "ns.h5"), "--pdebench", "--record-initial"]) == 0
+    assert main([*NS, "--out", str(tmp_path / "ns.nc"), "--record-initial"]) == 0
+    h5, nc = pde_data.open_data(tmp_path / "ns.h5"), pde_data.open(tmp_path / "ns.nc")
+    assert h5.attrs["source_format"] == "pdebench:group"
+    np.testing.assert_array_equal(h5.vorticity.values, nc.vorticity.values)
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "ns.h5")]) == 0
+    assert "variable vorticity: ('sample', 'time', 'x', 'y')" in capsys.readouterr().out

@@ -11,6 +11,8 @@ import importlib
 import re
 import sys
 
+from operators.cli._config_file import expand_config_file
+
 __all__ = ["main", "build_parser", "explicit_dests"]
 
 _SUBCOMMANDS = ("generate", "train", "evaluate", "bench", "info")
@@ -36,11 +38,18 @@ def explicit_dests(argv: list[str] | None) -> set[str]:
     given ends up in the namespace (argparse keeps no public list of a parser's actions: ``_actions``).
     """
     parser = build_parser()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    for sub in commands.choices.values():
+    for sub in _subparsers(parser).choices.values():
         for action in sub._actions:
             action.default = argparse.SUPPRESS
     return set(vars(parser.parse_args(argv))) - {"func", "command", "debug"}
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    return _subparsers(parser).choices[name]
 
 
 #: a negative number as a command-line value (argparse would take ``-1e-3`` for an option)
@@ -62,7 +71,13 @@ def _negative_values_joined(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     argv = _negative_values_joined(sys.argv[1:] if argv is None else [str(a) for a in argv])
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    try:
+        argv = expand_config_file(argv, _subparser(parser, "train"))
+    except ValueError as exc:
+        print(f"circuitop train: error: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     args.explicit = explicit_dests(argv)
     try:
         return int(args.func(args) or 0)

@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 import pde_data
 
-__all__ = ["add_common_options", "selected_samples", "output_path", "write", "generate_chunked"]
+__all__ = ["add_common_options", "add_pdebench_option", "selected_samples", "output_path", "write", "generate_chunked"]
 
 
 def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_default: int = 0) -> None:
@@ -51,8 +51,20 @@ def output_path(args: argparse.Namespace) -> Path:
     return args.out if args.shard is None else pde_data.shard_path(args.out, args.shard[0])
 
 
-def write(ds: xr.Dataset, args: argparse.Namespace) -> Path:
-    """Save atomically to the output path and print where it went."""
+def add_pdebench_option(p: argparse.ArgumentParser, layout: str) -> None:
+    """``--pdebench``: write PDEBench's HDF5 ``layout`` instead of NetCDF (see :func:`write`)."""
+    p.add_argument("--pdebench", action="store_true",
+                   help=f"write PDEBench's HDF5 layout ('{layout}': groups '0000'.., data (T, X, Y, C)) instead of NetCDF")
+    p.set_defaults(pdebench_layout=layout)
+
+
+def write(ds: xr.Dataset, args: argparse.Namespace, *, variables: list[str] | None = None) -> Path:
+    """Save atomically to the output path (NetCDF, or with ``--pdebench`` the problem's PDEBench layout,
+    ``variables`` only) and print where it went."""
+    if getattr(args, "pdebench", False):
+        path = pde_data.write_pdebench(ds, output_path(args), layout=args.pdebench_layout, variables=variables)
+        print(f"wrote {path}: {dict(ds.sizes)} (PDEBench {args.pdebench_layout} layout)")
+        return path
     path = pde_data.save(ds, output_path(args))
     print(f"wrote {path}: {dict(ds.sizes)}")
     return path

@@ -9,7 +9,7 @@ import torch
 from tqdm import tqdm
 
 import pde_data
-from operators.cli._generation import add_common_options, selected_samples, write
+from operators.cli._generation import add_common_options, add_pdebench_option, selected_samples, write
 
 __all__ = ["register", "add_device_options", "resolve_device", "DTYPES"]
 
@@ -46,6 +46,7 @@ def register(problems: argparse._SubParsersAction) -> None:
     p.add_argument("--dt", type=float, default=1e-4, help="largest time step (default 1e-4)")
     p.add_argument("--batch-size", type=int, default=8,
                    help="samples simulated together (results depend on it at round-off level; default 8)")
+    add_pdebench_option(p, "ns")
     p.set_defaults(func=run)
 
 

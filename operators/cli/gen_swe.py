@@ -8,7 +8,7 @@ import sys
 from tqdm import tqdm
 
 import pde_data
-from operators.cli._generation import add_common_options, output_path, selected_samples, write
+from operators.cli._generation import add_common_options, add_pdebench_option, selected_samples, write
 from operators.cli.gen_ns import DTYPES, add_device_options, resolve_device
 
 __all__ = ["register"]
@@ -23,8 +23,7 @@ def register(problems: argparse._SubParsersAction) -> None:
     p.add_argument("--frames", type=int, default=101, help="frames including t=0 (default 101)")
     p.add_argument("--momenta", action="store_true", help="also store hu and hv")
     p.add_argument("--batch-size", type=int, default=8, help="samples simulated together (default 8)")
-    p.add_argument("--pdebench", action="store_true",
-                   help="write PDEBench's HDF5 layout (groups '0000'.., data (T, X, Y, 1)) instead of NetCDF")
+    add_pdebench_option(p, "rdb")
     p.set_defaults(func=run)
 
 
@@ -44,9 +43,5 @@ def run(args: argparse.Namespace) -> int:
             n_frames=args.frames, momenta=args.momenta, batch_size=args.batch_size, dtype=DTYPES[args.dtype],
             device=resolve_device(args.device), callback=progress,
         )
-    if args.pdebench:
-        path = pde_data.write_pdebench(ds, output_path(args), layout="rdb", variables=["h"])
-        print(f"wrote {path}: {dict(ds.sizes)} (PDEBench rdb layout)")
-    else:
-        write(ds, args)
+    write(ds, args, variables=["h"] if args.pdebench else None)
     return 0

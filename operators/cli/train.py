@@ -47,6 +47,8 @@ def _sizes(text: str) -> list[int]:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a neural operator on a data file (NetCDF or PDEBench HDF5)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config-file", metavar="YAML", help="flags as YAML (keys: flag names, e.g. a run's "
+                   "config.yaml); flags on the command line win")
     p.add_argument("--data", required=True, help="NetCDF file, shard glob or PDEBench .h5/.hdf5 file")
     p.add_argument("--model", help="backbone: fno, chonn_fno, nac_fno, unet, chonn_unet, nac_unet, ckb_chain, "
                    "depth_stack, ckb_stack (required unless --resume)")
@@ -119,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         loss=args.loss, grad_clip=args.grad_clip, amp=args.amp, seed=args.seed, pushforward=args.pushforward,
         progress=not args.no_progress,
     )
+    args.epochs = config.epochs
     try:
         history = _train(args, model_config, config)
     except KeyboardInterrupt:
@@ -130,13 +133,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, model_config: dict, config) -> list[dict]:
+    from operators.cli._config_file import CONFIG_FILE, run_config
     from operators.training import LoaderConfig, train_run
 
+    files = {} if args.resume else {CONFIG_FILE: run_config(args, model_config)}
     return train_run(
         args.data, args.model, args.out, model_config=model_config, train_config=config,
         inputs=args.input, targets=args.target, window=args.window, horizon=args.unroll, sizes=args.split,
         split_seed=args.split_seed, normalize=None if args.normalize == "none" else args.normalize,
-        resume=args.resume, overwrite=args.overwrite, device=args.device,
+        resume=args.resume, overwrite=args.overwrite, device=args.device, files=files,
         loader=LoaderConfig(cache=args.cache, workers=args.workers, prefetch=args.prefetch,
                             memory_budget=int(args.memory_budget * 2**30)),
     )

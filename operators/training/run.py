@@ -56,6 +56,14 @@ def check_source(rd: RunData, ds, data, what: str) -> None:
         raise ValueError(f"{os.fspath(data)}: not the data this run was trained on ({'; '.join(differences)}); {what}")
 
 
+def _write_files(out: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        if name not in runfolder.RUN_FILES:
+            raise ValueError(f"files: expected names among {runfolder.RUN_FILES}, found {name!r}")
+        with atomic_path(out / name) as tmp:
+            tmp.write_text(text)
+
+
 def _resumed(out: Path, ds, data, train_config: TrainConfig):
     state = ckpt.load_checkpoint(out / "last.pt")
     rd = RunData.from_state(state["meta"]["data"])
@@ -87,7 +95,8 @@ def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, mo
               train_config: TrainConfig = TrainConfig(), inputs=None, targets=None, window: int | None = None,
               horizon: int = 1, sizes=None, split_seed: int = 0, normalize: str | None = "gaussian",
               resume: bool = False, overwrite: bool = False, device: str | None = None,
-              loader: LoaderConfig = LoaderConfig(), splits: Splits | None = None) -> list[dict]:
+              loader: LoaderConfig = LoaderConfig(), splits: Splits | None = None,
+              files: dict[str, str] | None = None) -> list[dict]:
     """Train ``model`` on the file ``data`` into the run folder ``out``; works under ``torchrun``.
 
     ``out`` belongs to this run while it trains (a lock file; see :mod:`operators.training.runfolder`):
@@ -98,6 +107,8 @@ def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, mo
     data and settings come from ``out/last.pt`` (only ``train_config.epochs`` and ``progress`` are taken
     from the arguments) and ``data`` must be the same data (same fingerprint; it may have moved).
     ``splits`` gives the split indices explicitly instead of drawing ``sizes`` with ``split_seed``.
+    ``files`` (name → text) are written into the run folder beside ``run.json`` (the CLI's
+    ``config.yaml``); their names must be among :data:`runfolder.RUN_FILES`.
     """
     out, info = Path(out), distributed.setup(device)
     try:
@@ -118,6 +129,7 @@ def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, mo
                 folder.clear()  # an overwritten run's files go only now that this run's settings are checked
                 _write_json(out / "run.json", {**meta, "train": dataclasses.asdict(train_config),
                                                "data_file": str(data), "loader": dataclasses.asdict(loader)})
+                _write_files(out, files or {})
             trainer = Trainer(net, train, val, train_config, out, meta=meta, normalizers=normalizers, dist=info,
                               windowed=rd.windowed)
             return trainer.fit(resume_from=out / "last.pt" if resume else None)

@@ -40,7 +40,7 @@ __all__ = ["claim", "RunFolder", "RunFolderError", "Holder", "RUN_FILES", "LOCK"
 LOCK = ".lock"
 #: The files a run writes into its folder (``train`` and ``evaluate --run``); ``--overwrite`` deletes
 #: these and nothing else.
-RUN_FILES = ("last.pt", "best.pt", "history.json", "run.json", "metrics.csv", "curves.png", "metrics.json",
+RUN_FILES = ("last.pt", "best.pt", "history.json", "run.json", "config.yaml", "metrics.csv", "curves.png", "metrics.json",
              "rollout.csv", "pred.nc", "fields.png", "spectra.png", "rollout.png")
 #: Temporary files of :func:`pde_data.atomic_path` left by a killed writer: ``.<name>.<random>.tmp``.
 _TEMPORARY = re.compile(r"^\.(" + "|".join(re.escape(n) for n in RUN_FILES) + r")\.[^/]+\.tmp$")
