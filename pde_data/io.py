@@ -159,7 +159,12 @@ def open(path: str | os.PathLike, *, chunks: dict | None = None) -> xr.Dataset: 
         return xr.open_mfdataset(files, combine="nested", concat_dim="sample", engine="netcdf4",
                                  data_vars="minimal", coords="minimal", compat="override")
     p = check_file(path)
-    return xr.open_dataset(p, engine="netcdf4", chunks=chunks)
+    try:
+        return xr.open_dataset(p, engine="netcdf4", chunks=chunks)
+    except OSError as exc:  # netCDF4's "[Errno -51] NetCDF: Unknown file format" and the like
+        reason = str(exc).split("NetCDF:")[-1].split(":")[0].strip() or type(exc).__name__
+        raise ValueError(f"{p}: expected a readable NetCDF file, found one the NetCDF library cannot read "
+                         f"({reason})") from None
 
 
 def shard_path(path: str | os.PathLike, index: int) -> Path:

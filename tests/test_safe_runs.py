@@ -180,3 +180,23 @@ def test_generate_refuses_an_existing_output(tmp_path):
     blocked = tmp_path / "plain-file"
     blocked.write_text("x")
     assert "impossible to create" in _one_line_error(_cli(*args[:3], blocked / "p.nc", *args[4:]))
+
+
+def test_a_run_logs_every_epoch(trained):
+    """``metrics.csv`` (one row per epoch), ``curves.png`` and TensorBoard scalars hold the same history."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _, run = trained
+    history = json.loads((run / "history.json").read_text())
+    rows = (run / "metrics.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    assert len(rows) == 1 + len(history) == 3 and {"epoch", "lr", "train_loss", "val_rel_l2", "samples_per_s"} <= set(header)
+    for line, record in zip(rows[1:], history):
+        cells = dict(zip(header, line.split(",")))
+        assert float(cells["train_loss"]) == record["train_loss"] and float(cells["val_rel_l2"]) == record["val_rel_l2"]
+    assert (run / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    events = EventAccumulator(str(run))
+    events.Reload()
+    losses = events.Scalars("train_loss")
+    assert [e.step for e in losses] == [1, 2]
+    assert [e.value for e in losses] == pytest.approx([r["train_loss"] for r in history], rel=1e-6)

@@ -73,7 +73,7 @@ class _Evaluator:
             self.time = slice(0, m + self.n_steps)
         elif n_steps is not None:
             raise ValueError("--rollout: the run is a steady (input → target) model, not a time-stepper")
-        missing = [v for v in (*rd.inputs, *rd.targets) if v not in ds.data_vars]
+        missing = [v for v in dict.fromkeys((*rd.inputs, *rd.targets)) if v not in ds.data_vars]
         if missing:
             raise ValueError(f"expected the run's variables {sorted(set(rd.inputs) | set(rd.targets))} in the data; "
                              f"missing {missing}, found {list(ds.data_vars)}")

@@ -91,7 +91,8 @@ class RunData:
 
 
 def _default_sizes(n: int) -> list[int]:
-    n_val = max(1, n // 10)
+    """80/10/10 %, at least one validation and test sample once there are 3 samples (all train below)."""
+    n_val = max(1, n // 10) if n >= 3 else 0
     return [n - 2 * n_val, n_val, n_val]
 
 
@@ -149,6 +150,9 @@ def describe(ds: xr.Dataset, *, inputs: Sequence[str] | None = None, targets: Se
     → the next ``horizon`` frames of the same variables. The split is drawn with ``seed`` from
     ``sizes`` (default 80/10/10 %), or given explicitly as ``splits`` (e.g. a benchmark's fixed sets).
     """
+    if SAMPLE not in ds.dims:
+        raise ValueError(f"{ds.attrs.get('source_file', 'data')}: expected a '{SAMPLE}' dim in the data model; "
+                         f"found dims {tuple(ds.dims)}")
     if normalize not in (None, *pde_data.normalize.KINDS):
         raise ValueError(f"normalize: expected one of {pde_data.normalize.KINDS} or None, found {normalize!r}")
     splits = _splits(ds.sizes[SAMPLE], sizes, seed) if splits is None else _checked(splits, ds.sizes[SAMPLE])

@@ -42,8 +42,10 @@ LOCK = ".lock"
 #: these and nothing else.
 RUN_FILES = ("last.pt", "best.pt", "history.json", "run.json", "config.yaml", "metrics.csv", "curves.png", "metrics.json",
              "rollout.csv", "pred.nc", "fields.png", "spectra.png", "rollout.png")
-#: Temporary files of :func:`pde_data.atomic_path` left by a killed writer: ``.<name>.<random>.tmp``.
-_TEMPORARY = re.compile(r"^\.(" + "|".join(re.escape(n) for n in RUN_FILES) + r")\.[^/]+\.tmp$")
+#: Temporary files of :func:`pde_data.atomic_path` left by a killed writer (``.<name>.<random>.tmp``) and
+#: TensorBoard's event files (``events.out.tfevents.<time>.<host>.<pid>.<n>``).
+_OTHER_RUN_FILES = re.compile(r"^\.(" + "|".join(re.escape(n) for n in RUN_FILES) + r")\.[^/]+\.tmp$"
+                        r"|^events\.out\.tfevents\.[^/]+$")
 
 
 class RunFolderError(ValueError):
@@ -112,7 +114,7 @@ def _unlock(folder: Path, fd: int) -> None:
 
 
 def _is_run_file(path: Path) -> bool:
-    return path.is_file() and (path.name in RUN_FILES or _TEMPORARY.match(path.name) is not None)
+    return path.is_file() and (path.name in RUN_FILES or _OTHER_RUN_FILES.match(path.name) is not None)
 
 
 class RunFolder:

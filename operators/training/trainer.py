@@ -118,6 +118,7 @@ class Trainer:
         self.optimizer = make_optimizer(self.model.parameters(), config)
         self.scheduler = make_scheduler(self.optimizer, config)
         self.epoch, self.best, self.history = 0, math.inf, []
+        self._events = None  # the TensorBoard writer, opened with the first logged epoch
 
     # -- forward and loss ------------------------------------------------------------------------
     def _predict(self, x: torch.Tensor, y_like: torch.Tensor, pushforward: bool = False,
@@ -195,10 +196,27 @@ class Trainer:
             self.history.append(record)
             if self.dist.is_main:
                 self._checkpoint(record)
+                self._log_event(record)
                 print(_summary(record), file=sys.stderr, flush=True)
         if self.dist.is_main and self.history:
             self._plot_curves()
+        if self._events is not None:
+            self._events.close()
         return self.history
+
+    def _log_event(self, record: dict) -> None:
+        """The record's numbers as TensorBoard scalars in the run folder, when tensorboard is installed
+        (the ``tensorboard`` extra); without it nothing is logged there (``metrics.csv`` has the same)."""
+        if self._events is None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                return
+            self._events = SummaryWriter(log_dir=str(self.out))
+        for key, value in record.items():
+            if key != "epoch" and isinstance(value, (int, float)):
+                self._events.add_scalar(key, value, record["epoch"])
+        self._events.flush()
 
     def _plot_curves(self) -> None:
         """``curves.png``: loss and validation metrics per epoch (matplotlib only here, at the end)."""
