@@ -128,7 +128,7 @@ class PredictionWriter:
             self._create(name, self._like[name].dims, self._like[name].dtype, attrs)
 
     def _create(self, name: str, dims: Sequence[str], dtype: np.dtype, attrs: dict) -> None:
-        dtype = np.dtype(dtype)
+        dtype = np.dtype(dtype).newbyteorder("=")  # h5py reports '<f4'; the written arrays are native
         if dtype.kind not in "fiub":
             raise ValueError(f"{name}: expected a numeric dtype for a sample-dependent variable, found {dtype}")
         shape = [self._size(d) for d in dims]

@@ -94,3 +94,19 @@ def test_incomplete_file_and_bad_batches(tmp_path):
     with pytest.raises(RuntimeError, match="inside its `with` block"):
         PredictionWriter(path, truth, ["u"], n_samples=7).write(0, truth)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_pdebench_template_writes_without_warnings(tmp_path):
+    """h5py reports dtypes with an explicit byte order ('<f4'); the file is created in native order, with no
+    netCDF4 endian warning (it was printed by every evaluate --run on a PDEBench file)."""
+    import warnings
+
+    ds = xr.Dataset({"h": (("sample", "time", "x", "y"), np.random.default_rng(0).random((3, 2, 4, 4), dtype="f4"))})
+    path = pde_data.write_pdebench(ds, tmp_path / "rdb.h5", layout="rdb")
+    like = pde_data.open_data(path)[["h"]].isel(sample=[0])
+    assert like.h.dtype.byteorder == "<"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pde_data.PredictionWriter(tmp_path / "pred.nc", like, ["h"], 1) as out:
+            out.write(0, like.load(), sample_ids=[0])
+    np.testing.assert_array_equal(pde_data.open(tmp_path / "pred.nc").h.values, like.h.values)
