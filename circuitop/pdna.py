@@ -20,8 +20,10 @@ variant  name                   pulse        self-attend
 ``E``    full PDNA              yes          yes
 =======  =====================  ===========  ============
 
-Variant ``B`` adds ``s * eps`` with ``eps ~ N(0, 1)`` from a seeded generator and a learnable scale ``s``
-(initialised like ``alpha``), in training mode only. As in the paper (Sec. 3.4) the modules act on the CfC
+Variant ``B`` adds ``s * eps`` with ``eps ~ N(0, 1)`` and a learnable scale ``s`` (initialised like
+``alpha``) in training and in evaluation, as the paper's control perturbs the state whenever the pulse
+would act (004 Sec. 3.5, Table 1). Training draws from one seeded generator that moves on from call to
+call; evaluation restarts it from ``seed`` at every call, so a gapped evaluation is reproducible. As in the paper (Sec. 3.4) the modules act on the CfC
 states of all steps at once; ``feedback=True`` instead feeds the augmented state back into the recurrence.
 ``t`` is the elapsed time ``t_k = dt_1 + ... + dt_k`` (the step index ``k`` for unit steps).
 """
@@ -73,17 +75,24 @@ class PDNA(nn.Module):
             self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
         elif self.perturbation == "noise":
             self.noise_scale = nn.Parameter(torch.tensor(float(alpha_init)))
-            self.generator = torch.Generator().manual_seed(seed)
+            self.seed, self.generator = seed, torch.Generator().manual_seed(seed)
         if self.self_attend:
             self.w_self = nn.Linear(hidden, hidden, bias=False)
             self.beta = nn.Parameter(torch.tensor(float(beta_init)))
 
-    def augment(self, h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        """Eqs. 4 and 6 for states ``h`` ``(..., hidden)`` at times ``t`` ``(...)``."""
+    def _noise(self) -> torch.Generator | None:
+        """Variant B's generator for one call: the moving training stream, or a fresh one from ``seed``."""
+        if self.perturbation != "noise":
+            return None
+        return self.generator if self.training else torch.Generator().manual_seed(self.seed)
+
+    def augment(self, h: torch.Tensor, t: torch.Tensor, noise: torch.Generator | None = None) -> torch.Tensor:
+        """Eqs. 4 and 6 for states ``h`` ``(..., hidden)`` at times ``t`` ``(...)``; variant B draws from
+        ``noise`` (default: :meth:`_noise`)."""
         if self.perturbation == "pulse":
             h = h + self.alpha * self.amplitude * torch.sin(self.omega * t.unsqueeze(-1) + self.phase(h))
-        elif self.perturbation == "noise" and self.training:
-            eps = torch.randn(h.shape, generator=self.generator, dtype=h.dtype).to(h.device)
+        elif self.perturbation == "noise":
+            eps = torch.randn(h.shape, generator=noise or self._noise(), dtype=h.dtype).to(h.device)
             h = h + self.noise_scale * eps
         if self.self_attend:
             h = h + self.beta * self.w_self(torch.sigmoid(h))
@@ -93,14 +102,14 @@ class PDNA(nn.Module):
                h0: torch.Tensor | None = None) -> torch.Tensor:
         """Augmented states ``(batch, time, hidden)`` for ``x`` ``(batch, time, in)``, ``dt`` ``(batch, time)``."""
         dt = check_sequence(x, dt, self.in_channels)
-        t = dt.cumsum(1)
+        t, noise = dt.cumsum(1), self._noise()
         if not self.feedback:
-            return self.augment(self.cfc.states(x, dt, h0), t)
+            return self.augment(self.cfc.states(x, dt, h0), t, noise)
         cell, pre = self.cfc.cell, self.cfc.cell.in_proj(x)
         h = initial_state(x, h0, self.hidden)
         states = []
         for k in range(x.shape[1]):
-            h = self.augment(cell.step(pre[:, k], h, dt[:, k, None]), t[:, k])
+            h = self.augment(cell.step(pre[:, k], h, dt[:, k, None]), t[:, k], noise)
             states.append(h)
         return torch.stack(states, 1)
 

@@ -1,5 +1,5 @@
 """PDNA: variant A is a plain CfC, the pulse and self-attend terms follow Eqs. 3-6, the noise control is
-seeded and training-only."""
+seeded and perturbs the state in training and (reproducibly) in evaluation."""
 
 import math
 
@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from circuitop import PDNA, CfC
+from evaluation import apply_gap
 
 IN, HIDDEN = 4, 8
 
@@ -58,7 +59,7 @@ def test_initialisation_follows_the_paper():
         assert names <= own and ("beta" in own) == (variant in "DE") and ("alpha" in own) == (variant in "CE")
 
 
-def test_noise_variant_is_seeded_and_training_only():
+def test_noise_variant_is_seeded_and_acts_in_training_and_evaluation():
     x, dt = _data()
     first, cfc = _pair("B", seed=5)
     second, _ = _pair("B", seed=5)
@@ -67,8 +68,15 @@ def test_noise_variant_is_seeded_and_training_only():
     torch.testing.assert_close(y1, y2, atol=0, rtol=0)
     assert not torch.allclose(y1, y3)
     assert not torch.allclose(y1, cfc(x, dt)[0])
-    first.eval()
-    torch.testing.assert_close(first(x, dt)[0], cfc(x, dt)[0], atol=0, rtol=0)
+    first.eval()  # the control perturbs at test time too, on a gapped input: it differs from A, reproducibly
+    gapped = apply_gap(x, 0.3)
+    evaluated = first(gapped, dt)[0]
+    assert not torch.allclose(evaluated, cfc(gapped, dt)[0])
+    torch.testing.assert_close(first(gapped, dt)[0], evaluated, atol=0, rtol=0)
+    second.eval()
+    torch.testing.assert_close(second(gapped, dt)[0], evaluated, atol=0, rtol=0)
+    other.eval()
+    assert not torch.allclose(other(gapped, dt)[0], evaluated)
     first.train()
     noise = first(x, dt)[0] - cfc(x, dt)[0]
     assert noise.std().item() == pytest.approx(0.01, rel=0.3)
