@@ -3,12 +3,15 @@ host a block (CKB, NAC) in its deepest encoder and decoder stages.
 
 Sizes follow the CHONN paper's Darcy/Poisson settings (003, Methods): ``n_layers`` down-sampling
 stages, ``n_res`` residual blocks per stage, ``n_res_neck`` in the bottleneck, ``channel_multiplier``
-channels at the finest stage (doubled at each coarser one) and ``kernel_size`` convolutions. With no
-block the hosted positions are identities, so ``make_block=None`` is the plain U-Net exactly.
+channels at the finest stage (doubled at each coarser one) and ``kernel_size`` convolutions. Residual
+blocks are group-normalized, as the U-Nets of PDEArena and CNO are: without normalization the paper-size
+model (8.4 M parameters) diverged on Darcy 16² at lr 3e-3. With no block the hosted positions are
+identities, so ``make_block=None`` is the plain U-Net exactly.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -32,17 +35,25 @@ class UNetConfig:
     n_dim: int = 2
 
 
+def _groups(channels: int) -> int:
+    """Groups of the group normalization: 8 (as PDEArena's and CNO's U-Nets), fewer for narrow layers."""
+    return math.gcd(channels, 8)
+
+
 class _ResBlock(nn.Module):
-    """``v + conv(σ(conv(σ(v))))`` at fixed channels; no batch statistics (safe under DDP)."""
+    """``v + conv(σ(GN(conv(σ(GN(v))))))`` at fixed channels (pre-activation, group-normalized); GroupNorm
+    keeps no batch statistics, so it is safe under DDP and independent of the batch size."""
 
     def __init__(self, n_dim: int, channels: int, kernel_size: int):
         super().__init__()
         pad = kernel_size // 2
+        self.norm1 = nn.GroupNorm(_groups(channels), channels)
         self.conv1 = conv_nd(n_dim, channels, channels, kernel_size, padding=pad)
+        self.norm2 = nn.GroupNorm(_groups(channels), channels)
         self.conv2 = conv_nd(n_dim, channels, channels, kernel_size, padding=pad)
 
     def forward(self, v: torch.Tensor) -> torch.Tensor:
-        return v + self.conv2(F.gelu(self.conv1(F.gelu(v))))
+        return v + self.conv2(F.gelu(self.norm2(self.conv1(F.gelu(self.norm1(v))))))
 
 
 def _res_stack(n_dim: int, channels: int, kernel_size: int, n: int) -> nn.Sequential:

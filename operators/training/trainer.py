@@ -72,8 +72,13 @@ class TrainConfig:
             raise ValueError(f"--loss: expected one of {sorted(LOSSES)}, found {self.loss!r}")
 
 
+#: training stops when a step's mean loss exceeds this multiple of the run's first step's
+DIVERGENCE = 1e3
+
+
 class NonFiniteLossError(RuntimeError):
-    """Training produced a NaN/inf loss or gradient; the last good checkpoint was left in place."""
+    """Training diverged (a NaN/inf loss or gradient, or a loss beyond :data:`DIVERGENCE` × its first
+    value); the last good checkpoint was left in place."""
 
 
 def _decode(normalizer, t: torch.Tensor) -> torch.Tensor:
@@ -119,6 +124,7 @@ class Trainer:
         self.scheduler = make_scheduler(self.optimizer, config)
         self.epoch, self.best, self.history = 0, math.inf, []
         self._events = None  # the TensorBoard writer, opened with the first logged epoch
+        self.first_loss: float | None = None  # the run's first step's mean loss (divergence check)
 
     # -- forward and loss ------------------------------------------------------------------------
     def _predict(self, x: torch.Tensor, y_like: torch.Tensor, pushforward: bool = False,
@@ -145,6 +151,12 @@ class Trainer:
         total = all_reduce_sum(local.detach(), self.dist)
         if not torch.isfinite(total):
             self._fail(f"non-finite loss ({total.item()}) {where}")
+        mean = total.item() / n_global
+        if self.first_loss is None:
+            self.first_loss = mean
+        elif mean > DIVERGENCE * self.first_loss:
+            self._fail(f"the loss {mean:.4g} grew beyond {DIVERGENCE:g}x its first value {self.first_loss:.4g} {where} "
+                       "(diverging: lower --lr or clip with --grad-clip)")
         self.optimizer.zero_grad(set_to_none=True)
         (local * (self.dist.world_size / n_global)).backward()
         clip = self.config.grad_clip if self.config.grad_clip else math.inf
@@ -247,6 +259,7 @@ class Trainer:
         return {
             "format": 1, "model": ckpt.tensor_state(unwrap(self.model)), "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "epoch": self.epoch, "best": self.best,
+            "first_loss": self.first_loss,
             "history": self.history, "rng": ckpt.rng_state(), "meta": self.meta,
             "train_config": dataclasses.asdict(self.config),
             "normalizers": {k: (None if v is None else v.state_dict()) for k, v in self.normalizers.items()},
@@ -259,6 +272,7 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.epoch, self.best, self.history = state["epoch"], state["best"], list(state["history"])
+        self.first_loss = state.get("first_loss")
         ckpt.set_rng_state(state["rng"])
 
 
