@@ -11,11 +11,13 @@ Metrics on the test sets: median relative L1 in % (the CNO convention), nRMSE (r
 Scales (data from ``pde_data.generate_poisson``, exact solutions of 003 Eqs. 56-58):
 
 - full: the CNO sizes, 1024 / 128 / 256 in distribution (K = 16) + 256 out of distribution (K = 20) at
-  64²; U-Net 3 levels × 4 residual blocks, 32 channels; CKB d_state 16; the CHONN paper's schedule:
+  64²; the CHONN paper's Poisson host (003, Methods, "Poisson": N_layers = 4, width 16, d_state 16):
+  U-Net 4 levels, 16 channels at the finest, CKB d_state 16; 4 residual blocks per stage and in the
+  bottleneck, as in the paper's Darcy U-Net (the Poisson text does not give them); the schedule:
   Adam lr 1e-3, weight decay 1e-6, StepLR(10, 0.98), 1000 epochs, batch 16; loss relative L1 (the
   reported metric) at every scale. Run time, an estimate
-  extrapolated from the quick run (not measured): 440× its sample-epochs at 4× the pixels with a ≈ 16×
-  wider U-Net — about 1-2 days for the five orders on one GPU; not practical on CPU.
+  extrapolated from the quick run (not measured): 440× its sample-epochs at 4× the pixels with a larger
+  U-Net (4 levels of 16-128 channels against 2 of 8-16) — about 1-2 days for the five orders on one GPU; not practical on CPU.
 - ``--quick``: 192 / 32 / 64 (+ 64 OOD) at 32², small U-Net, 12 epochs. Measured: ≈ 14 minutes (orders
   0-4: 38, 76, 169, 265, 273 s of training) with 1 thread on 2 cores shared by ~10 processes.
 - ``--smoke``: 4 / 2 / 2 (+ 2) at 24² (the coarsest grid that resolves the OOD set's K = 20), orders 0 and 1,
@@ -44,7 +46,7 @@ SCRIPT = "poisson_order_ablation"
 SCALES = {
     "full": dict(n_grid=64, sizes=(1024, 128, 256, 256), orders=(0, 1, 2, 3, 4), epochs=1000, batch_size=16,
                  weight_decay=1e-6, step_size=10, gamma=0.98,
-                 unet=dict(n_layers=3, n_res=4, n_res_neck=4, channel_multiplier=32), d_state=16, expand=2),
+                 unet=dict(n_layers=4, n_res=4, n_res_neck=4, channel_multiplier=16), d_state=16, expand=2),
     "quick": dict(n_grid=32, sizes=(192, 32, 64, 64), orders=(0, 1, 2, 3, 4), epochs=12, batch_size=16,
                   weight_decay=1e-6, step_size=10, gamma=0.5,
                   unet=dict(n_layers=2, n_res=1, n_res_neck=1, channel_multiplier=8), d_state=4, expand=1),
