@@ -1,6 +1,6 @@
 """Darcy at 128²: our sparse direct solve per sample vs PDEBench's explicit time stepping to steady state.
 
-PDEBench reached the steady state of ``-∇·(a∇u) = beta`` by stepping ``u_t = ∇·(a∇u) + beta`` (003,
+PDEBench reached the steady state of ``-∇·(a∇u) = beta`` by stepping ``u_t = ∇·(a∇u) + beta`` (CHONN,
 Eq. 54) explicitly to t = 1.75 with ``dt = 0.25 · 0.5 · dx² / max a``; at 128² and max a = 1 that is
 229,376 steps. The stepper below uses the same finite-volume operator as ``pde_data.darcy`` (face
 coefficient = mean of the two cells, ghost cell ``-u`` beyond each wall, i.e. u = 0 at half a cell),

@@ -1,6 +1,6 @@
 """NAC runtime and peak memory at the paper's configuration, next to scaled dot-product attention.
 
-Paper 000, Appendix D.4 (figures in shared/specs/anchors.md): sequence 1024, d_model 64, 4 heads, batch 1,
+Paper NAC, Appendix D.4 (figures in docs/specs/anchors.md): sequence 1024, d_model 64, 4 heads, batch 1,
 one forward pass. Here: CPU, inference (``torch.no_grad``), best of ``repeat`` runs; all rows are timed in
 the same run so their ratios compare. Peak memory is the peak rise of live tensor memory during the call
 (``evaluation.resources.peak_memory_mb``: the allocator's peak on GPU, the profiler's per-operator self

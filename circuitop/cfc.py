@@ -1,6 +1,6 @@
 """Closed-form continuous-time (CfC) cell and sequence model with per-sample irregular step sizes.
 
-CfC (Hasani et al. 2022; recalled in 004_b94319d78e43c3de.txt, Eq. 2) replaces the LTC ODE solve by
+CfC (Hasani et al. 2022; recalled in PDNA, Eq. 2) replaces the LTC ODE solve by
 ``h(t) = sigma(-f t) * g + (1 - sigma(-f t)) * h0``. As in ``ncps``, a backbone MLP reads ``[x, h]`` and
 heads give ``ff1, ff2, t_a, t_b``; with ``t_i = sigmoid(t_a dt + t_b)`` the modes are
 

@@ -1,6 +1,6 @@
 """Cascaded Kirchhoff Block (CKB): ``order`` serial Kirchhoff cells inside one residual block.
 
-Following 003_df0c3e3c952076d3.txt, Eqs. 29–38 (and Eqs. 5–7 / 24–28 for why a cascade of N first-order
+Following CHONN, Eqs. 29–38 (and Eqs. 5–7 / 24–28 for why a cascade of N first-order
 cells is an N-th-order operator):
 
     X̃ = Norm(X);  u = SiLU(DSConv(W_u X̃));  g = SiLU(W_g X̃)                    (Eq. 31)

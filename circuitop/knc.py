@@ -1,6 +1,6 @@
 """Kirchhoff Neural Cell (KNC): a selective RC state update with the exact zero-order-hold injection.
 
-Continuous form (003_df0c3e3c952076d3.txt, Eqs. 1–2 and 17–18): C dv/dt = -(G_leak + G_p) v + B_p u,
+Continuous form (CHONN, Eqs. 1–2 and 17–18): C dv/dt = -(G_leak + G_p) v + B_p u,
 i.e. dv/dt = -α v + β u. Under zero-order hold (Eq. 20) the exact step is
 
     v_k = ᾱ_k v_{k-1} + β̄_k u_k,   ᾱ_k = exp(-α Δt_k),   β̄_k = (β/α) (1 - exp(-α Δt_k)),

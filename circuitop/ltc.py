@@ -1,6 +1,6 @@
 """Liquid time-constant (LTC) cell and sequence model with the fused solver and irregular steps.
 
-The LTC ODE (002_51b07be5fae7d854.txt, Eq. 1) is ``dx/dt = -[1/tau + f(x, I)] x + f(x, I) A``; the fused
+The LTC ODE (LTC, Eq. 1) is ``dx/dt = -[1/tau + f(x, I)] x + f(x, I) A``; the fused
 semi-implicit step (Eq. 3) ``x <- (x + dt f A) / (1 + dt (1/tau + f))`` is repeated ``ode_unfolds`` times
 per input step with ``dt = elapsed / ode_unfolds``. In the biophysical form used by ``ncps``::
 
@@ -58,7 +58,7 @@ def _wiring(wiring: ncps.wirings.Wiring, in_channels: int) -> ncps.wirings.Wirin
 
 
 class LTCCell(nn.Module):
-    """One LTC input step: ``ode_unfolds`` fused-solver updates (002_51b07be5fae7d854.txt, Eq. 3).
+    """One LTC input step: ``ode_unfolds`` fused-solver updates (LTC, Eq. 3).
 
     Args:
         wiring: an ``ncps.wirings`` object (``AutoNCP``, ``FullyConnected``, ...) giving synapse masks,

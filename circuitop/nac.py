@@ -1,4 +1,4 @@
-"""The Neuronal Attention Circuit layer (paper 000, Sections 2–2.2.1), built as the paper states it.
+"""The Neuronal Attention Circuit layer (NAC, Sections 2–2.2.1), built as the paper states it.
 
 Per head h, for each query i and each selected key j (Top-K by Algorithm 2, or all keys when ``topk=None``):
 
@@ -8,7 +8,7 @@ Per head h, for each query i and each selected key j (Top-K by Algorithm 2, or a
     α_ij = softmax_j(a_ij),  out_i = Σ_j α_ij v_j t_ij                                         (Eq. 19)
 
 then heads are concatenated and projected (Section 2.2.1). q, k, v come from sparse NCP sensory gates (Eq. 13).
-Unlike the authors' code, φ and ω depend on the pair (see ``shared/specs/cells.md``).
+Unlike the authors' code, φ and ω depend on the pair (see ``docs/specs/cells.md``).
 """
 
 from __future__ import annotations

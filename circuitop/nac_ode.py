@@ -1,5 +1,5 @@
 """NAC logit dynamics: the closed-form, Euler and steady-state solutions of da/dt = −ω a + φ, and the
-per-pair pseudo-time t (paper 000, Eqs. 1–3, 17–18 and "Construction of Time Vector")."""
+per-pair pseudo-time t (NAC, Eqs. 1–3, 17–18 and "Construction of Time Vector")."""
 
 from __future__ import annotations
 

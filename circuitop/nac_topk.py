@@ -1,4 +1,4 @@
-"""Sub-quadratic Top-K key selection for NAC (paper 000, Algorithm 2, repaired) and its dense reference.
+"""Sub-quadratic Top-K key selection for NAC (NAC, Algorithm 2, repaired) and its dense reference.
 
 Selection score: the per-head dot product s_ij = q_i · k_j (Algorithm 2's fine score; no 1/√D scale, which
 does not change the ranking). Keys are cut into blocks of B_s = ⌊√T_k⌋ (the last block ragged, so every key

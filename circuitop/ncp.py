@@ -1,7 +1,7 @@
 """NCP wiring as sparse masked maps: the NAC sensory gate and the layered NAC backbone.
 
 The wiring is the ``ncps`` Neural Circuit Policy (Lechner et al. 2020) built with AutoNCP's fan-out rules
-(NAC paper 000, Appendix A.1 and Algorithm 1): neurons ``[motor | command | inter]``, sensory → inter
+(NAC, Appendix A.1 and Algorithm 1): neurons ``[motor | command | inter]``, sensory → inter
 fan-out ``int(n_inter·ρ)``, inter → command ``int(n_command·ρ)``, command → motor fan-in
 ``int(n_command·ρ)`` with density ρ = 1 − sparsity and synapse polarity ±1. Every weight below is
 multiplied by the wiring's 0/1 mask, so a removed synapse is out of the computation and gets zero gradient.

@@ -1,6 +1,6 @@
 """PDNA: a CfC whose hidden states receive a learnable pulse and a self-attend term.
 
-Following 004_b94319d78e43c3de.txt (Eqs. 3-6), for CfC hidden states ``h_t``::
+Following PDNA (Eqs. 3-6), for CfC hidden states ``h_t``::
 
     pulse(t, h)     = A * sin(omega t + W_phi h + b_phi)            (Eq. 3)
     h'              = h + alpha * pulse(t, h)                         (Eq. 4)
@@ -22,9 +22,9 @@ variant  name                   pulse        self-attend
 
 Variant ``B`` adds ``s * eps`` with ``eps ~ N(0, 1)`` and a learnable scale ``s`` (initialised like
 ``alpha``) in training and in evaluation, as the paper's control perturbs the state whenever the pulse
-would act (004 Sec. 3.5, Table 1). Training draws from one seeded generator that moves on from call to
-call; evaluation restarts it from ``seed`` at every call, so a gapped evaluation is reproducible. As in the paper (Sec. 3.4) the modules act on the CfC
-states of all steps at once; ``feedback=True`` instead feeds the augmented state back into the recurrence.
+would act (PDNA Sec. 3.5, Table 1). Training draws from one seeded generator that moves on from call to
+call; evaluation restarts it from ``seed`` at every call, so a gapped evaluation is reproducible. As in
+the paper (Sec. 3.4) the modules act on the CfC states of all steps at once; ``feedback=True`` instead feeds the augmented state back into the recurrence.
 ``t`` is the elapsed time ``t_k = dt_1 + ... + dt_k`` (the step index ``k`` for unit steps).
 """
 

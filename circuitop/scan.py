@@ -1,7 +1,7 @@
 """The first-order linear recurrence h_t = a_t * h_{t-1} + b_t, as a fast chunked scan and a plain loop.
 
 This is the discrete state update of the Kirchhoff Neural Cell, v_k = ᾱ_k v_{k-1} + β̄_k u_k
-(003_df0c3e3c952076d3.txt, Eqs. 21 and 32). The fast path never multiplies more than one chunk of
+(CHONN, Eqs. 21 and 32). The fast path never multiplies more than one chunk of
 coefficients together and never forms a cumulative product over the whole sequence, so nothing
 overflows for any length; products of coefficients with |a| <= 1 can only underflow to 0, which is
 exact enough (the contribution they weigh is that small).
@@ -95,7 +95,7 @@ def selective_scan(
     *,
     chunk_size: int | None = None,
 ) -> torch.Tensor:
-    """Scan h_t = a_t * h_{t-1} + b_t along dim 1 (Eq. 32 of 003_df0c3e3c952076d3.txt), in parallel.
+    """Scan h_t = a_t * h_{t-1} + b_t along dim 1 (Eq. 32 of CHONN), in parallel.
 
     ====  ===========================  =====================================
     name  shape                        meaning

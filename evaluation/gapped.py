@@ -1,4 +1,4 @@
-"""The Gapped evaluation protocol (004_b94319d78e43c3de.txt, Sec. 4, Table 2, Eq. 7).
+"""The Gapped evaluation protocol (PDNA, Sec. 4, Table 2, Eq. 7).
 
 A trained sequence classifier is evaluated with the inputs inside a gap set to zero, at test time only:
 

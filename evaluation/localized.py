@@ -34,7 +34,7 @@ def frequency_band_errors(pred, true, *, bands: Sequence[int] = (4, 12),
     (:mod:`evaluation.spectra`), then the mean of ``E_r`` over ``r ∈ [0, b0)``, ``[b0, b1)``,
     ``[b1, end)`` (NaN for a band the grid does not reach); leading non-spatial axes (time, channel)
     are averaged. Continuous form: the L2 norm of ``ê(k)`` on the shell ``r ≤ |k| < r + 1``.
-    This is PDEBench's fRMSE (spec ``metrics.md``) taken per sample instead of over the batch.
+    This is PDEBench's fRMSE (``docs/specs/metrics.md``) taken per sample instead of over the batch.
 
     Args:
         pred, true: arrays ``(batch, *spatial)`` (1-3 spatial axes) or xarray fields.

@@ -1,4 +1,4 @@
-"""The PDEBench metric suite, computed over a whole test set (spec ``metrics.md``), at once or streamed.
+"""The PDEBench metric suite, computed over a whole test set (``docs/specs/metrics.md``), at once or streamed.
 
 PDEBench averages per-batch means, so its numbers depend on the batch size, and it once scored the
 ``initial_step`` input frames as predictions (its issue #41), making errors look up to 2x smaller.

@@ -1,6 +1,6 @@
 """Radial binning of Fourier power: the one implementation behind fRMSE, band errors and spectrum plots.
 
-PDEBench's binning (spec ``metrics.md``): in 1D the modes of ``rfft``, ``k = 0..N/2``, are their own
+PDEBench's binning (``docs/specs/metrics.md``): in 1D the modes of ``rfft``, ``k = 0..N/2``, are their own
 bins. In 2D (and 3D) the ``fftn`` modes with every index ``0 ≤ i_d < N_d/2`` are grouped by radius
 ``r = floor(sqrt(Σ_d i_d²))``, and radii ``r ≥ min_d N_d/2`` are dropped.
 """

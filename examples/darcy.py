@@ -1,7 +1,7 @@
 """Darcy flow: FNO vs U-Net vs CHONN (a U-Net hosting 2nd-order CKBs) on PDEBench's beta = 1 problem,
-with PDEBench's multi-metric comparison and the relative-gain chart (CHONN paper 003, Fig. 4c-d).
+with PDEBench's multi-metric comparison and the relative-gain chart (CHONN, Fig. 4c-d).
 
-Claim under test (anchors.md, CHONN claim 4): CHONN beats FNO and U-Net on RMSE, nRMSE, CSV, Max,
+Claim under test (docs/specs/anchors.md, CHONN claim 4): CHONN beats FNO and U-Net on RMSE, nRMSE, CSV, Max,
 boundary RMSE and the low/mid/high frequency-band errors.
 
 Scales (data from ``pde_data.generate_darcy``, our finite-volume solver of PDEBench's problem):
@@ -88,7 +88,7 @@ def main() -> None:
     _common.write_results(out, SCRIPT, args, {
         "settings": cfg, "metrics": rows, "models": extra, "error_ratios": gains,
         "history": {label: run.history for label, run in trained.items()},
-        "claim": "CHONN lower than FNO and U-Net on every metric (003, Fig. 4c-d)",
+        "claim": "CHONN lower than FNO and U-Net on every metric (CHONN, Fig. 4c-d)",
         "claim_holds": all(v < 1 for g in _common.finite(gains).values() for v in g.values()),
     })
 

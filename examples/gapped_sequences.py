@@ -1,7 +1,7 @@
 """PDNA variants A-E under the Gapped protocol on sequential 8x8 digits (the paper's Table 4 form).
 
 Each 8x8 handwritten digit that scikit-learn ships (offline) is read row by row: 8 time steps of 8
-features. Every variant of 004_b94319d78e43c3de.txt (A baseline CfC, B noise control, C pulse,
+features. Every variant of PDNA (A baseline CfC, B noise control, C pulse,
 D self-attend, E full PDNA) is trained on clean sequences for several seeds and evaluated with gaps at
 test time only (0, 5, 15, 30 % centred and a 20 % multi-gap); degradation = acc(0 %) - acc(30 %).
 

@@ -1,6 +1,6 @@
 """NAC on an irregularly sampled sequence task: remaining-useful-life (RUL) regression on synthetic
 degradation trajectories, NAC modes (exact / euler / steady) and Top-K settings against LTC, CfC and
-multi-head attention (``torch.nn.MultiheadAttention``), scored with the PHM score (NAC paper 000, Eq. 58).
+multi-head attention (``torch.nn.MultiheadAttention``), scored with the PHM score (NAC, Eq. 58).
 
 Task (made here, seeded): each trajectory is a noisy monotone health indicator
 h(t) = 1 − (t / T_f)^p + ε, ε ~ N(0, 0.02²), with failure time T_f ~ U(50, 150), shape p ~ U(1.5, 3),
@@ -16,7 +16,7 @@ training time, inference time per batch and the peak of live tensor memory durin
 (CPU: replayed from ``torch.profiler``'s per-op allocations and frees in time order; GPU:
 ``torch.cuda.max_memory_allocated``), weights excluded.
 
-Claims and numbers beside it (anchors.md): the NAC paper's PHM score on PRONOSTIA is 37.50-37.75 — a
+Claims and numbers beside it (docs/specs/anchors.md): the NAC paper's PHM score on PRONOSTIA is 37.50-37.75 — a
 different data set and target, so not comparable; its runtime/memory table (seq 1024, T4 GPU, Keras)
 ranks NAC far slower than attention and LTC/CfC far smaller in memory; here the ranking is measured.
 

@@ -1,12 +1,12 @@
 """Navier-Stokes (vorticity form, ν = 1e-3) rollouts: FNO vs CHONN (the FNO host with a 2nd-order CKB on
-every Fourier layer's local branch) for 3→1, 5→1 and 10→1 windows (CHONN paper 003, Fig. 5e-f).
+every Fourier layer's local branch) for 3→1, 5→1 and 10→1 windows (CHONN, Fig. 5e-f).
 
 Each model maps the last m frames to the next one and is rolled out autoregressively, its predictions
 fed back (``operators.rollout``). All windows predict the same frames: the ``n_steps`` frames after the
 first ``given`` ones (given = 10), from the m frames just before them. Training follows the FNO
 protocol: the loss is the relative L2 of the whole rollout, back-propagated through every step.
 
-Claims under test (anchors.md): CHONN claim 5 — lower 40-step rollout error than FNO for every window,
+Claims under test (docs/specs/anchors.md): CHONN claim 5 — lower 40-step rollout error than FNO for every window,
 with flatter per-step curves; and the FNO paper's FNO-2D relative L2 of **0.0128** (ν = 1e-3, T = 50,
 N = 1000, 10 given frames; the mean over test samples of the relative L2 of the whole 40-frame rollout,
 reported here as ``rel_l2``). Only the full setting is comparable with that number.
@@ -59,7 +59,7 @@ SCALES = {
                   epochs=1, batch_size=2),
 }
 VISC = 1e-3
-FNO_PAPER = 0.0128  # FNO-2D, ν = 1e-3, T = 50, N = 1000 (anchors.md)
+FNO_PAPER = 0.0128  # FNO-2D, ν = 1e-3, T = 50, N = 1000 (docs/specs/anchors.md)
 
 
 def write_windows(cfg: dict, seed: int, out) -> dict:
@@ -113,7 +113,7 @@ def main() -> None:
     _common.write_results(out, SCRIPT, args, {
         "settings": cfg, "viscosity": VISC, "rollout_rel_l2": rows, "per_step": curves, "models": models,
         "fno_paper_rel_l2": FNO_PAPER, "comparable_with_paper": args.scale == "full",
-        "claim": "CHONN lower rollout error than FNO for 3->1, 5->1, 10->1 (003, Fig. 5e-f)",
+        "claim": "CHONN lower rollout error than FNO for 3->1, 5->1, 10->1 (CHONN, Fig. 5e-f)",
         "chonn_wins": {w: rows["CHONN"][w] < rows["FNO"][w] for w in rows["FNO"]},
     })
 

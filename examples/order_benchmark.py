@@ -1,12 +1,12 @@
 """The 1D order benchmark: one CKB of n serial Kirchhoff cells (``ckb_chain``) against n stacked
 first-order blocks (``depth_stack``), and stacked high-order blocks against deeper first-order stacks
-(CHONN paper 003, Fig. 3a-c).
+(CHONN, Fig. 3a-c).
 
-Targets T1-T4 are y = (I - τ²∂ss)^(-n) x, n = 1..4 (003 Eqs. 39-43, ``pde_data.generate_order_splits``).
+Targets T1-T4 are y = (I - τ²∂ss)^(-n) x, n = 1..4 (CHONN Eqs. 39-43, ``pde_data.generate_order_splits``).
 Each model is scored on the test split with pointwise, spectral (one-sided) and derivative relative L2
 (Eqs. 48-50, ``evaluation``).
 
-Claims under test (anchors.md, CHONN claims 1-2): matched-order CKB beats the depth stack on derivative
+Claims under test (docs/specs/anchors.md, CHONN claims 1-2): matched-order CKB beats the depth stack on derivative
 relative L2 for T2-T4 (identical for T1, where both are one first-order block) and the gap grows with the
 target order; 2×2 (order 2 × 2 blocks) beats depth-3 and 2×3 beats depth-4 at similar parameter counts.
 

@@ -1,17 +1,17 @@
 """Poisson cascade-order ablation: one U-Net hosting CKBs of order 0 (the plain U-Net) to 4, scored in
-and out of distribution, next to the CNO paper's table (CHONN paper 003, Fig. 4g; CNO, Raonic et al. 2023).
+and out of distribution, next to the CNO paper's table (CHONN, Fig. 4g; CNO, Raonic et al. 2023).
 
-Claims under test (anchors.md): CHONN claim 3 — orders 1→4 lower the relative L1 error and nRMSE
+Claims under test (docs/specs/anchors.md): CHONN claim 3 — orders 1→4 lower the relative L1 error and nRMSE
 against the order-0 backbone, order 4 best; and the CNO paper's median relative L1 (%) at 64²:
 U-Net 0.71 (in distribution, K = 16) and 1.27 (out of distribution, K = 20), CNO 0.21 / 0.27.
 
 Metrics on the test sets: median relative L1 in % (the CNO convention), nRMSE (range-normalised,
-003 Eq. 60) and max MSE (Eq. 61), each averaged over test samples except the median.
+CHONN Eq. 60) and max MSE (Eq. 61), each averaged over test samples except the median.
 
-Scales (data from ``pde_data.generate_poisson``, exact solutions of 003 Eqs. 56-58):
+Scales (data from ``pde_data.generate_poisson``, exact solutions of CHONN Eqs. 56-58):
 
 - full: the CNO sizes, 1024 / 128 / 256 in distribution (K = 16) + 256 out of distribution (K = 20) at
-  64²; the CHONN paper's Poisson host (003, Methods, "Poisson": N_layers = 4, width 16, d_state 16):
+  64²; the CHONN paper's Poisson host (CHONN, Methods, "Poisson": N_layers = 4, width 16, d_state 16):
   U-Net 4 levels, 16 channels at the finest, CKB d_state 16; 4 residual blocks per stage and in the
   bottleneck, as in the paper's Darcy U-Net (the Poisson text does not give them); the schedule:
   Adam lr 1e-3, weight decay 1e-6, StepLR(10, 0.98), 1000 epochs, batch 16; loss relative L1 (the
@@ -55,7 +55,7 @@ SCALES = {
                   unet=dict(n_layers=1, n_res=1, n_res_neck=1, channel_multiplier=4), d_state=2, expand=1),
 }
 CNO_TABLE = {"U-Net": {"id": 0.71, "ood": 1.27}, "CNO": {"id": 0.21, "ood": 0.27},
-             "FNO": {"id": 4.98, "ood": 7.05}}  # median relative L1 in %, 64², anchors.md
+             "FNO": {"id": 4.98, "ood": 7.05}}  # median relative L1 in %, 64², docs/specs/anchors.md
 
 
 def scores(metrics: dict) -> dict[str, float]:
@@ -114,7 +114,7 @@ def main() -> None:
     _common.write_results(out, SCRIPT, args, {
         "settings": cfg, "metrics": rows, "models": models, "cno_paper_median_rel_l1_pct": CNO_TABLE,
         "history": {label: run.history for label, run in trained.items()}, "best_order_id_rel_l1": best,
-        "claim": "orders 1-4 lower rel. L1 and nRMSE than order 0; order 4 best (003, Fig. 4g)",
+        "claim": "orders 1-4 lower rel. L1 and nRMSE than order 0; order 4 best (CHONN, Fig. 4g)",
         "orders_beating_order0_id": [k for k, r in rows.items() if r["rel_l1_median_pct_id"] < base["rel_l1_median_pct_id"]
                                      and r["nrmse_id"] < base["nrmse_id"]],
     })

@@ -1,6 +1,6 @@
 """Shallow water (radial dam break): FNO vs U-Net vs CHONN (the FNO host with 2nd-order CKBs on a 2×
 coarsened grid, as the paper's shallow-water model) rolled out autoregressively, with PDEBench's
-multi-metric comparison and the relative-gain chart (CHONN paper 003, Fig. 5b-c).
+multi-metric comparison and the relative-gain chart (CHONN, Fig. 5b-c).
 
 One host per comparison: CHONN is compared with its own host without the CKB ("FNO host", ``chonn_fno``
 at order 0), so the ratio measures the CKB alone; neuraloperator's ``fno`` ("FNO", a different network:
@@ -11,7 +11,7 @@ given (PDEBench's ``initial_step``) and the rest predicted with predictions fed 
 PDEBench's autoregressive setting: the loss is the relative L2 of the whole rollout. Metrics exclude the
 given frames (``evaluation.pdebench_metrics(initial_step=m)``).
 
-Claim under test (anchors.md, CHONN claim 4): CHONN beats FNO and U-Net on RMSE, nRMSE, CSV, Max,
+Claim under test (docs/specs/anchors.md, CHONN claim 4): CHONN beats FNO and U-Net on RMSE, nRMSE, CSV, Max,
 boundary RMSE and the low/mid/high frequency-band errors.
 
 Scales (data from ``pde_data.generate_dam_break``, our finite-volume solver of PDEBench's problem):
@@ -104,7 +104,7 @@ def main() -> None:
     plots.plot_rollout(curves, path=out / "rollout.png")
     _common.write_results(out, SCRIPT, args, {
         "settings": cfg, "metrics": rows, "models": extra, "error_ratios": gains, "per_step_rel_l2": curves,
-        "claim": "CHONN lower than FNO and U-Net on every metric (003, Fig. 5b-c); tested against its own host "
+        "claim": "CHONN lower than FNO and U-Net on every metric (CHONN, Fig. 5b-c); tested against its own host "
                  "without the CKB and the U-Net",
         "claim_holds": all(v < 1 for name, g in _common.finite(gains).items() if name != "CHONN/FNO"
                            for v in g.values()),

@@ -1,6 +1,6 @@
 """Finite-volume pieces of the shallow-water solver: limited reconstruction and the HLL flux.
 
-State ``q`` = (h, hu, hv) on axis 1 of a (batch, 3, nx, ny) tensor. Equations (003, Eqs. 62–64, flat
+State ``q`` = (h, hu, hv) on axis 1 of a (batch, 3, nx, ny) tensor. Equations (CHONN, Eqs. 62–64, flat
 bottom b = 0):
 
     ∂t h + ∂x(hu) + ∂y(hv) = 0,

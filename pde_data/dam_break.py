@@ -1,4 +1,4 @@
-"""The PDEBench radial dam-break set (``2D_rdb_NA_NA.h5``) as an ``xarray.Dataset`` (003, Eqs. 62–65).
+"""The PDEBench radial dam-break set (``2D_rdb_NA_NA.h5``) as an ``xarray.Dataset`` (CHONN, Eqs. 62–65).
 
 Domain [−2.5, 2.5]², 128² cells, g = 1, flat bottom, outflow boundaries; h = 2 inside a radius
 r ~ U(0.3, 0.7) drawn per sample (Eq. 65), 1 outside, at rest; T = 1 with 101 frames at
@@ -31,7 +31,7 @@ def dam_radii(samples: range, *, seed: int = 0, low: float = 0.3, high: float = 
 
 
 def radial_dam_break(radii, n: int, *, length: float = LENGTH, dtype=torch.float64, device=None) -> torch.Tensor:
-    """Initial depth (batch, n, n): 2 where √(x² + y²) < r, else 1, at the cell centres (003 Eq. 65)."""
+    """Initial depth (batch, n, n): 2 where √(x² + y²) < r, else 1, at the cell centres (CHONN Eq. 65)."""
     x = cell_centres(n, length)
     r2 = (x[:, None] ** 2 + x[None, :] ** 2)[None]
     radii = torch.as_tensor(np.asarray(radii, dtype=np.float64))[:, None, None]
@@ -99,7 +99,7 @@ def _dataset(values, samples, radii, n, t_final, n_frames, seed) -> xr.Dataset:
     attrs = {
         "title": "2D shallow water, radial dam break (PDEBench 2D_rdb_NA_NA)",
         "source": "pde_data.generate_dam_break: finite volume, MUSCL (MC limiter) + HLL + SSP-RK2, "
-                  "outflow boundaries (003 Eqs. 62-65)",
+                  "outflow boundaries (CHONN Eqs. 62-65)",
         "g": 1.0, "seed": seed, "domain": "[-2.5, 2.5]^2", "h_inside": 2.0, "h_outside": 1.0,
         "dam_radius_distribution": "U(0.3, 0.7) per sample", "frame_0": "initial state",
     }

@@ -1,4 +1,4 @@
-"""Darcy flow (paper 003, Eqs. 51-53; PDEBench beta = 1): ``-∇·(a ∇u) = f`` on (0,1)², ``u = 0`` on ∂D.
+"""Darcy flow (CHONN, Eqs. 51-53; PDEBench beta = 1): ``-∇·(a ∇u) = f`` on (0,1)², ``u = 0`` on ∂D.
 
 Instead of PDEBench's time stepping of the parabolic Eq. (54) to t ≈ 1.75, the steady finite-volume
 system is solved directly (one sparse LU per sample). On the cell-centred grid ``x_i = (i + 1/2) h``,
@@ -9,7 +9,7 @@ system is solved directly (one sparse LU per sample). On the cell-centred grid `
 i.e. arithmetic-mean face coefficients and the wall flux of u = 0 imposed at half a cell (coefficient
 ``2 a_P / h^2``). The scheme is second-order accurate for smooth ``a`` and ``u``.
 
-PDEBench's coefficient (003, Darcy setup): the sum of 5 Gaussians ``exp(-|x - c|^2 / s)``,
+PDEBench's coefficient (CHONN, Darcy setup): the sum of 5 Gaussians ``exp(-|x - c|^2 / s)``,
 ``c ~ U[0,1]^2``, ``s = 0.5 U(0,1)``, thresholded to ``a = 1`` where the sum exceeds its mean, else 0.1.
 PDEBench took the mean over a 200-sample batch; here it is **each sample's own mean**, so samples are
 independent and shards reproducible (rng ``[seed, sample]``).
@@ -122,6 +122,6 @@ def generate_darcy(
         {"a": (dims, a, {"long_name": "permeability a (1 or 0.1)"}),
          "u": (dims, u, {"long_name": "solution u of -div(a grad u) = beta, u = 0 on the boundary"})},
         coords={SAMPLE: idx, X: (X, x, grid), Y: (Y, x.copy(), grid)},
-        attrs={"problem": "Darcy flow (003, Eqs. 51-53; PDEBench)", "beta": float(beta), "seed": int(seed),
+        attrs={"problem": "Darcy flow (CHONN, Eqs. 51-53; PDEBench)", "beta": float(beta), "seed": int(seed),
                "n_grid": int(n_grid), "threshold": "each sample's own mean (PDEBench: mean of a 200-sample batch)"},
     )

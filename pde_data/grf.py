@@ -1,6 +1,6 @@
 """Gaussian random fields on the periodic unit square, as the FNO Navier–Stokes generator draws them.
 
-The initial vorticity of the FNO benchmark (003, Eq. 69) is
+The initial vorticity of the FNO benchmark (CHONN, Eq. 69) is
 
     w0 ~ N(0, 7^(3/2) (−Δ + 49 I)^(−2.5)),
 
@@ -58,7 +58,7 @@ def gaussian_random_field_2d(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """Draw ``n_samples`` periodic Gaussian random fields on an n×n grid (FNO statistics, 003 Eq. 69).
+    """Draw ``n_samples`` periodic Gaussian random fields on an n×n grid (FNO statistics, CHONN Eq. 69).
 
     Args:
         n_samples: number of fields.

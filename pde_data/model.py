@@ -1,6 +1,6 @@
 """The xarray data model and the one adapter between xarray objects and torch tensors.
 
-Everything the toolkit generates or reads is an ``xarray.Dataset`` (see ``shared/specs/data.md``):
+Everything the toolkit generates or reads is an ``xarray.Dataset`` (see ``docs/specs/data.md``):
 
 ============  ==========================================  ===============================
 kind          xarray dims                                 torch layout

@@ -1,6 +1,6 @@
 """Pseudo-spectral solver for 2D incompressible Navier–Stokes in vorticity form (FNO benchmark).
 
-    ∂t ω + u·∇ω = ν Δω + f,   ∇·u = 0,   on the periodic unit square      (003, Eqs. 66–68)
+    ∂t ω + u·∇ω = ν Δω + f,   ∇·u = 0,   on the periodic unit square      (CHONN, Eqs. 66–68)
 
 Stream function ψ̂ = ω̂ / (4π²|k|²) (mean mode 0), velocity u = ∂ψ/∂y, v = −∂ψ/∂x, as in the FNO
 generator (``navier_stokes_2d``). The nonlinear term N = u ∂xω + v ∂yω is formed in physical space and
@@ -29,7 +29,7 @@ __all__ = ["fno_forcing", "make_step", "velocity", "advective_cfl", "simulate_na
 
 
 def fno_forcing(n: int, *, dtype=torch.float64, device=None) -> torch.Tensor:
-    """FNO forcing f = 0.1 (sin 2π(x+y) + cos 2π(x+y)) on the grid x_i = i/n (003, Eq. 70), shape (n, n)."""
+    """FNO forcing f = 0.1 (sin 2π(x+y) + cos 2π(x+y)) on the grid x_i = i/n (CHONN, Eq. 70), shape (n, n)."""
     x = torch.arange(n, dtype=torch.float64) / n
     s = 2.0 * math.pi * (x[:, None] + x[None, :])
     return (0.1 * (torch.sin(s) + torch.cos(s))).to(dtype=dtype, device=device)
@@ -140,7 +140,7 @@ def simulate_navier_stokes(
     callback: Callable[[float], None] | None = None,
     first_sample: int = 0,
 ) -> torch.Tensor:
-    """Solve 003 Eqs. 66–70 from ``w0`` and return vorticity records (CNAB2, module docstring).
+    """Solve CHONN Eqs. 66–70 from ``w0`` and return vorticity records (CNAB2, module docstring).
 
     Records are taken at t = t_final·k/n_records, k = 1..n_records (k = 0 too with ``record_initial``);
     each record interval is split into equal steps of at most ``dt``, so records land exactly.

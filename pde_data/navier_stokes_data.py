@@ -1,4 +1,4 @@
-"""The FNO Navier–Stokes forecasting set as an ``xarray.Dataset`` (003, Eqs. 66–70; FNO ν = 1e−3 data).
+"""The FNO Navier–Stokes forecasting set as an ``xarray.Dataset`` (CHONN, Eqs. 66–70; FNO ν = 1e−3 data).
 
 GRF initial vorticity (:mod:`pde_data.grf`) on an ``n_sim``² grid, solved by
 :func:`pde_data.navier_stokes.simulate_navier_stokes`, then downsampled to ``n_out``² by taking every
@@ -105,7 +105,7 @@ def _dataset(values: np.ndarray, samples: range, n_records: int, record_initial:
     attrs = {
         "title": "2D incompressible Navier-Stokes, vorticity form (FNO benchmark)",
         "source": "pde_data.generate_navier_stokes: pseudo-spectral, Crank-Nicolson + Adams-Bashforth 2, "
-                  "2/3-rule dealiasing (003 Eqs. 66-70)",
+                  "2/3-rule dealiasing (CHONN Eqs. 66-70)",
         "viscosity": how["visc"], "forcing": _FORCING, "seed": how["seed"], "dt": how["dt"],
         "t_final": how["t_final"], "n_sim": how["n_sim"], "n_out": n_out, "batch_size": how["batch_size"],
         "simulation_dtype": how["dtype"], "initial_condition": "GRF alpha=2.5 tau=7 (FNO GaussianRF)",

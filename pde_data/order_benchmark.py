@@ -1,4 +1,4 @@
-"""The 1D order benchmark (paper 003, Eqs. 39-43): targets ``y = (I - tau^2 d_ss)^(-n) x`` on a periodic grid.
+"""The 1D order benchmark (CHONN, Eqs. 39-43): targets ``y = (I - tau^2 d_ss)^(-n) x`` on a periodic grid.
 
 The target is the Fourier multiplier of Eq. (39),
 
@@ -7,7 +7,7 @@ The target is the Fourier multiplier of Eq. (39),
 with ``k = 2*pi*m`` the **angular** wavenumber of mode ``m`` on s in [0, 1), so that the spatial form
 Eq. (40), ``(I - tau^2 d_ss)^n y = x``, holds to round-off, and ``T_n = T_1^n`` (Eqs. 41-43). Inputs
 mix low-frequency modes (m = 1..4), broadband oscillations (m = 5..32) and 1-3 periodised Gaussian
-pulses (003, text after Eq. 43). Each sample draws from ``np.random.default_rng([seed, sample])``, so
+pulses (CHONN, text after Eq. 43). Each sample draws from ``np.random.default_rng([seed, sample])``, so
 any subset (a shard) has the same bytes as in the full set.
 """
 
@@ -22,7 +22,7 @@ from pde_data.model import S, SAMPLE
 
 __all__ = ["generate_order_benchmark", "generate_order_splits", "transfer", "order_inputs", "SPLITS"]
 
-#: The standard splits: name → (samples, seed) (003, order benchmark; orders T1-T4).
+#: The standard splits: name → (samples, seed) (CHONN, order benchmark; orders T1-T4).
 SPLITS = {"train": (12_000, 42), "val": (2_000, 43), "test": (2_000, 44)}
 _LOW, _BROAD = 4, 32
 
@@ -37,7 +37,7 @@ def _check(order: int, tau: float, n_points: int) -> None:
 
 
 def transfer(x: np.ndarray, order: int, *, tau: float = 0.08) -> np.ndarray:
-    """Apply ``T_n = (I - tau^2 d_ss)^(-n)`` spectrally along the last axis (003, Eq. 39).
+    """Apply ``T_n = (I - tau^2 d_ss)^(-n)`` spectrally along the last axis (CHONN, Eq. 39).
 
     Args:
         x: ``(..., n_points)`` samples of a periodic signal on ``s_m = m / n_points``.
@@ -98,7 +98,7 @@ def _dataset(x: np.ndarray, y: np.ndarray, idx: np.ndarray, **params) -> xr.Data
         {"input": (dims, x, {"long_name": "input signal x(s)"}),
          "target": (dims, y, {"long_name": "target y = (I - tau^2 d_ss)^(-order) x"})},
         coords={SAMPLE: idx, S: (S, s, {"long_name": "periodic coordinate s in [0, 1)", "grid": "points m/n"})},
-        attrs={**params, "problem": "order benchmark (003, Eqs. 39-43)",
+        attrs={**params, "problem": "order benchmark (CHONN, Eqs. 39-43)",
                "transfer": "H_n(k) = (1 + tau^2 k^2)^(-n), k = 2*pi*m (angular)"},
     )
 

@@ -1,4 +1,4 @@
-"""Open PDEBench HDF5 files lazily as Datasets of the data model (``shared/specs/data.md``).
+"""Open PDEBench HDF5 files lazily as Datasets of the data model (``docs/specs/data.md``).
 
 =============  =============================================  ====================================
 layout         file keys                                      Dataset

@@ -1,4 +1,4 @@
-"""Poisson benchmark (paper 003, Eqs. 56-58; the CNO data): ``-Δu = f`` on [0,1]², ``u = 0`` on the boundary.
+"""Poisson benchmark (CHONN, Eqs. 56-58; the CNO data): ``-Δu = f`` on [0,1]², ``u = 0`` on the boundary.
 
 Sources (Eq. 58 with r = -1/2) and their exact solutions:
 
@@ -97,11 +97,11 @@ def generate_poisson(
     grid = {"grid": "points p/(n-1) on [0, 1], boundaries included (u = 0 there)"}
     dims = (SAMPLE, X, Y)
     return xr.Dataset(
-        {"f": (dims, f, {"long_name": "source f (003 Eq. 58, r = -1/2)"}),
+        {"f": (dims, f, {"long_name": "source f (CHONN Eq. 58, r = -1/2)"}),
          "u": (dims, u, {"long_name": "solution u of -Laplace(u) = f, u = 0 on the boundary"}),
          "coef": ((SAMPLE, "i", "j"), coef, {"long_name": "a_ij ~ U[-1, 1]"})},
         coords={SAMPLE: idx, X: (X, x, grid), Y: (Y, x.copy(), grid), "i": np.arange(1, K + 1), "j": np.arange(1, K + 1)},
-        attrs={"problem": "Poisson (003, Eqs. 56-58)", "K": int(K), "r": -0.5, "seed": int(seed), "n_grid": int(n_grid)},
+        attrs={"problem": "Poisson (CHONN, Eqs. 56-58)", "K": int(K), "r": -0.5, "seed": int(seed), "n_grid": int(n_grid)},
     )
 
 

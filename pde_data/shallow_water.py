@@ -1,4 +1,4 @@
-"""Second-order finite-volume solver for the 2D shallow-water equations (003, Eqs. 62–64, flat bottom).
+"""Second-order finite-volume solver for the 2D shallow-water equations (CHONN, Eqs. 62–64, flat bottom).
 
 Square cell-centred grid of n² cells on [−L/2, L/2]² (cell centres x_i = −L/2 + (i + ½)Δx, "ij"),
 outflow boundaries (two zero-gradient ghost cells per side). Semi-discretisation: MUSCL reconstruction
@@ -64,7 +64,7 @@ def simulate_shallow_water(
     store_momenta: bool = True,
     callback: Callable[[float], None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """Solve the shallow-water equations (003, Eqs. 62–64) and return frames at t = t_final·k/(n_frames − 1).
+    """Solve the shallow-water equations (CHONN, Eqs. 62–64) and return frames at t = t_final·k/(n_frames − 1).
 
     Frame 0 is the initial state, as in PDEBench's ``2D_rdb_NA_NA.h5`` (101 frames at linspace(0, 1, 101)).
 

@@ -1,4 +1,4 @@
-"""Darcy (003, Eqs. 51-53): discrete residual, second-order convergence, physics, determinism."""
+"""Darcy (CHONN, Eqs. 51-53): discrete residual, second-order convergence, physics, determinism."""
 
 import numpy as np
 import pytest

@@ -64,7 +64,7 @@ def test_fused_scan_gradcheck_float64():
 
 @pytest.mark.parametrize("scale, dt_scale", [(1e4, 100.0), (1e4, 1e-3), (-1e4, 10.0)])
 def test_states_stay_within_theorem2_bounds(scale, dt_scale):
-    """Theorem 2 (002_51b07be5fae7d854.txt, Eq. 5): states stay in [min(0, A_min), max(0, A_max)], A the
+    """Theorem 2 (LTC, Eq. 5): states stay in [min(0, A_min), max(0, A_max)], A the
     reversal potentials (synaptic, sensory and leak)."""
     torch.manual_seed(3)
     model = LTC(IN, AutoNCP(16, 4, seed=2))

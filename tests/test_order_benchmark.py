@@ -1,4 +1,4 @@
-"""Order benchmark (003, Eqs. 39-43): differential form, exact modes, FD convergence, determinism."""
+"""Order benchmark (CHONN, Eqs. 39-43): differential form, exact modes, FD convergence, determinism."""
 
 import numpy as np
 import pytest

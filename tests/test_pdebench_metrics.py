@@ -12,7 +12,7 @@ from evaluation import PDEBENCH_KEYS, PDEBenchAccumulator, boundary_rmse, freque
 
 
 def _pdebench_ref(pred, true, initial_step=0, bands=(4, 12)):
-    """The spec (metrics.md) written literally with loops: (sample, time, channel, *spatial), 1D or 2D."""
+    """The spec (docs/specs/metrics.md) written literally with loops: (sample, time, channel, *spatial), 1D or 2D."""
     rows = []
     for c in range(pred.shape[2]):
         for t in range(initial_step, pred.shape[1]):

@@ -1,4 +1,4 @@
-"""Poisson (003, Eqs. 56-58): analytic pairs, the sine-transform solver, FD convergence, determinism."""
+"""Poisson (CHONN, Eqs. 56-58): analytic pairs, the sine-transform solver, FD convergence, determinism."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""``circuitop generate darcy``: Darcy pairs a → u on cell centres (003, Eqs. 51-53; PDEBench beta)."""
+"""``circuitop generate darcy``: Darcy pairs a → u on cell centres (CHONN, Eqs. 51-53; PDEBench beta)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ __all__ = ["register"]
 
 
 def register(problems: argparse._SubParsersAction) -> None:
-    p = problems.add_parser("darcy", help="Darcy flow -div(a grad u) = beta, PDEBench coefficients (003 Eqs. 51-53)")
+    p = problems.add_parser("darcy", help="Darcy flow -div(a grad u) = beta, PDEBench coefficients (CHONN Eqs. 51-53)")
     add_common_options(p, n_default=10_000, seed_default=0)
     p.add_argument("--n-grid", type=int, default=128, help="cells per axis (default 128)")
     p.add_argument("--beta", type=float, default=1.0, help="constant forcing beta (default 1.0)")

@@ -34,7 +34,7 @@ def resolve_device(name: str | None) -> torch.device:
 
 
 def register(problems: argparse._SubParsersAction) -> None:
-    p = problems.add_parser("ns", help="2D Navier-Stokes vorticity (FNO benchmark, 003 Eqs. 66-70)")
+    p = problems.add_parser("ns", help="2D Navier-Stokes vorticity (FNO benchmark, CHONN Eqs. 66-70)")
     add_common_options(p, n_default=1200, seed_default=0)
     add_device_options(p)
     p.add_argument("--visc", type=float, default=1e-3, help="viscosity (default 1e-3)")

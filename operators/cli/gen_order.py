@@ -1,4 +1,4 @@
-"""``circuitop generate order``: the 1D order benchmark (003, Eqs. 39-43), one set or the standard splits."""
+"""``circuitop generate order``: the 1D order benchmark (CHONN, Eqs. 39-43), one set or the standard splits."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ __all__ = ["register"]
 
 
 def register(problems: argparse._SubParsersAction) -> None:
-    p = problems.add_parser("order", help="1D order benchmark (I - tau^2 d_ss)^n y = x (003 Eqs. 39-43)")
+    p = problems.add_parser("order", help="1D order benchmark (I - tau^2 d_ss)^n y = x (CHONN Eqs. 39-43)")
     add_common_options(p, n_default=12_000, seed_default=42)
     p.add_argument("--order", type=int, default=1, help="operator order n (T1-T4; default 1)")
     p.add_argument("--tau", type=float, default=0.08, help="length scale tau (default 0.08)")

@@ -1,4 +1,4 @@
-"""``circuitop generate poisson``: Poisson pairs f → u with their coefficients (003, Eqs. 56-58)."""
+"""``circuitop generate poisson``: Poisson pairs f → u with their coefficients (CHONN, Eqs. 56-58)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ __all__ = ["register"]
 
 
 def register(problems: argparse._SubParsersAction) -> None:
-    p = problems.add_parser("poisson", help="Poisson -Laplace(u) = f on [0,1]^2, CNO sources (003 Eqs. 56-58)")
+    p = problems.add_parser("poisson", help="Poisson -Laplace(u) = f on [0,1]^2, CNO sources (CHONN Eqs. 56-58)")
     add_common_options(p, n_default=1024, seed_default=0)
     p.add_argument("--K", type=int, default=16, help="modes per axis (16 in distribution, 20 out; default 16)")
     p.add_argument("--n-grid", type=int, default=64, help="points per axis, boundaries included (default 64)")

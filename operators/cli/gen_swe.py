@@ -15,7 +15,7 @@ __all__ = ["register"]
 
 
 def register(problems: argparse._SubParsersAction) -> None:
-    p = problems.add_parser("swe", help="2D shallow water, radial dam break (PDEBench rdb, 003 Eqs. 62-65)")
+    p = problems.add_parser("swe", help="2D shallow water, radial dam break (PDEBench rdb, CHONN Eqs. 62-65)")
     add_common_options(p, n_default=1000, seed_default=0)
     add_device_options(p)
     p.add_argument("--n-grid", type=int, default=128, help="cells per side on [-2.5, 2.5]^2 (default 128)")

@@ -1,4 +1,4 @@
-"""CHONN backbones: the FNO and U-Net hosts carrying Cascaded Kirchhoff Blocks (003, Fig. 2d-e).
+"""CHONN backbones: the FNO and U-Net hosts carrying Cascaded Kirchhoff Blocks (CHONN, Fig. 2d-e).
 
 ``chonn_fno`` puts a CKB of the chosen ``order`` on the local (``w0``) branch of every Fourier layer;
 ``chonn_unet`` puts one in the deepest encoder and the deepest decoder stage. ``order = 0`` hosts no

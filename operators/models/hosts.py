@@ -6,7 +6,7 @@ One Fourier layer (Li et al. 2021, Eq. 2, with the hosted block ``B`` on the loc
     v ← σ( K(v) + W(B(v)) )        K = SpectralConv, W = 1×1 convolution, B = block or identity
 
 With ``B = identity`` this is exactly the FNO-paper layer; the CHONN paper's FNO variant puts the
-cascaded evolution operator on this ``w0`` branch (003, Methods, Navier–Stokes). Because the block is
+cascaded evolution operator on this ``w0`` branch (CHONN, Methods, Navier–Stokes). Because the block is
 an identity when absent, a host built with no block and one built with an order-0 block have the
 same parameters and compute the same function.
 """
@@ -95,7 +95,7 @@ class Coarsened(nn.Module):
     """Run a residual block on a grid coarsened ``factor`` times: ``v + up(B(c) − c)``, ``c = pool(v)``.
 
     The CHONN paper's FNO variant for shallow water evolves its cascaded branch at "downsampling
-    factor 2" (003, Methods); a scan over the flattened grid costs (more than) its length, so this
+    factor 2" (CHONN, Methods); a scan over the flattened grid costs (more than) its length, so this
     is what keeps the CKB affordable at 64² and above. ``pool`` is area averaging, ``up`` is
     (bi)linear interpolation back to the input size; any grid size works.
     """

@@ -1,4 +1,4 @@
-"""NAC-hosting backbones: the FNO and U-Net hosts with a Neuronal Attention Circuit (000), so that NAC
+"""NAC-hosting backbones: the FNO and U-Net hosts with a Neuronal Attention Circuit (NAC), so that NAC
 and CKB can be compared inside one operator-learning backbone.
 
 - ``tokens="space"`` (default): a NAC over the flattened spatial tokens in the same places a CKB goes
@@ -76,7 +76,7 @@ class TemporalNAC(nn.Module):
     ``(batch, frames·channels, *spatial)`` (frames oldest first, as :func:`operators.rollout.step`
     stacks them) → ``(batch, width, *spatial)``. Each frame's ``channels`` values at a grid point are
     lifted to a ``width``-token (shared linear map plus a learned per-frame embedding); the latest
-    token queries all tokens through a NAC whose timestamps are the frame indices (000, Eq. 19 with
+    token queries all tokens through a NAC whose timestamps are the frame indices (NAC, Eq. 19 with
     t_sample = frame index), and the result is added to the latest token. Grid points never mix here.
     """
 

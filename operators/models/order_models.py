@@ -1,4 +1,4 @@
-"""Models of the 1D order benchmark (003, Eqs. 39-47, Methods): one block of ``n`` serial KNCs
+"""Models of the 1D order benchmark (CHONN, Eqs. 39-47, Methods): one block of ``n`` serial KNCs
 against ``n`` stacked first-order blocks, and the composite ``k × m`` stacks.
 
 All share one shape: lift (1×1 convolution) → ``n_blocks`` CKBs of ``order`` serial KNCs each on

@@ -1,7 +1,7 @@
 """A U-Net neural-operator backbone (Ronneberger et al. 2015, in the CNO benchmark's form) that can
 host a block (CKB, NAC) in its deepest encoder and decoder stages.
 
-Sizes follow the CHONN paper's Darcy/Poisson settings (003, Methods): ``n_layers`` down-sampling
+Sizes follow the CHONN paper's Darcy/Poisson settings (CHONN, Methods): ``n_layers`` down-sampling
 stages, ``n_res`` residual blocks per stage, ``n_res_neck`` in the bottleneck, ``channel_multiplier``
 channels at the finest stage (doubled at each coarser one) and ``kernel_size`` convolutions. Residual
 blocks are group-normalized, as the U-Nets of PDEArena and CNO are: without normalization the paper-size

@@ -37,7 +37,7 @@ LOSSES = {"rel_l2": evaluation.rel_l2, "rel_l1": evaluation.rel_l1}
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Optimisation settings (the CHONN paper's per-benchmark values are in 003, Methods)."""
+    """Optimisation settings (the CHONN paper's per-benchmark values are in CHONN, Methods)."""
 
     epochs: int = 10
     batch_size: int = 20
