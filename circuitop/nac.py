@@ -18,7 +18,7 @@ from torch import nn
 
 from pde_data.model import time_steps
 from circuitop.nac_ode import MODES, PairTimeMap, nac_logits
-from circuitop.nac_topk import gather_keys, select_topk
+from circuitop.nac_topk import CANDIDATE_MODES, gather_keys, select_topk
 from circuitop.ncp import NCPBackbone, NCPProjection
 
 __all__ = ["NeuronalAttentionCircuit", "sequence_timestamps"]
@@ -30,7 +30,7 @@ def sequence_timestamps(obj, *, dtype: torch.dtype = torch.float32) -> torch.Ten
     return (dt.cumsum(1) - dt[:, :1]).to(dtype)
 
 
-def _check_config(d_model, num_heads, topk, mode, euler_steps, delta_t, block_multiple):
+def _check_config(d_model, num_heads, topk, mode, euler_steps, delta_t, block_multiple, candidates):
     if num_heads < 1 or d_model < 1 or d_model % num_heads:
         raise ValueError(f"d_model: expected a positive multiple of num_heads={num_heads}, found {d_model}")
     if topk is not None and (not isinstance(topk, int) or topk < 1):
@@ -41,6 +41,8 @@ def _check_config(d_model, num_heads, topk, mode, euler_steps, delta_t, block_mu
         raise ValueError(f"euler_steps, delta_t: expected >= 1 and > 0, found {euler_steps}, {delta_t}")
     if not block_multiple >= 1:
         raise ValueError(f"block_multiple: expected >= 1, found {block_multiple}")
+    if candidates not in CANDIDATE_MODES:
+        raise ValueError(f"topk_candidates: expected one of {CANDIDATE_MODES}, found {candidates!r}")
 
 
 def _check_tensor(name: str, x: torch.Tensor, shape: tuple) -> None:
@@ -68,6 +70,8 @@ class NeuronalAttentionCircuit(nn.Module):
         mode: ``"exact"`` (Eq. 17), ``"euler"`` (Eq. 2) or ``"steady"`` (Eq. 18).
         euler_steps, delta_t: Euler steps and step size (horizon euler_steps·delta_t).
         block_multiple: candidate blocks = min(all, ⌈block_multiple·topk⌉) in the Top-K selection.
+        topk_candidates: ``"repaired"`` (the default, with ``block_multiple``) or ``"paper"``: Algorithm 2's
+            ⌈topk / B_s⌉ candidate blocks, as printed (see :mod:`circuitop.nac_topk`).
         causal: key j is usable by query i only if j ≤ i.
         backbone_units: backbone neurons per head (default D + ⌊D/0.6⌋, the paper's rule per head).
         seed: wiring seed.
@@ -80,9 +84,10 @@ class NeuronalAttentionCircuit(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, *, topk: int | None = 8, sparsity: float = 0.5,
                  mode: str = "exact", euler_steps: int = 5, delta_t: float = 0.5, block_multiple: float = 4.0,
-                 causal: bool = False, backbone_units: int | None = None, seed: int = 22222):
+                 causal: bool = False, backbone_units: int | None = None, seed: int = 22222,
+                 topk_candidates: str = "repaired"):
         super().__init__()
-        _check_config(d_model, num_heads, topk, mode, euler_steps, delta_t, block_multiple)
+        _check_config(d_model, num_heads, topk, mode, euler_steps, delta_t, block_multiple, topk_candidates)
         d_head = d_model // num_heads
         self.q_proj = NCPProjection(d_model, d_model, sparsity=sparsity, seed=seed)
         self.k_proj = NCPProjection(d_model, d_model, sparsity=sparsity, seed=seed + 1)
@@ -95,7 +100,7 @@ class NeuronalAttentionCircuit(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model)
         self.d_model, self.num_heads, self.topk, self.mode = d_model, num_heads, topk, mode
         self.euler_steps, self.delta_t = euler_steps, delta_t
-        self.block_multiple, self.causal = block_multiple, causal
+        self.block_multiple, self.causal, self.topk_candidates = block_multiple, causal, topk_candidates
 
     def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None,
                 return_attention: bool = False):
@@ -148,7 +153,8 @@ class NeuronalAttentionCircuit(nn.Module):
             return None, valid.expand(b, h, t_q, t_k)
         kv = None if key_valid is None else key_valid[:, None].expand(b, h, t_k).reshape(b * h, t_k)
         idx, valid = select_topk(q.reshape(b * h, t_q, d), k.reshape(b * h, t_k, d), self.topk,
-                                 block_multiple=self.block_multiple, key_valid=kv, causal=self.causal)
+                                 block_multiple=self.block_multiple, key_valid=kv, causal=self.causal,
+                                 candidates=self.topk_candidates)
         return idx.reshape(b, h, t_q, -1), valid.reshape(b, h, t_q, -1)
 
     def attend(self, q, k, v, *, t_sample=None, key_valid=None):

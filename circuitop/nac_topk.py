@@ -22,7 +22,11 @@ import math
 
 import torch
 
-__all__ = ["select_topk", "select_topk_ref", "gather_keys"]
+__all__ = ["select_topk", "select_topk_ref", "gather_keys", "candidate_blocks", "CANDIDATE_MODES"]
+
+#: ``"repaired"``: M = min(N_b, ⌈block_multiple·K⌉) candidate blocks (can reach the exact top K);
+#: ``"paper"``: Algorithm 2 as printed, M = ⌈K / B_s⌉ blocks (just enough keys to return K of them).
+CANDIDATE_MODES = ("repaired", "paper")
 
 _CHUNK_ELEMENTS = 2**21
 
@@ -64,6 +68,16 @@ def select_topk_ref(q: torch.Tensor, k: torch.Tensor, topk: int, *, key_valid: t
                                                    float("-inf"))
     values, indices = scores.topk(min(topk, k.shape[1]), dim=-1)
     return indices, values > float("-inf")
+
+
+def candidate_blocks(t_k: int, topk: int, *, candidates: str = "repaired", block_multiple: float = 4.0) -> tuple[int, int, int]:
+    """``(B_s, N_b, M)``: block size ⌊√T_k⌋, block count and candidate blocks per query (see :data:`CANDIDATE_MODES`)."""
+    if candidates not in CANDIDATE_MODES:
+        raise ValueError(f"candidates: expected one of {CANDIDATE_MODES}, found {candidates!r}")
+    bs = max(math.isqrt(t_k), 1)
+    nb = -(-t_k // bs)
+    wanted = math.ceil(topk / bs) if candidates == "paper" else math.ceil(block_multiple * topk)
+    return bs, nb, min(nb, max(wanted, 1))
 
 
 def _blocks(k, ok_keys):
@@ -135,14 +149,16 @@ def _grouped_topk(qc, kb, okb, blocks, s, causal, k_eff):
 
 @torch.no_grad()
 def select_topk(q: torch.Tensor, k: torch.Tensor, topk: int, *, block_multiple: float = 4.0,
-                key_valid: torch.Tensor | None = None, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                key_valid: torch.Tensor | None = None, causal: bool = False,
+                candidates: str = "repaired") -> tuple[torch.Tensor, torch.Tensor]:
     """Approximate Top-K keys per query by block-centroid pruning (Algorithm 2, repaired; see module doc).
 
     Args:
         q: queries ``(G, T_q, D)`` (G = batch·heads).
         k: keys ``(G, T_k, D)``.
         topk: K ≥ 1; K_eff = min(K, T_k) keys are returned per query.
-        block_multiple: candidate blocks M = min(N_b, ⌈block_multiple·K⌉).
+        block_multiple: candidate blocks M = min(N_b, ⌈block_multiple·K⌉) (``candidates="repaired"``).
+        candidates: ``"repaired"`` or ``"paper"`` (Algorithm 2's M = ⌈K / B_s⌉); see :data:`CANDIDATE_MODES`.
         key_valid: ``(G, T_k)`` bool, True = usable key (False = padding / masked).
         causal: forbid keys j > i.
 
@@ -155,7 +171,7 @@ def select_topk(q: torch.Tensor, k: torch.Tensor, topk: int, *, block_multiple: 
     k_eff = min(topk, t_k)
     key_ok = key_valid if key_valid is not None else torch.ones(1, t_k, dtype=torch.bool, device=q.device)
     bs, nb, kb, okb, centroid = _blocks(k, key_ok)
-    m = min(nb, math.ceil(block_multiple * topk))
+    m = candidate_blocks(t_k, topk, candidates=candidates, block_multiple=block_multiple)[2]
     # Candidates covering at least half the keys: one matmul against all keys costs at most twice the
     # candidate multiply-adds and needs no grouping; the result is identical.
     dense = 2 * m * bs >= t_k

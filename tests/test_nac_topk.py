@@ -113,3 +113,24 @@ def test_result_is_exact_topk_within_the_candidate_blocks(t_k, multiple):
     scores = (q @ k.transpose(1, 2)).masked_fill(~in_cand, float("-inf"))
     expected = scores.topk(3, -1).indices
     assert torch.equal(idx.sort(-1).values, expected.sort(-1).values)
+
+
+@pytest.mark.parametrize("t_k, topk", [(1024, 8), (1024, 40), (4096, 8), (400, 3)])
+def test_paper_mode_takes_algorithm_2s_candidate_count(t_k, topk):
+    """Algorithm 2 as printed: B_s = ⌊√T_k⌋, M = ⌈K / B_s⌉ candidate blocks; every selected key lies in one
+    of the M blocks with the best coarse scores, and within them the selection is the exact top K."""
+    from circuitop.nac_topk import _blocks, _coarse_scores, candidate_blocks
+    bs, nb, m = candidate_blocks(t_k, topk, candidates="paper")
+    assert (bs, m) == (math.isqrt(t_k), math.ceil(topk / math.isqrt(t_k)))
+    assert candidate_blocks(t_k, topk)[2] == min(nb, 4 * topk)  # the repaired default
+    q, k = _rand(2, 30, 8, 20), _rand(2, t_k, 8, 21)
+    idx, valid = select_topk(q, k, topk, candidates="paper")
+    assert valid.all() and idx.shape == (2, 30, topk)
+    coarse = _coarse_scores(q, _blocks(k, torch.ones(2, t_k, dtype=torch.bool))[4], 0, bs, t_k, False)
+    chosen = torch.zeros(2, 30, nb, dtype=torch.bool).scatter_(2, coarse.topk(m, -1).indices, True)
+    in_cand = chosen.repeat_interleave(bs, dim=2)[..., :t_k]
+    assert torch.gather(in_cand, 2, idx).all()
+    expected = (q @ k.transpose(1, 2)).masked_fill(~in_cand, float("-inf")).topk(topk, -1).indices
+    assert torch.equal(idx.sort(-1).values, expected.sort(-1).values)
+    with pytest.raises(ValueError, match="candidates: expected one of"):
+        select_topk(q, k, topk, candidates="dense")
