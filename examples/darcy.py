@@ -78,7 +78,7 @@ def main() -> None:
         extra[label] = {"rel_l1_median": metrics["rel_l1_median"], "params": run.n_params, "train_s": run.seconds,
                         "final_train_loss": run.history[-1]["train_loss"]}
         pred, true = _common.fields(run, data, "u")
-        plots.plot_fields(pred, true, title=f"Darcy, {label}", path=out / f"fields_{label}.png")
+        plots.plot_fields(pred, true, title=f"Darcy, {label}", path=out / f"fields_{label.replace(' ', '_')}.png")
     _common.print_table(rows, f"Darcy test metrics ({n_test} samples, {cfg['n_grid']}²)")
     gains = _common.ratios(rows, "CHONN", ["FNO", "U-Net"])
     _common.print_table(gains, "error ratios (< 1: CHONN better)", fmt="{:.3f}")

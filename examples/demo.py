@@ -2,8 +2,9 @@
 
 1. Simulate a small forced Navier–Stokes set (ν = 1e−3, FNO forcing, GRF initial vorticity) and write
    it as a PDEBench per-sample-group HDF5 file.
-2. Train ``fno`` and ``chonn_fno`` (a 2nd-order CKB in each Fourier layer) from that file on
-   ``window`` given frames → next frame.
+2. Train ``fno`` (neuraloperator's), ``fno_host`` (our FNO host, no CKB) and ``chonn_fno`` (the same
+   host with a 2nd-order CKB in each Fourier layer) from that file on ``window`` given frames → next
+   frame; chonn_fno vs fno_host is the CKB's effect alone.
 3. Roll both out autoregressively on the test samples and score every step with the relative L2,
    its one-sided spectral and derivative forms, the boundary RMSE and low/mid/high frequency errors.
 4. Write ``report.md``, ``metrics.json`` and PNG plots (fields, per-step errors, spectra) into one
@@ -49,7 +50,9 @@ class DemoConfig:
     seed: int = 0
 
 
-MODELS = {"fno": {}, "chonn_fno": {"order": 2}}
+#: run name -> (registry model, its settings beyond the shared sizes). ``fno_host`` is CHONN-FNO's host
+#: without the CKB (order 0), so chonn_fno vs fno_host measures the CKB alone; ``fno`` is neuraloperator's.
+MODELS = {"fno": ("fno", {}), "fno_host": ("chonn_fno", {"order": 0}), "chonn_fno": ("chonn_fno", {"order": 2})}
 
 
 def simulate(cfg: DemoConfig, path: Path) -> Path:
@@ -66,10 +69,10 @@ def train(cfg: DemoConfig, data: Path, out: Path) -> dict[str, float]:
     n_test = max(2, cfg.n_samples // 8)
     sizes = [cfg.n_samples - 2 * n_test, n_test, n_test]
     seconds = {}
-    for name, extra in MODELS.items():
+    for name, (model, extra) in MODELS.items():
         start = time.perf_counter()
         model_config = {"width": cfg.width, "n_modes": cfg.modes, "n_layers": cfg.n_layers, **extra}
-        train_run(data, name, out / name, model_config=model_config, window=cfg.window, sizes=sizes,
+        train_run(data, model, out / name, model_config=model_config, window=cfg.window, sizes=sizes,
                   split_seed=cfg.seed, overwrite=True, train_config=TrainConfig(epochs=cfg.epochs, batch_size=10, lr=3e-3,
                                                                 step_size=max(1, cfg.epochs // 2), seed=cfg.seed))
         seconds[name] = time.perf_counter() - start
@@ -93,6 +96,8 @@ def report(cfg: DemoConfig, out: Path, results: dict, seconds: dict) -> Path:
     rows = [k for k in _REPORTED if k in next(iter(results.values()))["metrics"]]
     cell = lambda v: "n/a" if v is None else f"{v:.4g}"  # noqa: E731 - NaN bands come back as None
     lines = ["# circuitop demo: Navier–Stokes rollouts, FNO vs CHONN-FNO", "",
+             "`fno_host` is CHONN-FNO's own host without the CKB: chonn_fno vs fno_host is the CKB's effect; "
+             "`fno` is neuraloperator's FNO (a different network).", "",
              f"Setup: `{json.dumps(asdict(cfg))}`; {results['fno']['n_samples']} test trajectories, "
              f"{cfg.window} given frames, {cfg.rollout} predicted autoregressively.", "",
              "| metric (frames after the given ones) | " + " | ".join(results) + " |", "|---|" + "---|" * len(results),

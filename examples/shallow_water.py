@@ -94,7 +94,8 @@ def main() -> None:
         curves[label] = result["rollout"]["per_step_rel_l2"]
         extra[label] = {"params": run.n_params, "train_s": run.seconds}
         pred, true = _common.fields(run, data, "h")
-        plots.plot_fields(pred, true, title=f"dam break, last frame, {label}", path=out / f"fields_{label}.png")
+        plots.plot_fields(pred, true, title=f"dam break, last frame, {label}",
+                          path=out / f"fields_{label.replace(' ', '_')}.png")
     _common.print_table(rows, f"shallow-water test metrics ({n_test} samples, frames {m}..{cfg['frames'] - 1})")
     gains = _common.ratios(rows, "CHONN", ["FNO host", "U-Net", "FNO"])
     _common.print_table(gains, "error ratios (< 1: CHONN better)", fmt="{:.3f}")
