@@ -1,5 +1,5 @@
-"""Navier-Stokes (vorticity form, ν = 1e-3) rollouts: FNO vs CHONN (the FNO host with a 2nd-order CKB on
-every Fourier layer's local branch) for 3→1, 5→1 and 10→1 windows (CHONN, Fig. 5e-f). The claim is tested
+"""Navier-Stokes (vorticity form, ν = 1e-3) rollouts: FNO vs CHONN (the FNO host with a 2nd-order CKB in
+place of every Fourier layer's local w0 branch, the paper's placement) for 3→1, 5→1 and 10→1 windows (CHONN, Fig. 5e-f). The claim is tested
 against the same host without the CKB ("FNO host", ``chonn_fno`` at order 0); neuraloperator's ``fno``
 (a different network) is reported beside them.
 
@@ -92,7 +92,7 @@ def main() -> None:
     train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adam",
                                weight_decay=1e-4, step_size=100, gamma=0.5, seed=args.seed, progress=False)
     specs = {"FNO": ("fno", cfg["fno"]), "FNO host": ("chonn_fno", {**cfg["fno"], "order": 0}),
-             "CHONN": ("chonn_fno", {**cfg["fno"], **cfg["ckb"]})}
+             "CHONN": ("chonn_fno", {**cfg["fno"], **cfg["ckb"], "placement": "replace"})}
     curves, rows, models = {}, {}, {}
     for m, data in files.items():
         trained = _common.train_models(specs, data, out / "runs" / f"m{m}", train_config=train_config,

@@ -1,5 +1,5 @@
-"""Shallow water (radial dam break): FNO vs U-Net vs CHONN (the FNO host with 2nd-order CKBs on a 2×
-coarsened grid, as the paper's shallow-water model) rolled out autoregressively, with PDEBench's
+"""Shallow water (radial dam break): FNO vs U-Net vs CHONN (the FNO host with 2nd-order CKBs in place of
+its local w0 branches, on a 2× coarsened grid, as the paper's shallow-water model) rolled out autoregressively, with PDEBench's
 multi-metric comparison and the relative-gain chart (CHONN, Fig. 5b-c).
 
 One host per comparison: CHONN is compared with its own host without the CKB ("FNO host", ``chonn_fno``
@@ -80,7 +80,8 @@ def main() -> None:
 
     # Models: m frames in, one frame out, trained on whole rollouts (one window of every trajectory).
     specs = {"FNO": ("fno", cfg["fno"]), "FNO host": ("chonn_fno", {**cfg["fno"], "order": 0}),
-             "U-Net": ("unet", cfg["unet"]), "CHONN": ("chonn_fno", {**cfg["fno"], **cfg["ckb"]})}
+             "U-Net": ("unet", cfg["unet"]),
+             "CHONN": ("chonn_fno", {**cfg["fno"], **cfg["ckb"], "placement": "replace"})}
     train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adamw",
                                weight_decay=1e-4, step_size=100, gamma=0.5, seed=args.seed, progress=False)
     trained = _common.train_models(specs, data, out / "runs", train_config=train_config, splits=splits,

@@ -270,3 +270,36 @@ def test_upsample2x_add_to_is_the_residual_in_one_pass(shape):
     assert torch.autograd.gradgradcheck(lambda x, v: upsample2x(x, add_to=v), (x, v))
     with pytest.raises(ValueError, match="add_to: expected the output's shape"):
         upsample2x(x, add_to=x)
+
+
+def test_replace_placement_puts_the_ckb_in_place_of_the_local_branch():
+    """``placement="replace"``: v ← σ(K v + CKB(v)) (CHONN, Methods: the CKB "replaces the w0 convolutional
+    branch"), so the layers' 1×1 local convolutions are gone; order 0 is still the host exactly."""
+    wrap = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=1, d_state=4)
+    replace = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=1, d_state=4, placement="replace")
+    width, layers = wrap.config.width, wrap.config.n_layers
+    n = [sum(p.numel() for p in m.parameters()) for m in (wrap, replace)]
+    assert n[0] - n[1] == layers * (width * width + width)
+    assert all(isinstance(skip, torch.nn.Identity) for skip in replace.skips)
+    torch.manual_seed(0)
+    x = torch.randn(2, 1, 16, 16)
+    v = replace.lift(replace.grid(x))
+    layer0 = torch.nn.functional.gelu(replace.spectral[0](v) + replace.blocks[0](v))
+    assert torch.allclose(replace.spectral[1](layer0) + replace.blocks[1](layer0),
+                          _after_two_layers(replace, x), atol=1e-6)
+    host = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=0, placement="replace")
+    plain = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=0)
+    host.load_state_dict(plain.state_dict(), strict=True)
+    assert torch.equal(host(x), plain(x))
+    with pytest.raises(ValueError, match="placement: expected one of"):
+        operators.build("chonn_fno", 1, 1, **TINY_FNO, placement="around")
+
+
+def _after_two_layers(model, x):
+    """The latent after the second Fourier layer (before its activation), via the model's own loop."""
+    captured = {}
+    handle = model.spectral[1].register_forward_hook(lambda mod, inp, out: captured.update(k=out))
+    block_handle = model.blocks[1].register_forward_hook(lambda mod, inp, out: captured.update(b=out))
+    model(x)
+    handle.remove(), block_handle.remove()
+    return captured["k"] + captured["b"]

@@ -1,6 +1,7 @@
 """CHONN backbones: the FNO and U-Net hosts carrying Cascaded Kirchhoff Blocks (CHONN, Fig. 2d-e).
 
-``chonn_fno`` puts a CKB of the chosen ``order`` on the local (``w0``) branch of every Fourier layer;
+``chonn_fno`` puts a CKB of the chosen ``order`` on the local (``w0``) branch of every Fourier layer
+(before its 1×1 convolution, or instead of it with ``placement="replace"``, the paper's form);
 ``chonn_unet`` puts one in the deepest encoder and the deepest decoder stage. ``order = 0`` hosts no
 block, which is the host architecture exactly (same parameters, same output).
 """
@@ -16,20 +17,26 @@ from torch import nn
 from operators.models.hosts import SpectralFNO, SpectralFNOConfig, coarsened
 from operators.models.unet import UNet, UNetConfig
 
-__all__ = ["ChonnFNOConfig", "ChonnUNetConfig", "build_chonn_fno", "build_chonn_unet", "ckb_factory", "host_config"]
+__all__ = ["PLACEMENTS", "ChonnFNOConfig", "ChonnUNetConfig", "build_chonn_fno", "build_chonn_unet", "ckb_factory", "host_config"]
 
 _CKB_CLASSES = {1: "CascadedKirchhoffBlock1d", 2: "CascadedKirchhoffBlock2d"}
 
 
+#: where the CKB sits in a Fourier layer: ``"wrap"`` σ(K v + W(CKB(v))), ``"replace"`` σ(K v + CKB(v))
+PLACEMENTS = ("wrap", "replace")
+
+
 @dataclass(frozen=True)
 class ChonnFNOConfig(SpectralFNOConfig):
-    """The host FNO's sizes plus the CKB's: ``order`` cascaded KNCs (0 = no block), ``d_state``, and the
-    grid coarsening ``downsample`` it runs at (the paper's factor 2)."""
+    """The host FNO's sizes plus the CKB's: ``order`` cascaded KNCs (0 = no block), ``d_state``, the
+    grid coarsening ``downsample`` it runs at (the paper states factor 2 for shallow water), and its
+    ``placement`` (:data:`PLACEMENTS`; the paper's is ``"replace"``, the w0 branch replaced)."""
 
     order: int = 2
     d_state: int = 16
     expand: int = 2
     downsample: int = 2
+    placement: str = "wrap"
 
 
 @dataclass(frozen=True)
@@ -67,8 +74,11 @@ def ckb_factory(config, n_dim: int):
 
 def build_chonn_fno(in_channels: int, out_channels: int, config: ChonnFNOConfig) -> nn.Module:
     """FNO host with a CKB on each Fourier layer's local branch; ``(batch, channels, *spatial)``."""
+    if config.placement not in PLACEMENTS:
+        raise ValueError(f"placement: expected one of {PLACEMENTS}, found {config.placement!r}")
     return SpectralFNO(in_channels, out_channels, host_config(config, SpectralFNOConfig),
-                       coarsened(ckb_factory(config, config.n_dim), config.downsample))
+                       coarsened(ckb_factory(config, config.n_dim), config.downsample),
+                       replace_local=config.placement == "replace")
 
 
 def build_chonn_unet(in_channels: int, out_channels: int, config: ChonnUNetConfig) -> nn.Module:

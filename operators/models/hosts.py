@@ -4,9 +4,11 @@ carry a block (CKB, NAC) in each Fourier layer.
 One Fourier layer (Li et al. 2021, Eq. 2, with the hosted block ``B`` on the local branch)::
 
     v ← σ( K(v) + W(B(v)) )        K = SpectralConv, W = 1×1 convolution, B = block or identity
+    v ← σ( K(v) + B(v) )           with ``replace_local``: the block replaces W
 
-With ``B = identity`` this is exactly the FNO-paper layer; the CHONN paper's FNO variant puts the
-cascaded evolution operator on this ``w0`` branch (CHONN, Methods, Navier–Stokes). Because the block is
+With ``B = identity`` this is exactly the FNO-paper layer. The CHONN paper's FNO variant "replaces the
+w0 convolutional branch" with the cascaded evolution operator (CHONN, Methods, Navier–Stokes): that is
+``replace_local``; the first form keeps W after the block. Because the block is
 an identity when absent, a host built with no block and one built with an order-0 block have the
 same parameters and compute the same function.
 """
@@ -59,10 +61,12 @@ class SpectralFNO(nn.Module):
             output ``(batch, out_channels, *spatial)``.
         config: the host's sizes.
         make_block: builds the hosted block for ``width`` channels; ``None`` = plain FNO.
+        replace_local: the block replaces the local 1×1 branch W instead of feeding it (no effect without
+            a block: the layer keeps W).
     """
 
     def __init__(self, in_channels: int, out_channels: int, config: SpectralFNOConfig,
-                 make_block: BlockFactory | None = None):
+                 make_block: BlockFactory | None = None, *, replace_local: bool = False):
         super().__init__()
         self.config = config
         n_dim, width = config.n_dim, config.width
@@ -70,7 +74,9 @@ class SpectralFNO(nn.Module):
         self.grid = GridEmbeddingND(in_channels, dim=n_dim, grid_boundaries=[[0.0, 1.0]] * n_dim) if config.grid else None
         self.lift = conv_nd(n_dim, in_channels + (n_dim if config.grid else 0), width)
         self.spectral = nn.ModuleList(SpectralConv(width, width, modes) for _ in range(config.n_layers))
-        self.skips = nn.ModuleList(conv_nd(n_dim, width, width) for _ in range(config.n_layers))
+        replaced = replace_local and make_block is not None
+        self.skips = nn.ModuleList((nn.Identity() if replaced else conv_nd(n_dim, width, width))
+                                   for _ in range(config.n_layers))
         self.blocks = nn.ModuleList(
             (make_block(width) if make_block else nn.Identity()) for _ in range(config.n_layers)
         )
