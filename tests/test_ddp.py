@@ -19,7 +19,9 @@ TORCHRUN = Path(sys.executable).with_name("torchrun")
 
 def _args(data, out, *extra):
     return ["train", "--data", str(data), "--model", "unet", "--out", str(out),
-            "--config", "n_layers=2", "n_res=1", "n_res_neck=1", "channel_multiplier=4",
+            # no GroupNorm: at 4-channel widths it amplifies the summation-order round-off past this test's
+            # tolerance within 2 epochs; what is under test is DDP's loss scaling and batch slicing
+            "--config", "n_layers=2", "n_res=1", "n_res_neck=1", "channel_multiplier=4", "norm=False",
             "--input", "f", "--target", "u", "--split", "22,4,0", "--epochs", "2", "--batch-size", "8",
             "--grad-clip", "1.0", "--threads", "1", "--no-progress", *extra]
 

@@ -25,7 +25,8 @@ __all__ = ["UNetConfig", "UNet"]
 
 @dataclass(frozen=True)
 class UNetConfig:
-    """U-Net sizes; the paper's Darcy model: ``n_layers=3, n_res=4, n_res_neck=4, channel_multiplier=32``."""
+    """U-Net sizes; the paper's Darcy model: ``n_layers=3, n_res=4, n_res_neck=4, channel_multiplier=32``.
+    ``norm``: group-normalized residual blocks (default); ``False`` is the earlier U-Net without them."""
 
     n_layers: int = 3
     n_res: int = 4
@@ -33,6 +34,7 @@ class UNetConfig:
     channel_multiplier: int = 32
     kernel_size: int = 3
     n_dim: int = 2
+    norm: bool = True
 
 
 def _groups(channels: int) -> int:
@@ -44,20 +46,20 @@ class _ResBlock(nn.Module):
     """``v + conv(σ(GN(conv(σ(GN(v))))))`` at fixed channels (pre-activation, group-normalized); GroupNorm
     keeps no batch statistics, so it is safe under DDP and independent of the batch size."""
 
-    def __init__(self, n_dim: int, channels: int, kernel_size: int):
+    def __init__(self, n_dim: int, channels: int, kernel_size: int, norm: bool = True):
         super().__init__()
         pad = kernel_size // 2
-        self.norm1 = nn.GroupNorm(_groups(channels), channels)
+        self.norm1 = nn.GroupNorm(_groups(channels), channels) if norm else nn.Identity()
         self.conv1 = conv_nd(n_dim, channels, channels, kernel_size, padding=pad)
-        self.norm2 = nn.GroupNorm(_groups(channels), channels)
+        self.norm2 = nn.GroupNorm(_groups(channels), channels) if norm else nn.Identity()
         self.conv2 = conv_nd(n_dim, channels, channels, kernel_size, padding=pad)
 
     def forward(self, v: torch.Tensor) -> torch.Tensor:
         return v + self.conv2(F.gelu(self.norm2(self.conv1(F.gelu(self.norm1(v))))))
 
 
-def _res_stack(n_dim: int, channels: int, kernel_size: int, n: int) -> nn.Sequential:
-    return nn.Sequential(*(_ResBlock(n_dim, channels, kernel_size) for _ in range(n)))
+def _res_stack(n_dim: int, channels: int, kernel_size: int, n: int, norm: bool) -> nn.Sequential:
+    return nn.Sequential(*(_ResBlock(n_dim, channels, kernel_size, norm) for _ in range(n)))
 
 
 class UNet(nn.Module):
@@ -81,12 +83,12 @@ class UNet(nn.Module):
         widths = [config.channel_multiplier * 2**i for i in range(L + 1)]
         self.in_channels = in_channels
         self.lift = conv_nd(d, in_channels, widths[0], k, padding=k // 2)
-        self.encoders = nn.ModuleList(_res_stack(d, widths[i], k, config.n_res) for i in range(L))
+        self.encoders = nn.ModuleList(_res_stack(d, widths[i], k, config.n_res, config.norm) for i in range(L))
         self.downs = nn.ModuleList(conv_nd(d, widths[i], widths[i + 1], 2, stride=2) for i in range(L))
-        self.neck = _res_stack(d, widths[L], k, config.n_res_neck)
+        self.neck = _res_stack(d, widths[L], k, config.n_res_neck, config.norm)
         self.ups = nn.ModuleList(conv_nd(d, widths[i + 1], widths[i], k, padding=k // 2) for i in range(L))
         self.fuses = nn.ModuleList(conv_nd(d, 2 * widths[i], widths[i], 1) for i in range(L))
-        self.decoders = nn.ModuleList(_res_stack(d, widths[i], k, config.n_res) for i in range(L))
+        self.decoders = nn.ModuleList(_res_stack(d, widths[i], k, config.n_res, config.norm) for i in range(L))
         self.enc_block = make_block(widths[L - 1]) if make_block else nn.Identity()
         self.dec_block = make_block(widths[L - 1]) if make_block else nn.Identity()
         self.project = conv_nd(d, widths[0], out_channels, 1)
