@@ -148,10 +148,10 @@ class Trainer:
     # -- one epoch -------------------------------------------------------------------------------
     def _step(self, x: torch.Tensor, y: torch.Tensor, n_global: int, where: str) -> float:
         local = self._sample_losses(x, y).sum()
-        total = all_reduce_sum(local.detach(), self.dist)
-        if not torch.isfinite(total):
-            self._fail(f"non-finite loss ({total.item()}) {where}")
-        mean = total.item() / n_global
+        total = all_reduce_sum(local.detach(), self.dist).item()  # one device sync per step
+        if not math.isfinite(total):
+            self._fail(f"non-finite loss ({total}) {where}")
+        mean = total / n_global
         if self.first_loss is None:
             self.first_loss = mean
         elif mean > DIVERGENCE * self.first_loss:
@@ -164,7 +164,7 @@ class Trainer:
         if not torch.isfinite(norm):
             self._fail(f"non-finite gradient norm ({norm.item()}) {where}")
         self.optimizer.step()
-        return total.item()
+        return total
 
     def _run_epoch(self, epoch: int) -> dict:
         self.model.train()
