@@ -3,7 +3,7 @@
 One AdamW step as the trainer takes it (forward, relative-L2 loss, backward, multi-tensor update) on
 a batch of 20 fields at 64×64 (the CHONN Navier–Stokes setting: width 20, 12 modes, 4 layers), for ``fno`` (neuraloperator's FNO),
 ``chonn_fno`` at order 0 (its SpectralConv host, no block) and order 2 (CKB on the grid coarsened by
-the default factor 2, by 4, and in quick mode by 1; and with ``expand=1``, the cells at the block's
+2, the shallow-water setting, by 4, and in quick mode by 1, the default; and with ``expand=1``, the cells at the block's
 width as Eq. 38 is written), and ``nac_fno`` (factor 2). Ratios are
 ``time / time(fno)`` measured in the same run — every model steps once per round, best of 5 rounds,
 so that a slow spell of the machine hits all alike (target: CKB overhead ≤ 2×); samples/s = batch / time.
@@ -32,10 +32,11 @@ def _models(width: int, n_modes: int, n_layers: int, quick: bool) -> dict[str, d
     return {
         "fno": {"name": "fno", **common},
         "chonn_fno order 0 (host)": {"name": "chonn_fno", **common, "order": 0},
-        "chonn_fno order 2": {"name": "chonn_fno", **common, "order": 2, "d_state": 16},
+        "chonn_fno order 2, downsample 2": {"name": "chonn_fno", **common, "order": 2, "d_state": 16, "downsample": 2},
         "chonn_fno order 2, downsample 4": {"name": "chonn_fno", **common, "order": 2, "d_state": 16, "downsample": 4},
         # Eq. 38 as the paper writes it (Y = X + ȳ ⊙ g) needs the cells at the block's own width
-        "chonn_fno order 2, expand 1": {"name": "chonn_fno", **common, "order": 2, "d_state": 16, "expand": 1},
+        "chonn_fno order 2, ds 2, expand 1": {"name": "chonn_fno", **common, "order": 2, "d_state": 16, "expand": 1,
+                                              "downsample": 2},
         "nac_fno": {"name": "nac_fno", **common, "num_heads": 2, "topk": 8},
         # the CKB on the full 64² grid needs ~10 GB on CPU at batch 20: quick mode only
         **(full_grid if quick else {}),

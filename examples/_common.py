@@ -9,8 +9,15 @@ the stored test split of each run (:func:`evaluate`), so the examples and ``circ
 Every example runs at one of three scales, chosen on the command line:
 
 - ``full``  (default): the paper's protocol; a GPU run (see each script's docstring).
+- ``--medium``: a CPU run at which every model is clearly trained (each error well below the
+  training-mean predictor's, reported beside it), three training seeds, at most about 45 minutes on two
+  cores; the scale of the RESULTS.md tables (``examples/results_tables.py``).
 - ``--quick``: a CPU-sized version, a few minutes on two cores.
 - ``--smoke``: a few samples and one epoch, seconds; used by ``tests/test_examples.py``.
+
+The data of a run are drawn with ``--seed``; every model is trained once per training seed
+(``--seeds``, default: the scale's ``seeds``, else ``--seed``) on the same data, splits and settings, and
+the results JSON holds every seed's numbers and their mean and standard deviation (:func:`seed_summary`).
 """
 
 from __future__ import annotations
@@ -29,15 +36,18 @@ import torch
 import xarray as xr
 
 import pde_data
+from evaluation import metrics
 from operators.training import LoaderConfig, Splits, TrainConfig, epoch_order, evaluate_run, load_run, train_run
 from pde_data import atomic_path
 from pde_data.model import SAMPLE, TIME
 
-__all__ = ["parser", "setup", "settings", "in_order", "save_in_order", "Trained", "train_models", "evaluate",
+__all__ = ["parser", "setup", "settings", "training_seeds", "seed_summary", "summary_means", "mean_predictor",
+           "in_order", "save_in_order", "Trained", "train_models", "evaluate",
            "fields", "n_params", "SelfAttention", "fit_regression", "predict_regression", "write_results",
            "print_table", "ratios", "finite", "positive_int"]
 
-SCALES = ("smoke", "quick", "full")
+SCALES = ("smoke", "quick", "medium", "full")
+_START = time.perf_counter()  # the script's start (this module is imported first): wall_s in results.json
 SPLITS = ("train", "val", "test")
 
 
@@ -56,10 +66,14 @@ def parser(doc: str) -> argparse.ArgumentParser:
     """An argparse parser with the options every example shares."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     scale = p.add_mutually_exclusive_group()
+    scale.add_argument("--medium", action="store_true",
+                       help="CPU run where every model is trained, 3 training seeds (about 45 minutes)")
     scale.add_argument("--quick", action="store_true", help="CPU-sized run (a few minutes)")
     scale.add_argument("--smoke", action="store_true", help="tiny run for the tests (seconds)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default runs/<script>)")
-    p.add_argument("--seed", type=int, default=0, help="seed of data splits, initialisation and batches")
+    p.add_argument("--seed", type=int, default=0, help="seed of the data (and the training seed by default)")
+    p.add_argument("--seeds", type=int, nargs="+", default=None,
+                   help="training seeds: initialisation and batch order (default: the scale's; --medium: 0 1 2)")
     p.add_argument("--epochs", type=positive_int, default=None, help="override the scale's epoch count")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
@@ -68,7 +82,7 @@ def parser(doc: str) -> argparse.ArgumentParser:
 
 def setup(args: argparse.Namespace, script: str) -> Path:
     """Scale, seeds, threads and the output folder; returns the folder."""
-    args.scale = "smoke" if args.smoke else "quick" if args.quick else "full"
+    args.scale = "smoke" if args.smoke else "quick" if args.quick else "medium" if args.medium else "full"
     if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -101,6 +115,55 @@ def settings(table: dict[str, dict], args: argparse.Namespace) -> dict:
     if args.epochs is not None:
         chosen["epochs"] = args.epochs
     return chosen
+
+
+def training_seeds(cfg: dict, args: argparse.Namespace) -> tuple[int, ...]:
+    """The training seeds: ``--seeds``, else the scale's ``seeds`` setting, else ``(--seed,)``."""
+    if args.seeds:
+        return tuple(args.seeds)
+    return tuple(cfg.get("seeds", (args.seed,)))
+
+
+def seed_summary(per_seed: dict[int, dict[str, dict[str, float]]]) -> dict[str, dict[str, dict]]:
+    """``{seed: {label: {metric: value}}}`` → ``{label: {metric: {"mean", "std", "values"}}}``: the mean and
+    sample standard deviation (``ddof=1``; 0 for a single seed) over seeds, and the values in seed order."""
+    seeds = list(per_seed)
+    first = per_seed[seeds[0]]
+    summary = {}
+    for label, row in first.items():
+        summary[label] = {}
+        for metric in row:
+            values = np.array([per_seed[s][label][metric] for s in seeds], dtype=float)
+            std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+            summary[label][metric] = {"mean": float(values.mean()), "std": std, "values": values.tolist()}
+    return summary
+
+
+def summary_means(summary: dict[str, dict[str, dict]]) -> dict[str, dict[str, float]]:
+    """The means of a :func:`seed_summary`, as ``{label: {metric: mean}}`` (for tables and plots)."""
+    return {label: {m: v["mean"] for m, v in row.items()} for label, row in summary.items()}
+
+
+def mean_predictor(data: Path, splits: Splits, variable: str, *, frames: int | None = None,
+                   derivative: bool = False) -> dict[str, float]:
+    """Errors of the training-mean predictor on the test split: every test sample of ``variable`` is
+    predicted by the mean of the training samples (per time step where the field has one; ``frames``: only
+    the last ``frames`` time steps, those a rollout predicts). Returns ``{"rel_l2": mean over test
+    samples (CHONN Eq. 48), "rel_l1_median": median (Eq. 55)}``, with ``"rel_l2_derivative"`` (Eq. 50,
+    periodic, along space only) when ``derivative``. It is the bar a trained model must clear: a model
+    whose error is near it has not learned the task."""
+    with pde_data.open_data(data) as ds:
+        field = ds[variable]
+        if frames is not None and TIME in field.dims:
+            field = field.isel({TIME: slice(field.sizes[TIME] - frames, None)})
+        mean = field.isel({SAMPLE: list(splits.train)}).mean(SAMPLE).load()
+        test = field.isel({SAMPLE: list(splits.test)}).load()
+    prediction = xr.broadcast(mean, test)[0].transpose(*test.dims)  # xarray: the derivative is along space only
+    errors = {"rel_l2": float(metrics.rel_l2(prediction, test)),
+              "rel_l1_median": float(metrics.rel_l1(prediction, test, reduce="median"))}
+    if derivative:
+        errors["rel_l2_derivative"] = float(metrics.rel_l2_derivative(prediction, test))
+    return errors
 
 
 # -- data files and splits -----------------------------------------------------------------------
@@ -241,6 +304,7 @@ def write_results(out: Path, script: str, args: argparse.Namespace, results: dic
         "args": vars(args),
         "environment": {"python": platform.python_version(), "torch": torch.__version__,
                         "device": args.device, "threads": torch.get_num_threads()},
+        "wall_s": time.perf_counter() - _START,
         "results": results,
     }
     path = out / "results.json"

@@ -25,6 +25,8 @@ Scales:
 - full: 4,000 / 500 / 1,000 trajectories of 256 samples, d_model 64, 4 heads, Top-K 8 / 32 / all, 50
   epochs, batch 64. Run time, an estimate (not measured): 50× the quick run's sample-epochs at 8× the
   length and 4× the width — a few hours on one GPU (LTC's sequential loop dominates); days on CPU.
+- ``--medium``: 1,536 / 256 / 512 trajectories of 32 samples, the quick models, 20 epochs; training
+  seeds 0, 1, 2.
 - ``--quick``: 384 / 64 / 256 trajectories of 32 samples, d_model 16, 2 heads, Top-K 2 / 8 / all, 10
   epochs. Measured: ≈ 2-5 minutes (1.5-26 s of training per model; 5 minutes when the 2 cores were
   shared by ~10 processes).
@@ -54,6 +56,8 @@ SCRIPT = "nac_sequences"
 SCALES = {
     "full": dict(sizes=(4000, 500, 1000), length=256, d_model=64, heads=4, topks=(8, 32, None), mode_topk=8, epochs=50,
                  batch_size=64, lr=3e-3),
+    "medium": dict(sizes=(1536, 256, 512), length=32, d_model=16, heads=2, topks=(2, 8, None), mode_topk=8,
+                   epochs=20, batch_size=32, lr=3e-3, seeds=(0, 1, 2)),
     "quick": dict(sizes=(384, 64, 256), length=32, d_model=16, heads=2, topks=(2, 8, None), mode_topk=8, epochs=10,
                   batch_size=32, lr=3e-3),
     "smoke": dict(sizes=(8, 4, 4), length=8, d_model=4, heads=1, topks=(2, None), mode_topk=2, epochs=1, batch_size=4, lr=3e-3),
@@ -113,39 +117,52 @@ def evaluate(model, test, device: str, batch_size: int) -> dict[str, float]:
             "infer_ms_per_batch": 1e3 * seconds / -(-len(true) // batch_size), "peak_mb": memory}
 
 
-def main() -> None:
-    args = _common.parser(__doc__).parse_args()
-    out = _common.setup(args, SCRIPT)
-    cfg = _common.settings(SCALES, args)
-    n_train, n_val, n_test = cfg["sizes"]
-    sets = {name: degradation_set(n, cfg["length"], args.seed * 10 + k)
-            for k, (name, n) in enumerate(zip(("train", "val", "test"), cfg["sizes"]))}
-    data = {k: tensors(v) for k, v in sets.items()}
-    print(f"data: RUL trajectories, {cfg['length']} irregular samples, train/val/test = {cfg['sizes']}", flush=True)
-
-    rows, histories = {}, {}
+def one_seed(seed: int, cfg: dict, data: dict, args) -> dict[str, dict[str, float]]:
+    """Train every core with training seed ``seed`` (initialisation and batch order) on the same data;
+    test PHM score, RMSE, time and memory per model."""
+    rows = {}
     for name, build in cores(cfg).items():
-        torch.manual_seed(args.seed)
+        torch.manual_seed(seed)
         model = SequenceModel(build(), 2, 1).to(args.device)
         x, t, y = (v.to(args.device) for v in data["train"])
         _common.predict_regression(model, x[:2], t[:2])  # warm-up: one-time costs stay out of the timings
         start = time.perf_counter()
-        histories[name] = _common.fit_regression(model, x, t, y, epochs=cfg["epochs"], batch_size=cfg["batch_size"],
-                                                 lr=cfg["lr"], seed=args.seed)
+        history = _common.fit_regression(model, x, t, y, epochs=cfg["epochs"], batch_size=cfg["batch_size"],
+                                         lr=cfg["lr"], seed=seed)
         seconds = time.perf_counter() - start
         val = evaluate(model, data["val"], args.device, cfg["batch_size"])
         rows[name] = {**evaluate(model, data["test"], args.device, cfg["batch_size"]), "val_rmse": val["rmse"],
-                      "train_s": seconds, "params": _common.n_params(model)}
-        print(f"  {name}: test RMSE {rows[name]['rmse']:.3g}, PHM {rows[name]['phm_score']:.4g}, "
+                      "train_s": seconds, "params": _common.n_params(model), "final_train_loss": history[-1]}
+        print(f"  seed {seed}, {name}: test RMSE {rows[name]['rmse']:.3g}, PHM {rows[name]['phm_score']:.4g}, "
               f"{seconds:.1f} s", flush=True)
+    return rows
 
-    _common.print_table(rows, f"RUL regression ({n_test} test trajectories, {cfg['length']} samples each)")
+
+def main() -> None:
+    args = _common.parser(__doc__).parse_args()
+    out = _common.setup(args, SCRIPT)
+    cfg = _common.settings(SCALES, args)
+    seeds = _common.training_seeds(cfg, args)
+    n_train, n_val, n_test = cfg["sizes"]
+    sets = {name: degradation_set(n, cfg["length"], args.seed * 10 + k)
+            for k, (name, n) in enumerate(zip(("train", "val", "test"), cfg["sizes"]))}
+    data = {k: tensors(v) for k, v in sets.items()}
+    # the training-mean predictor: every test trajectory's RUL predicted by the mean training RUL
+    baseline = float(SCALE * (data["test"][2] - data["train"][2].mean()).square().mean().sqrt())
+    print(f"data: RUL trajectories, {cfg['length']} irregular samples, train/val/test = {cfg['sizes']}; "
+          f"training-mean predictor RMSE {baseline:.3g}; training seeds {seeds}", flush=True)
+
+    per_seed = {seed: one_seed(seed, cfg, data, args) for seed in seeds}
+    summary = _common.seed_summary(per_seed)
+    rows = _common.summary_means(summary)
+    _common.print_table(rows, f"RUL regression ({n_test} test trajectories, {cfg['length']} samples each), "
+                              f"mean over seeds {seeds}")
     plots.plot_metric_bars(_common.finite({k: {m: r[m] for m in ("phm_per_sample", "rmse", "train_s",
                                                                  "infer_ms_per_batch", "peak_mb")}
                                            for k, r in rows.items()}), path=out / "metrics.png")
     _common.write_results(out, SCRIPT, args, {
-        "settings": cfg, "metrics": rows, "train_loss": histories,
-        "nac_paper_phm_pronostia": [37.50, 37.75], "comparable_with_paper": False,
+        "settings": cfg, "seeds": seeds, "mean_predictor": {"rmse": baseline}, "metrics": summary,
+        "per_seed": per_seed, "nac_paper_phm_pronostia": [37.50, 37.75], "comparable_with_paper": False,
     })
 
 

@@ -21,6 +21,8 @@ Scales (data from ``pde_data.generate_navier_stokes``, our pseudo-spectral solve
   one GPU (1200 × 500,000 solver steps at 256²); training ≈ 10,000× the quick run's sample-steps at 16×
   the pixels: a few GPU-hours per window for FNO (the FNO paper's order) and, from the quick run's
   CHONN/FNO time ratio of 3-6×, about a GPU-day per window for CHONN; not practical on CPU.
+- ``--medium``: 64² simulation kept at 16², 20 records, 128 train / 16 test, 10 given, 10 predicted;
+  width 16, 6 modes; Adam lr 3e-3, 25 epochs, batch 8; training seeds 0, 1, 2.
 - ``--quick``: 32² simulation kept at 16², 20 records, 24 train / 8 test, 10 given, 10 predicted; width
   12, 6 modes; 8 epochs. Measured: ≈ 23 minutes (FNO 66-106 s, CHONN 333-392 s of training per window)
   with 1 thread on 2 cores shared by ~10 processes.
@@ -53,6 +55,9 @@ SCALES = {
     "full": dict(sizes=(1000, 200), n_sim=256, n_out=64, records=50, dt=1e-4, windows=(3, 5, 10), given=10,
                  n_steps=40, fno=dict(n_modes=12, width=20), ckb=dict(order=2, d_state=16, expand=2),
                  epochs=500, batch_size=20),
+    "medium": dict(sizes=(128, 16), n_sim=64, n_out=16, records=20, dt=5e-3, windows=(3, 5, 10), given=10,
+                   n_steps=10, fno=dict(n_modes=6, width=16), ckb=dict(order=2, d_state=4, expand=1),
+                   epochs=25, batch_size=8, lr=3e-3, seeds=(0, 1, 2)),
     "quick": dict(sizes=(24, 8), n_sim=32, n_out=16, records=20, dt=1e-2, windows=(3, 5, 10), given=10,
                   n_steps=10, fno=dict(n_modes=6, width=12), ckb=dict(order=2, d_state=4, expand=1),
                   epochs=8, batch_size=4),
@@ -76,46 +81,64 @@ def write_windows(cfg: dict, seed: int, out) -> dict:
             for m in cfg["windows"]}
 
 
-def main() -> None:
-    args = _common.parser(__doc__).parse_args()
-    out = _common.setup(args, SCRIPT)
-    cfg = _common.settings(SCALES, args)
-    if cfg["given"] + cfg["n_steps"] > cfg["records"] or max(cfg["windows"]) > cfg["given"]:
-        raise SystemExit(f"settings: need windows <= given and given + n_steps <= records, found {cfg}")
-
-    files = write_windows(cfg, args.seed, out)
-    n_train, n_test = cfg["sizes"]
-    splits = _common.in_order({"train": n_train, "test": n_test})
-
-    # Models per window: neuraloperator's FNO, our FNO host without the CKB (order 0) and CHONN (the same host
-    # with it), m·C input channels → C, the same optimisation for all; the CKB's effect is CHONN vs the host.
-    train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adam",
-                               weight_decay=1e-4, step_size=100, gamma=0.5, seed=args.seed, progress=False)
-    specs = {"FNO": ("fno", cfg["fno"]), "FNO host": ("chonn_fno", {**cfg["fno"], "order": 0}),
-             "CHONN": ("chonn_fno", {**cfg["fno"], **cfg["ckb"], "placement": "replace"})}
-    curves, rows, models = {}, {}, {}
+def one_seed(seed: int, specs: dict, cfg: dict, files: dict, splits, args, out) -> dict:
+    """Train every model for every window with training seed ``seed`` and roll it out: ``{"rows":
+    {label: {"<m>->1": rollout rel. L2}}, "curves": {"<label> <m>->1": per-step rel. L2}, "models": ...}``."""
+    runs = out / "runs" / f"seed{seed}"
+    train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg.get("lr", 1e-3),
+                               optimizer="adam", weight_decay=1e-4, step_size=100, gamma=0.5, seed=seed,
+                               progress=False)
+    rows, curves, models = {}, {}, {}
     for m, data in files.items():
-        trained = _common.train_models(specs, data, out / "runs" / f"m{m}", train_config=train_config,
+        trained = _common.train_models(specs, data, runs / f"m{m}", train_config=train_config,
                                        splits=splits, device=args.device, window=m, horizon=cfg["n_steps"])
         for label, run in trained.items():
             result = _common.evaluate(run, data, rollout=cfg["n_steps"])
             per_step = result["rollout"]["per_step_rel_l2"]
-            curves[f"{label} {m}→1"] = per_step
+            curves[f"{label} {m}->1"] = per_step
             rows.setdefault(label, {})[f"{m}->1"] = result["metrics"]["rel_l2"]
             models[f"{label} {m}->1"] = {"params": run.n_params, "train_s": run.seconds,
                                          "mean_step_rel_l2": result["rollout"]["mean_rel_l2"],
                                          "last_step_rel_l2": per_step[-1]}
             if m == max(cfg["windows"]):
                 pred, true = _common.fields(run, data, "vorticity")
-                plots.plot_fields(pred, true, title=f"NS step {cfg['n_steps']}, {label} {m}→1",
+                plots.plot_fields(pred, true, title=f"NS step {cfg['n_steps']}, {label} {m}→1, seed {seed}",
                                   path=out / f"fields_{label.replace(' ', '_')}.png")
+    _common.print_table(rows, f"seed {seed}: rollout rel. L2 over {cfg['n_steps']} steps")
+    return {"rows": rows, "curves": curves, "models": models}
 
-    _common.print_table(rows, f"rollout rel. L2 over {cfg['n_steps']} steps ({n_test} test samples, {cfg['n_out']}²)")
+
+def main() -> None:
+    args = _common.parser(__doc__).parse_args()
+    out = _common.setup(args, SCRIPT)
+    cfg = _common.settings(SCALES, args)
+    seeds = _common.training_seeds(cfg, args)
+    if cfg["given"] + cfg["n_steps"] > cfg["records"] or max(cfg["windows"]) > cfg["given"]:
+        raise SystemExit(f"settings: need windows <= given and given + n_steps <= records, found {cfg}")
+    files = write_windows(cfg, args.seed, out)
+    n_train, n_test = cfg["sizes"]
+    splits = _common.in_order({"train": n_train, "test": n_test})
+    # the predicted frames are the same for every window: one bar for all
+    baseline = _common.mean_predictor(files[max(cfg["windows"])], splits, "vorticity", frames=cfg["n_steps"])
+    print(f"training-mean predictor rollout rel. L2 {baseline['rel_l2']:.4g}; training seeds {seeds}", flush=True)
+
+    # Models per window: neuraloperator's FNO, our FNO host without the CKB (order 0) and CHONN (the same host
+    # with it), m·C input channels → C, the same optimisation for all; the CKB's effect is CHONN vs the host.
+    specs = {"FNO": ("fno", cfg["fno"]), "FNO host": ("chonn_fno", {**cfg["fno"], "order": 0}),
+             "CHONN": ("chonn_fno", {**cfg["fno"], **cfg["ckb"], "placement": "replace"})}
+    per_seed = {seed: one_seed(seed, specs, cfg, files, splits, args, out) for seed in seeds}
+    summary = _common.seed_summary({s: r["rows"] for s, r in per_seed.items()})
+    curves = _common.summary_means(_common.seed_summary(
+        {s: {k: dict(enumerate(v)) for k, v in r["curves"].items()} for s, r in per_seed.items()}))
+    rows = _common.summary_means(summary)
+    _common.print_table(rows, f"rollout rel. L2 over {cfg['n_steps']} steps ({n_test} test samples, {cfg['n_out']}²), "
+                              f"mean over seeds {seeds}")
     print(f"FNO paper (FNO-2D, 64², 1000 train, 40 steps, 10→1): {FNO_PAPER}", flush=True)
-    plots.plot_rollout(curves, path=out / "rollout.png")
+    plots.plot_rollout({k: list(v.values()) for k, v in curves.items()}, path=out / "rollout.png")
     plots.plot_metric_bars(rows, log=True, path=out / "windows.png")
     _common.write_results(out, SCRIPT, args, {
-        "settings": cfg, "viscosity": VISC, "rollout_rel_l2": rows, "per_step": curves, "models": models,
+        "settings": cfg, "seeds": seeds, "viscosity": VISC, "mean_predictor": baseline, "rollout_rel_l2": summary,
+        "per_step_mean": {k: list(v.values()) for k, v in curves.items()}, "per_seed": per_seed,
         "fno_paper_rel_l2": FNO_PAPER, "comparable_with_paper": args.scale == "full",
         "claim": "CHONN lower rollout error than FNO for 3->1, 5->1, 10->1 (CHONN, Fig. 5e-f); tested against "
                  "the same FNO host without the CKB (neuraloperator's fno is a row of its own)",

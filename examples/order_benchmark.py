@@ -17,6 +17,9 @@ Scales:
   orders 1-4 (Fig. 3a-b) and 2×2, 2×3, 3×2 vs depth 1-5 on T4 (Fig. 3c). Run time, an estimate (not
   measured): 200× the quick run's sample-epochs per model at 2× the length with 16× wider blocks, for 36
   models — on the order of a day on one GPU; not practical on CPU.
+- ``--medium``: the paper's data protocol (256 points, 12,000 / 2,000 / 2,000 samples, seeds 42/43/44)
+  with reduced models and training, stated in RESULTS.md: d_model 8, d_state 4, expansion 2; AdamW lr
+  1e-2, cosine, batch 32, 6 epochs; matched orders and 2×2 vs depth 3 on T4; training seeds 0, 1, 2.
 - ``--quick``: matched orders only (chain n vs depth n on Tn), 2×2 vs depth-3 on T4; 128 points, 384 / 64 /
   128 samples, d_model 8, expansion 2, d_state 4, lr 3e-3, 12 epochs. Measured: ≈ 16 minutes (50-128 s
   of training per model, 9 models) with 1 thread on 2 cores shared by ~10 processes.
@@ -47,6 +50,9 @@ SCALES = {
     "full": dict(n_points=256, sizes=(12000, 2000, 2000), targets=(1, 2, 3, 4), orders=(1, 2, 3, 4),
                  model=dict(d_model=16, d_state=8, expand=16), lr=1e-4, epochs=80, batch_size=32,
                  scaling_target=4, stacks=((2, 2), (2, 3), (3, 2)), depths=(1, 2, 3, 4, 5)),
+    "medium": dict(n_points=256, sizes=(12000, 2000, 2000), targets=(1, 2, 3, 4), orders="matched",
+                   model=dict(d_model=8, d_state=4, expand=2), lr=1e-2, epochs=6, batch_size=32,
+                   scaling_target=4, stacks=((2, 2),), depths=(3,), seeds=(0, 1, 2)),
     "quick": dict(n_points=128, sizes=(384, 64, 128), targets=(1, 2, 3, 4), orders="matched",
                   model=dict(d_model=8, d_state=4, expand=2), lr=3e-3, epochs=12, batch_size=32,
                   scaling_target=4, stacks=((2, 2),), depths=(3,)),
@@ -78,11 +84,12 @@ def scaling_specs(cfg: dict) -> dict[str, tuple[str, dict]]:
     return specs
 
 
-def compare(specs, data, splits, cfg, args, runs) -> dict[str, dict]:
-    """Train ``specs`` on one target's file ``data``; test metrics, parameters and time per model."""
+def compare(specs, data, splits, cfg, seed, device, runs) -> dict[str, dict]:
+    """Train ``specs`` with training seed ``seed`` on one target's file ``data``; test metrics, parameters
+    and time per model."""
     train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"], optimizer="adamw",
-                               weight_decay=1e-4, scheduler="cosine", seed=args.seed, progress=False)
-    trained = _common.train_models(specs, data, runs, train_config=train_config, splits=splits, device=args.device,
+                               weight_decay=1e-4, scheduler="cosine", seed=seed, progress=False)
+    trained = _common.train_models(specs, data, runs, train_config=train_config, splits=splits, device=device,
                                    inputs=["input"], targets=["target"])
     rows = {}
     for label, run in trained.items():
@@ -91,44 +98,70 @@ def compare(specs, data, splits, cfg, args, runs) -> dict[str, dict]:
     return rows
 
 
+def derivative_ratios(per_target: dict[str, dict]) -> dict[str, float]:
+    """``{"T<n> k=<k>": chain k / depth k}`` of the derivative relative L2 (< 1: the chain is better)."""
+    ratio = {}
+    for target, rows in per_target.items():
+        for label in rows:
+            k = label.split()[1]
+            if label.startswith("chain") and f"depth {k}" in rows:
+                ratio[f"{target} k={k}"] = rows[label]["rel_l2_derivative"] / rows[f"depth {k}"]["rel_l2_derivative"]
+    return ratio
+
+
+def one_seed(seed: int, cfg: dict, files: dict, args, runs) -> dict:
+    """Every comparison with training seed ``seed``: per-target rows (Fig. 3a-b), the chain / depth
+    derivative ratios and the scaling rows (Fig. 3c)."""
+    per_target = {}
+    for n in cfg["targets"]:
+        data, splits = files[n]
+        rows = compare(order_specs(n, cfg["orders"], cfg["model"]), data, splits, cfg, seed, args.device,
+                       runs / f"T{n}")
+        per_target[f"T{n}"] = rows
+        _common.print_table(rows, f"seed {seed}, target T{n} (test, {cfg['n_points']} points)")
+    data, splits = files[cfg["scaling_target"]]
+    scaling = compare(scaling_specs(cfg), data, splits, cfg, seed, args.device, runs / "scaling")
+    _common.print_table(scaling, f"seed {seed}, scaling on T{cfg['scaling_target']}")
+    return {"targets": per_target, "derivative_ratio": derivative_ratios(per_target), "scaling": scaling}
+
+
 def main() -> None:
     args = _common.parser(__doc__).parse_args()
     out = _common.setup(args, SCRIPT)
     cfg = _common.settings(SCALES, args)
-    seeds = {name: (size, seed) for name, size, seed in zip(("train", "val", "test"), cfg["sizes"], SEEDS)}
-    sets = generate_order_splits(orders=cfg["targets"], n_points=cfg["n_points"], splits=seeds)
-    files = {n: _common.save_in_order({split: sets[(split, n)] for split in seeds}, out / f"data_T{n}.nc")
+    seeds = _common.training_seeds(cfg, args)
+    data_seeds = {name: (size, seed) for name, size, seed in zip(("train", "val", "test"), cfg["sizes"], SEEDS)}
+    sets = generate_order_splits(orders=cfg["targets"], n_points=cfg["n_points"], splits=data_seeds)
+    files = {n: _common.save_in_order({split: sets[(split, n)] for split in data_seeds}, out / f"data_T{n}.nc")
              for n in cfg["targets"]}
-    print(f"data: order benchmark, {cfg['n_points']} points, train/val/test = {cfg['sizes']}", flush=True)
+    baseline = {f"T{n}": _common.mean_predictor(*files[n], "target", derivative=True) for n in cfg["targets"]}
+    print(f"data: order benchmark, {cfg['n_points']} points, train/val/test = {cfg['sizes']}; "
+          f"training seeds {seeds}", flush=True)
+    _common.print_table(baseline, "training-mean predictor (the bar every model must clear)")
 
-    # Fig. 3a-b: chain vs depth per target order.
-    per_target, deriv_ratio = {}, {}
-    for n in cfg["targets"]:
-        data, splits = files[n]
-        rows = compare(order_specs(n, cfg["orders"], cfg["model"]), data, splits, cfg, args, out / "runs" / f"T{n}")
-        per_target[f"T{n}"] = rows
-        _common.print_table(rows, f"target T{n} (test, {cfg['n_points']} points)")
-        plots.plot_metric_bars({k: {m: r[m] for m in METRICS} for k, r in rows.items()}, log=True,
-                               path=out / f"target_T{n}.png")
-        for label in rows:
-            k = label.split()[1]
-            if label.startswith("chain") and f"depth {k}" in rows:
-                deriv_ratio[f"T{n} k={k}"] = rows[label]["rel_l2_derivative"] / rows[f"depth {k}"]["rel_l2_derivative"]
-    plots.plot_metric_bars({"chain / depth": deriv_ratio}, path=out / "derivative_ratio.png")
-    _common.print_table({"chain / depth": deriv_ratio}, "derivative rel. L2, chain / depth (< 1: chain better)")
-
-    # Fig. 3c: stacked high-order blocks vs deeper first-order stacks on one target.
-    t = cfg["scaling_target"]
-    data, splits = files[t]
-    scaling = compare(scaling_specs(cfg), data, splits, cfg, args, out / "runs" / "scaling")
-    _common.print_table(scaling, f"scaling on T{t}")
-    plots.plot_metric_bars(scaling, log=True, path=out / "scaling.png")
+    per_seed = {seed: one_seed(seed, cfg, files, args, out / "runs" / f"seed{seed}") for seed in seeds}
+    targets = {t: _common.seed_summary({s: r["targets"][t] for s, r in per_seed.items()}) for t in baseline}
+    ratio = _common.seed_summary({s: {"chain / depth": r["derivative_ratio"]} for s, r in per_seed.items()})
+    scaling = _common.seed_summary({s: r["scaling"] for s, r in per_seed.items()})
+    for t, summary in targets.items():
+        means = _common.summary_means(summary)
+        _common.print_table(means, f"target {t}, mean over seeds {seeds}")
+        plots.plot_metric_bars({k: {m: r[m] for m in METRICS} for k, r in means.items()}, log=True,
+                               path=out / f"target_{t}.png")
+    ratio_means = _common.summary_means(ratio)
+    _common.print_table(ratio_means, "derivative rel. L2, chain / depth (< 1: chain better), mean over seeds")
+    plots.plot_metric_bars(ratio_means, path=out / "derivative_ratio.png")
+    scaling_means = _common.summary_means(scaling)
+    _common.print_table(scaling_means, f"scaling on T{cfg['scaling_target']}, mean over seeds")
+    plots.plot_metric_bars({k: {m: r[m] for m in METRICS} for k, r in scaling_means.items()}, log=True,
+                           path=out / "scaling.png")
 
     _common.write_results(out, SCRIPT, args, {
-        "settings": cfg, "targets": per_target, "derivative_ratio_chain_over_depth": deriv_ratio,
-        "scaling_target": f"T{t}", "scaling": scaling,
+        "settings": cfg, "seeds": seeds, "mean_predictor": baseline, "targets": targets,
+        "derivative_ratio_chain_over_depth": ratio["chain / depth"], "scaling_target": f"T{cfg['scaling_target']}",
+        "scaling": scaling, "per_seed": per_seed,
         "claim": "chain beats depth on derivative rel. L2 for T2-T4, gap growing with order; 2x2 < D3, 2x3 < D4",
-        "chain_wins_derivative": {k: v < 1 for k, v in deriv_ratio.items()},
+        "chain_wins_derivative": {k: v["mean"] < 1 for k, v in ratio["chain / depth"].items()},
     })
 
 

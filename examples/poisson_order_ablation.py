@@ -18,6 +18,8 @@ Scales (data from ``pde_data.generate_poisson``, exact solutions of CHONN Eqs. 5
   reported metric) at every scale. Run time, an estimate
   extrapolated from the quick run (not measured): 440× its sample-epochs at 4× the pixels with a larger
   U-Net (4 levels of 16-128 channels against 2 of 8-16) — about 1-2 days for the five orders on one GPU; not practical on CPU.
+- ``--medium``: the CNO set sizes (1,024 / 128 / 256 + 256 OOD) at 32², the quick U-Net, 40 epochs,
+  StepLR(10, 0.5); training seeds 0, 1, 2.
 - ``--quick``: 192 / 32 / 64 (+ 64 OOD) at 32², small U-Net, 12 epochs. Measured: ≈ 14 minutes (orders
   0-4: 38, 76, 169, 265, 273 s of training) with 1 thread on 2 cores shared by ~10 processes.
 - ``--smoke``: 4 / 2 / 2 (+ 2) at 24² (the coarsest grid that resolves the OOD set's K = 20), orders 0 and 1,
@@ -47,6 +49,9 @@ SCALES = {
     "full": dict(n_grid=64, sizes=(1024, 128, 256, 256), orders=(0, 1, 2, 3, 4), epochs=1000, batch_size=16,
                  weight_decay=1e-6, step_size=10, gamma=0.98,
                  unet=dict(n_layers=4, n_res=4, n_res_neck=4, channel_multiplier=16), d_state=16, expand=2),
+    "medium": dict(n_grid=32, sizes=(1024, 128, 256, 256), orders=(0, 1, 2, 3, 4), epochs=40, batch_size=16,
+                   weight_decay=1e-6, step_size=10, gamma=0.5, seeds=(0, 1, 2),
+                   unet=dict(n_layers=2, n_res=1, n_res_neck=1, channel_multiplier=8), d_state=4, expand=1),
     "quick": dict(n_grid=32, sizes=(192, 32, 64, 64), orders=(0, 1, 2, 3, 4), epochs=12, batch_size=16,
                   weight_decay=1e-6, step_size=10, gamma=0.5,
                   unet=dict(n_layers=2, n_res=1, n_res_neck=1, channel_multiplier=8), d_state=4, expand=1),
@@ -77,43 +82,57 @@ def write_sets(cfg: dict, seed: int, out):
     return data, ood, splits
 
 
-def main() -> None:
-    args = _common.parser(__doc__).parse_args()
-    out = _common.setup(args, SCRIPT)
-    cfg = _common.settings(SCALES, args)
-
-    data, ood, splits = write_sets(cfg, args.seed, out)
-    n_grid, (_, _, n_test, n_ood) = cfg["n_grid"], cfg["sizes"]
-
-    # Models: the same U-Net with CKBs of each order (order 0 hosts none: the plain U-Net).
-    specs = {f"order {k}": ("chonn_unet", {**cfg["unet"], "order": k, "d_state": cfg["d_state"],
-                                           "expand": cfg["expand"]}) for k in cfg["orders"]}
+def one_seed(seed: int, specs: dict, cfg: dict, data, ood, splits, args, out) -> dict[str, dict[str, float]]:
+    """Train every order with training seed ``seed``; its metrics in and out of distribution (physical
+    units), parameters and training time."""
+    runs = out / "runs" / f"seed{seed}"
     train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adam",
                                weight_decay=cfg["weight_decay"], step_size=cfg["step_size"], gamma=cfg["gamma"],
-                               loss="rel_l1", seed=args.seed, progress=False)
-    trained = _common.train_models(specs, data, out / "runs", train_config=train_config, splits=splits,
+                               loss="rel_l1", seed=seed, progress=False)
+    trained = _common.train_models(specs, data, runs, train_config=train_config, splits=splits,
                                    device=args.device, inputs=["f"], targets=["u"])
-
-    # Evaluation in and out of distribution, in physical units (OOD first: the run folder keeps the
-    # predictions and metrics.json of its own test split).
-    rows, models = {}, {}
+    # OOD first: the run folder keeps the predictions and metrics.json of its own test split.
+    rows = {}
     for label, run in trained.items():
         row_ood = scores(_common.evaluate(run, ood, all_samples=True)["metrics"])
         pred, true = _common.fields(run, ood, "u")
         row_id = scores(_common.evaluate(run, data)["metrics"])
-        rows[label] = {**{f"{k}_id": v for k, v in row_id.items()}, **{f"{k}_ood": v for k, v in row_ood.items()}}
-        models[label] = {"params": run.n_params, "train_s": run.seconds}
-        plots.plot_fields(pred, true, title=f"Poisson OOD, U-Net + CKB {label}",
+        rows[label] = {**{f"{k}_id": v for k, v in row_id.items()}, **{f"{k}_ood": v for k, v in row_ood.items()},
+                       "params": run.n_params, "train_s": run.seconds}
+        plots.plot_fields(pred, true, title=f"Poisson OOD, U-Net + CKB {label}, seed {seed}",
                           path=out / f"fields_{label.replace(' ', '')}.png")
-    _common.print_table(rows, f"Poisson test metrics ({n_grid}², {n_test} ID / {n_ood} OOD samples)")
+    _common.print_table(rows, f"seed {seed}: Poisson test metrics ({cfg['n_grid']}²)")
+    return rows
+
+
+def main() -> None:
+    args = _common.parser(__doc__).parse_args()
+    out = _common.setup(args, SCRIPT)
+    cfg = _common.settings(SCALES, args)
+    seeds = _common.training_seeds(cfg, args)
+
+    data, ood, splits = write_sets(cfg, args.seed, out)
+    baseline = {"in distribution": _common.mean_predictor(data, splits, "u")}
+    print(f"training-mean predictor rel. L2 (in distribution) {baseline['in distribution']['rel_l2']:.4g}; "
+          f"training seeds {seeds}", flush=True)
+
+    # Models: the same U-Net with CKBs of each order (order 0 hosts none: the plain U-Net).
+    specs = {f"order {k}": ("chonn_unet", {**cfg["unet"], "order": k, "d_state": cfg["d_state"],
+                                           "expand": cfg["expand"]}) for k in cfg["orders"]}
+    per_seed = {seed: one_seed(seed, specs, cfg, data, ood, splits, args, out)
+                for seed in seeds}
+    summary = _common.seed_summary(per_seed)
+    rows = _common.summary_means(summary)
+    _common.print_table(rows, f"Poisson test metrics, mean over seeds {seeds}")
     print("CNO paper, 64², full data (median rel. L1 %): " +
           ", ".join(f"{m} {v['id']} / {v['ood']}" for m, v in CNO_TABLE.items()), flush=True)
 
-    plots.plot_metric_bars(rows, log=True, path=out / "orders.png")
+    plots.plot_metric_bars({k: {m: r[m] for m in r if m not in ("params", "train_s")} for k, r in rows.items()},
+                           log=True, path=out / "orders.png")
     base, best = rows[f"order {cfg['orders'][0]}"], min(rows, key=lambda k: rows[k]["rel_l1_median_pct_id"])
     _common.write_results(out, SCRIPT, args, {
-        "settings": cfg, "metrics": rows, "models": models, "cno_paper_median_rel_l1_pct": CNO_TABLE,
-        "history": {label: run.history for label, run in trained.items()}, "best_order_id_rel_l1": best,
+        "settings": cfg, "seeds": seeds, "mean_predictor": baseline, "metrics": summary, "per_seed": per_seed,
+        "cno_paper_median_rel_l1_pct": CNO_TABLE, "best_order_id_rel_l1": best,
         "claim": "orders 1-4 lower rel. L1 and nRMSE than order 0; order 4 best (CHONN, Fig. 4g)",
         "orders_beating_order0_id": [k for k, r in rows.items() if r["rel_l1_median_pct_id"] < base["rel_l1_median_pct_id"]
                                      and r["nrmse_id"] < base["nrmse_id"]],

@@ -21,6 +21,8 @@ Scales (data from ``pde_data.generate_dam_break``, our finite-volume solver of P
   channels; CKB order 2, d_state 16; the CHONN paper's SWE schedule for all models: AdamW lr 1e-3, StepLR(100, 0.5), 500 epochs,
   batch 5. Run time, an estimate (not measured): 3,000× the quick run's sample-epochs × 10× the rollout
   steps at 16× the pixels with ≈ 10× larger models — days per model on one GPU; not practical on CPU.
+- ``--medium``: 32², 11 frames, 48 train / 16 test, 2 given frames, the quick models (FNO width 16),
+  12 epochs; training seeds 0, 1, 2.
 - ``--quick``: 32², 11 frames (every 0.1), 24 train / 8 test, 2 given frames, small models, 6 epochs.
   Measured: ≈ 6 minutes (FNO 100 s, U-Net 62 s, CHONN 164 s of training) with 1 thread on 2 cores shared
   by ~10 processes.
@@ -51,13 +53,16 @@ SCRIPT = "shallow_water"
 SCALES = {
     "full": dict(n_grid=128, frames=101, sizes=(900, 100), given=10, epochs=500, batch_size=5,
                  fno=dict(n_modes=12, width=20), unet=dict(n_layers=3, n_res=4, n_res_neck=4, channel_multiplier=32),
-                 ckb=dict(order=2, d_state=16, expand=2)),
+                 ckb=dict(order=2, d_state=16, expand=2, downsample=2)),
+    "medium": dict(n_grid=32, frames=11, sizes=(48, 16), given=2, epochs=12, batch_size=4, seeds=(0, 1, 2),
+                   fno=dict(n_modes=8, width=16), unet=dict(n_layers=2, n_res=1, n_res_neck=1, channel_multiplier=8),
+                   ckb=dict(order=2, d_state=4, expand=1, downsample=2)),
     "quick": dict(n_grid=32, frames=11, sizes=(24, 8), given=2, epochs=6, batch_size=4,
                   fno=dict(n_modes=8, width=12), unet=dict(n_layers=2, n_res=1, n_res_neck=1, channel_multiplier=8),
-                  ckb=dict(order=2, d_state=4, expand=1)),
+                  ckb=dict(order=2, d_state=4, expand=1, downsample=2)),
     "smoke": dict(n_grid=16, frames=4, sizes=(2, 2), given=2, epochs=1, batch_size=2,
                   fno=dict(n_modes=4, width=6), unet=dict(n_layers=1, n_res=1, n_res_neck=1, channel_multiplier=4),
-                  ckb=dict(order=2, d_state=2, expand=1)),
+                  ckb=dict(order=2, d_state=2, expand=1, downsample=2)),
 }
 
 
@@ -70,42 +75,55 @@ def write_data(cfg: dict, seed: int, out):
     return pde_data.save(ds, out / "data.nc"), _common.in_order({"train": n_train, "test": n_test})
 
 
+def one_seed(seed: int, specs: dict, cfg: dict, data, splits, args, out) -> dict:
+    """Train every model with training seed ``seed`` and roll it out on the test split: ``{"rows": {label:
+    metrics}, "curves": {label: per-step rel. L2}}`` (the given frames excluded from the metrics)."""
+    m = cfg["given"]
+    runs = out / "runs" / f"seed{seed}"
+    train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adamw",
+                               weight_decay=1e-4, step_size=100, gamma=0.5, seed=seed, progress=False)
+    trained = _common.train_models(specs, data, runs, train_config=train_config, splits=splits,
+                                   device=args.device, inputs=["h"], window=m, horizon=cfg["frames"] - m)
+    rows, curves = {}, {}
+    for label, run in trained.items():
+        result = _common.evaluate(run, data)
+        rows[label] = {**{k: result["metrics"].get(k, math.nan) for k in (*PDEBENCH_KEYS, "rel_l2")},  # empty band: NaN
+                       "params": run.n_params, "train_s": run.seconds}
+        curves[label] = dict(enumerate(result["rollout"]["per_step_rel_l2"]))
+        pred, true = _common.fields(run, data, "h")
+        plots.plot_fields(pred, true, title=f"dam break, last frame, {label}, seed {seed}",
+                          path=out / f"fields_{label.replace(' ', '_')}.png")
+    _common.print_table(rows, f"seed {seed}: shallow-water test metrics (frames {m}..{cfg['frames'] - 1})")
+    return {"rows": rows, "curves": curves}
+
+
 def main() -> None:
     args = _common.parser(__doc__).parse_args()
     out = _common.setup(args, SCRIPT)
     cfg = _common.settings(SCALES, args)
-
+    seeds = _common.training_seeds(cfg, args)
     data, splits = write_data(cfg, args.seed, out)
-    n_test, m = cfg["sizes"][1], cfg["given"]
-
+    m = cfg["given"]
+    baseline = _common.mean_predictor(data, splits, "h", frames=cfg["frames"] - m)
+    print(f"training-mean predictor rel. L2 {baseline['rel_l2']:.4g}; training seeds {seeds}", flush=True)
     # Models: m frames in, one frame out, trained on whole rollouts (one window of every trajectory).
     specs = {"FNO": ("fno", cfg["fno"]), "FNO host": ("chonn_fno", {**cfg["fno"], "order": 0}),
              "U-Net": ("unet", cfg["unet"]),
              "CHONN": ("chonn_fno", {**cfg["fno"], **cfg["ckb"], "placement": "replace"})}
-    train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adamw",
-                               weight_decay=1e-4, step_size=100, gamma=0.5, seed=args.seed, progress=False)
-    trained = _common.train_models(specs, data, out / "runs", train_config=train_config, splits=splits,
-                                   device=args.device, inputs=["h"], window=m, horizon=cfg["frames"] - m)
-
-    # Evaluation: whole trajectories (given frames + rollout), the given frames excluded from the metrics.
-    rows, curves, extra = {}, {}, {}
-    for label, run in trained.items():
-        result = _common.evaluate(run, data)
-        rows[label] = {k: result["metrics"].get(k, math.nan) for k in (*PDEBENCH_KEYS, "rel_l2")}  # empty band: NaN
-        curves[label] = result["rollout"]["per_step_rel_l2"]
-        extra[label] = {"params": run.n_params, "train_s": run.seconds}
-        pred, true = _common.fields(run, data, "h")
-        plots.plot_fields(pred, true, title=f"dam break, last frame, {label}",
-                          path=out / f"fields_{label.replace(' ', '_')}.png")
-    _common.print_table(rows, f"shallow-water test metrics ({n_test} samples, frames {m}..{cfg['frames'] - 1})")
+    per_seed = {seed: one_seed(seed, specs, cfg, data, splits, args, out) for seed in seeds}
+    summary = _common.seed_summary({s: r["rows"] for s, r in per_seed.items()})
+    curves = _common.summary_means(_common.seed_summary({s: r["curves"] for s, r in per_seed.items()}))
+    means = _common.summary_means(summary)
+    rows = {label: {k: row[k] for k in (*PDEBENCH_KEYS, "rel_l2")} for label, row in means.items()}
+    _common.print_table(rows, f"shallow-water test metrics ({len(splits.test)} samples), mean over seeds {seeds}")
     gains = _common.ratios(rows, "CHONN", ["FNO host", "U-Net", "FNO"])
-    _common.print_table(gains, "error ratios (< 1: CHONN better)", fmt="{:.3f}")
-
+    _common.print_table(gains, "error ratios of the means (< 1: CHONN better)", fmt="{:.3f}")
     plots.plot_metric_bars(_common.finite(rows), log=True, path=out / "metrics.png")
     plots.plot_metric_bars(_common.finite(gains), path=out / "gain.png")
-    plots.plot_rollout(curves, path=out / "rollout.png")
+    plots.plot_rollout({k: list(v.values()) for k, v in curves.items()}, path=out / "rollout.png")
     _common.write_results(out, SCRIPT, args, {
-        "settings": cfg, "metrics": rows, "models": extra, "error_ratios": gains, "per_step_rel_l2": curves,
+        "settings": cfg, "seeds": seeds, "mean_predictor": baseline, "metrics": summary, "error_ratios": gains,
+        "per_step_rel_l2_mean": {k: list(v.values()) for k, v in curves.items()}, "per_seed": per_seed,
         "claim": "CHONN lower than FNO and U-Net on every metric (CHONN, Fig. 5b-c); tested against its own host "
                  "without the CKB and the U-Net",
         "claim_holds": all(v < 1 for name, g in _common.finite(gains).items() if name != "CHONN/FNO"

@@ -1,13 +1,18 @@
 """Smoke tests of the example scripts: each runs with ``--smoke`` (a few samples, one epoch, tiny grids)
-in a subprocess and must write its results JSON and its plots."""
+in a subprocess and must write its results JSON and its plots; the field examples run with two training
+seeds, and ``examples/results_tables.py`` must render their JSON. The shared seed statistics and the
+training-mean predictor are checked against direct computations, and the committed RESULTS.md against
+the committed medium results."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +29,19 @@ SCRIPTS = {
 }
 
 
+#: scripts whose medium results go into RESULTS.md through examples/results_tables.py
+TABLED = {"darcy.py", "poisson_order_ablation.py", "navier_stokes_rollout.py", "shallow_water.py", "order_benchmark.py",
+          "nac_sequences.py"}
+
+
+def _common_module(name: str = "_common"):
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(EXAMPLES))
+
+
 def _run(script: str, *args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(EXAMPLES / script), *args]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -32,13 +50,73 @@ def _run(script: str, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_example_smoke(script: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = _run(script, "--smoke", "--threads", "1", "--out", str(out))
+    seeds = ["--seeds", "0", "1"] if script in TABLED else []
+    proc = _run(script, "--smoke", "--threads", "1", "--out", str(out), *seeds)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     assert results["scale"] == "smoke"
     assert results["results"]
     for name in SCRIPTS[script]:
         assert (out / name).stat().st_size > 0, f"{script} did not write {name}"
+    if script in TABLED:
+        assert results["results"]["seeds"] == [0, 1] and set(results["results"]["per_seed"]) == {"0", "1"}
+        assert results["wall_s"] > 0
+        tables = _common_module("results_tables")
+        text = tables.render(script.removesuffix(".py"), results)
+        assert "± " in text and "mean predictor" in text.replace("training-mean predictor", "mean predictor")
+
+
+def test_seed_summary_is_the_mean_and_sample_std() -> None:
+    common = _common_module()
+    per_seed = {0: {"a": {"x": 1.0, "y": 4.0}}, 1: {"a": {"x": 2.0, "y": 4.0}}, 5: {"a": {"x": 6.0, "y": 4.0}}}
+    summary = common.seed_summary(per_seed)
+    assert summary["a"]["x"]["mean"] == pytest.approx(3.0)
+    assert summary["a"]["x"]["std"] == pytest.approx(np.std([1.0, 2.0, 6.0], ddof=1))
+    assert summary["a"]["x"]["values"] == [1.0, 2.0, 6.0] and summary["a"]["y"]["std"] == 0.0
+    assert common.seed_summary({3: {"a": {"x": 2.5}}})["a"]["x"] == {"mean": 2.5, "std": 0.0, "values": [2.5]}
+    assert common.summary_means(summary) == {"a": {"x": pytest.approx(3.0), "y": 4.0}}
+
+
+def test_mean_predictor_scores_the_training_mean_on_the_test_split(tmp_path: Path) -> None:
+    import xarray as xr
+
+    import pde_data
+
+    common = _common_module()
+    rng = np.random.default_rng(0)
+    u = rng.normal(size=(7, 3, 16))  # sample, time, s
+    from pde_data.model import SAMPLE, TIME
+    ds = xr.Dataset({"u": ((SAMPLE, TIME, "s"), u)},
+                    coords={SAMPLE: np.arange(7), TIME: np.arange(3.0), "s": np.linspace(0, 1, 16, endpoint=False)})
+    path = pde_data.save(ds, tmp_path / "d.nc")
+    splits = common.in_order({"train": 4, "test": 3})
+    got = common.mean_predictor(path, splits, "u", frames=2, derivative=True)
+    mean, test = u[:4, 1:].mean(0), u[4:, 1:]
+    expect = np.mean([np.linalg.norm(mean - t) / np.linalg.norm(t) for t in test])
+    grad = lambda f: (np.roll(f, -1, -1) - np.roll(f, 1, -1)) / 2  # noqa: E731 - the periodic central difference
+    expect_d = np.mean([np.linalg.norm(grad(mean - t)) / np.linalg.norm(grad(t)) for t in test])
+    expect_l1 = np.median([np.abs(mean - t).sum() / np.abs(t).sum() for t in test])
+    assert got["rel_l2"] == pytest.approx(expect, rel=1e-6)
+    assert got["rel_l1_median"] == pytest.approx(expect_l1, rel=1e-6)
+    assert got["rel_l2_derivative"] == pytest.approx(expect_d, rel=1e-6)
+
+
+def test_results_md_matches_the_committed_medium_results(tmp_path: Path) -> None:
+    """RESULTS.md's generated sections are what examples/results_tables.py makes of results/medium/*.json,
+    and --check notices a number edited by hand."""
+    tables = _common_module("results_tables")
+    assert tables.main(["--check"]) == 0
+    committed = sorted((ROOT / "results" / "medium").glob("*.json"))
+    assert committed, "no medium results committed"
+    copy = tmp_path / "RESULTS.md"
+    text = (ROOT / "RESULTS.md").read_text()
+    name = committed[0].stem
+    begin = text.index(f"<!-- generated: {name} -->")
+    digit = next(i for i in range(begin + 30, len(text)) if text[i].isdigit())
+    copy.write_text(text[:digit] + str((int(text[digit]) + 1) % 10) + text[digit + 1:])
+    assert tables.main(["--check", "--file", str(copy)]) == 1
+    shutil.copyfile(ROOT / "RESULTS.md", copy)
+    assert tables.main(["--check", "--file", str(copy)]) == 0
 
 
 def test_example_options_reject_bad_values(capsys) -> None:

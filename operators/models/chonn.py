@@ -29,13 +29,14 @@ PLACEMENTS = ("wrap", "replace")
 @dataclass(frozen=True)
 class ChonnFNOConfig(SpectralFNOConfig):
     """The host FNO's sizes plus the CKB's: ``order`` cascaded KNCs (0 = no block), ``d_state``, the
-    grid coarsening ``downsample`` it runs at (the paper states factor 2 for shallow water), and its
-    ``placement`` (:data:`PLACEMENTS`; the paper's is ``"replace"``, the w0 branch replaced)."""
+    grid coarsening ``downsample`` it runs at (default 1, the full grid; the paper coarsens 2× for
+    shallow water only, CHONN Methods), and its ``placement`` (:data:`PLACEMENTS`; the paper's is
+    ``"replace"``, the w0 branch replaced)."""
 
     order: int = 2
     d_state: int = 16
     expand: int = 2
-    downsample: int = 2
+    downsample: int = 1
     placement: str = "wrap"
 
 
