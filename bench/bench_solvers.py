@@ -1,13 +1,14 @@
 """PDE solvers: Navier–Stokes steps/s against a straightforward twin, shallow-water cell updates/s.
 
-Navier–Stokes: ``pde_data.navier_stokes.make_step`` (rfft2, wavenumber arrays built once, preallocated
-buffers, real multipliers through ``view_as_real``) against :func:`step_ref` below, the same CNAB2
-algorithm written the plain way (full complex FFTs, wavenumbers, Laplacian and dealiasing mask rebuilt
-and every intermediate allocated on each step). Both run side by side in one process; a check row gives
-their largest difference after the timed steps (round-off only).
+Navier–Stokes, a batch of 16 GRF samples at 64², float64 and float32, 1 and 2 threads:
+``pde_data.navier_stokes.make_step`` against :class:`NumpyPort` below (the same CNAB2 step, a loop over
+samples with numpy FFTs) and against the FFT floor (the step's five FFTs alone on preallocated buffers),
+interleaved in one process; a check row gives the two trajectories' largest difference (round-off).
 
-Shallow water: one SSP-RK2 step of ``pde_data.shallow_water`` at 128² (two MUSCL + HLL evaluations),
-reported as cell updates per second, float32 and float64.
+Shallow water: SSP-RK2 steps of ``pde_data.shallow_water`` at 128² (two MUSCL + HLL evaluations),
+reported as cell updates per second, float32 and float64, in this process (freed blocks reused, as the
+solver runs) and in a subprocess with malloc's defaults (the solver before that change), with the
+step's distance from a memory-traffic floor.
 
 Run: ``python -m bench.bench_solvers [--quick]``.
 """
@@ -15,98 +16,182 @@ Run: ``python -m bench.bench_solvers [--quick]``.
 from __future__ import annotations
 
 import argparse
-import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
 
+import numpy as np
 import torch
 
-from bench._util import Row, best_time, print_table
+from bench._util import Row, best_time, best_times_interleaved, print_table
+from pde_data._allocator import retain_freed_memory
 from pde_data.grf import gaussian_random_field_2d
 from pde_data.navier_stokes import fno_forcing, make_step
 from pde_data.shallow_water import make_rhs, ssp_rk2_step
 
-__all__ = ["run", "step_ref"]
+__all__ = ["run", "NumpyPort"]
 
 
-def step_ref(w: torch.Tensor, n_prev: torch.Tensor | None, *, visc: float, dt: float, f: torch.Tensor):
-    """One CNAB2 step in physical space, written plainly: returns ``(w_next, N̂ⁿ)``.
+class NumpyPort:
+    """The same CNAB2 step (``pde_data.navier_stokes``), ported plainly to numpy as a user would write it
+    from the FNO generator: a loop over samples, ``numpy.fft.rfft2``/``irfft2`` per sample, the
+    wavenumber arrays built once. The baseline the solver must beat (issue: ≥ 2× in float64, ≥ 5× in
+    float32). ``w_hat`` (batch, n, n//2+1) complex is advanced in place by :meth:`step`."""
 
-    Shapes: ``w`` (batch, n, n) real, ``n_prev`` (batch, n, n) complex or None (first step), ``f`` (n, n).
-    """
-    n = w.shape[-1]
-    k = torch.fft.fftfreq(n, 1.0 / n, dtype=w.dtype, device=w.device)
-    kx, ky = torch.meshgrid(k, k, indexing="ij")
-    lam = 4 * math.pi**2 * (kx**2 + ky**2)
-    lap = lam.clone()
-    lap[0, 0] = 1.0
-    kdx = torch.where(kx.abs() < n // 2, kx, torch.zeros_like(kx))
-    kdy = torch.where(ky.abs() < n // 2, ky, torch.zeros_like(ky))
-    kmax = (2.0 / 3.0) * (n // 2)
-    dealias = ((kx.abs() <= kmax) & (ky.abs() <= kmax)).to(w.dtype)
-    w_hat = torch.fft.fft2(w)
-    psi_hat = w_hat / lap
-    psi_hat[..., 0, 0] = 0
-    u = torch.fft.ifft2(2j * math.pi * kdy * psi_hat).real
-    v = torch.fft.ifft2(-2j * math.pi * kdx * psi_hat).real
-    wx = torch.fft.ifft2(2j * math.pi * kdx * w_hat).real
-    wy = torch.fft.ifft2(2j * math.pi * kdy * w_hat).real
-    n_hat = torch.fft.fft2(u * wx + v * wy) * dealias
-    prev = n_hat if n_prev is None else n_prev
-    rhs = torch.fft.fft2(f) - 1.5 * n_hat + 0.5 * prev
-    w_hat = ((1 - 0.5 * dt * visc * lam) * w_hat + dt * rhs) / (1 + 0.5 * dt * visc * lam)
-    return torch.fft.ifft2(w_hat).real, n_hat
+    def __init__(self, n: int, *, visc: float, dt: float, forcing: np.ndarray):
+        real = forcing.dtype
+        kx = np.fft.fftfreq(n, 1.0 / n).astype(real)[:, None]
+        ky = np.fft.rfftfreq(n, 1.0 / n).astype(real)[None, :]
+        lam = 4 * np.pi**2 * (kx**2 + ky**2)
+        inv_lap = np.where(lam > 0, 1.0 / np.where(lam > 0, lam, 1.0), 0.0).astype(real)
+        self.ddx = 2j * np.pi * np.where(np.abs(kx) < n // 2, kx, 0.0) + 0 * ky  # odd derivative: no Nyquist
+        self.ddy = 2j * np.pi * np.where(np.abs(ky) < n // 2, ky, 0.0) + 0 * kx
+        self.inv_lap = inv_lap
+        kmax = (2.0 / 3.0) * (n // 2)
+        self.dealias = ((np.abs(kx) <= kmax) & (np.abs(ky) <= kmax)).astype(real)
+        self.retain = (1 - 0.5 * dt * visc * lam) / (1 + 0.5 * dt * visc * lam)
+        self.gain = dt / (1 + 0.5 * dt * visc * lam)
+        self.f_hat = np.fft.rfft2(forcing)
+        self.n, self.prev = n, None
+
+    def nonlinear(self, w_hat: np.ndarray) -> np.ndarray:
+        n, psi = self.n, w_hat * self.inv_lap
+        u = np.fft.irfft2(self.ddy * psi, s=(n, n))
+        v = np.fft.irfft2(-self.ddx * psi, s=(n, n))
+        wx = np.fft.irfft2(self.ddx * w_hat, s=(n, n))
+        wy = np.fft.irfft2(self.ddy * w_hat, s=(n, n))
+        return np.fft.rfft2(u * wx + v * wy) * self.dealias
+
+    def step(self, w_hat: np.ndarray) -> None:
+        now = np.stack([self.nonlinear(sample) for sample in w_hat])
+        prev = now if self.prev is None else self.prev
+        rhs = self.f_hat - 1.5 * now + 0.5 * prev
+        w_hat[:] = self.retain * w_hat + self.gain * rhs
+        self.prev = now
 
 
-def _ns_rows(n: int, batch: int, dtype: torch.dtype, n_steps: int, repeat: int) -> list[Row]:
+def _fft_floor(n: int, batch: int, dtype: torch.dtype) -> Callable[[], None]:
+    """The FFTs of one step and nothing else: 4 batched inverse real FFTs (u, v, ∂xω, ∂yω) and one
+    forward, on preallocated buffers."""
+    cdtype = torch.complex64 if dtype == torch.float32 else torch.complex128
+    spectra = torch.randn(4 * batch, n, n // 2 + 1, dtype=cdtype)
+    fields = torch.empty(4 * batch, n, n, dtype=dtype)
+    product, spectrum = fields[:batch].clone(), torch.empty(batch, n, n // 2 + 1, dtype=cdtype)
+
+    def ffts():
+        torch.fft.irfft2(spectra, s=(n, n), out=fields)
+        torch.fft.rfft2(product, out=spectrum)
+
+    return ffts
+
+
+def _ns_rows(n: int, batch: int, dtype: torch.dtype, n_steps: int, rounds: int, threads: int) -> list[Row]:
+    """Ours, the numpy port and the FFT floor, interleaved, at ``threads`` torch threads."""
+    torch.set_num_threads(threads)
     visc, dt = 1e-3, 1e-4
     w0 = gaussian_random_field_2d(batch, n, seed=0, dtype=dtype)
     f = fno_forcing(n, dtype=dtype)
     step = make_step(n, batch, visc=visc, dt=dt, forcing_hat=torch.fft.rfft2(f), dtype=dtype, device="cpu")
     w_hat = torch.fft.rfft2(w0)
-    state = {"w": w0.clone(), "n": None}
+    port = NumpyPort(n, visc=visc, dt=dt, forcing=f.numpy())
+    port_hat = np.fft.rfft2(w0.numpy())
+    floor = _fft_floor(n, batch, dtype)
 
     def ours():
         for _ in range(n_steps):
             step(w_hat)
 
-    def plain():
+    def numpy_port():
         for _ in range(n_steps):
-            state["w"], state["n"] = step_ref(state["w"], state["n"], visc=visc, dt=dt, f=f)
+            port.step(port_hat)
 
-    t_ours = best_time(ours, repeat=repeat, warmup=1)
-    t_plain = best_time(plain, repeat=repeat, warmup=1)
-    gap = float((torch.fft.irfft2(w_hat, s=(n, n)) - state["w"]).abs().max() / w0.abs().max())
-    name, case = "navier_stokes", f"{n}^2 batch {batch} {str(dtype).removeprefix('torch.')}"
+    def ffts():
+        for _ in range(n_steps):
+            floor()
+
+    t = best_times_interleaved({"ours": ours, "numpy": numpy_port, "fft": ffts}, rounds=rounds)
+    gap = float(np.abs(torch.fft.irfft2(w_hat, s=(n, n)).numpy() - np.fft.irfft2(port_hat, s=(n, n))).max()
+                / float(w0.abs().max()))
+    name = "navier_stokes"
+    case = f"{batch}x{n}^2 {str(dtype).removeprefix('torch.')}, {threads} thread{'s' if threads > 1 else ''}"
     return [
-        Row(name, f"{case} steps/s (ours)", n_steps / t_ours, "steps/s"),
-        Row(name, f"{case} steps/s (plain)", n_steps / t_plain, "steps/s"),
-        Row(name, f"{case} speed-up", t_plain / t_ours, "x", "plain time / ours, same run"),
-        Row(name, f"{case} max |ours - plain| / max|w0|", gap, "", "same trajectory, round-off"),
+        Row(name, f"{case}: steps/s ours / numpy port", n_steps / t["ours"], "steps/s",
+            f"numpy port {n_steps / t['numpy']:.4g} steps/s"),
+        Row(name, f"{case}: speed-up over the numpy port", t["numpy"] / t["ours"], "x", "target >= 2 (f64), >= 5 (f32)"),
+        Row(name, f"{case}: step / FFT floor", t["ours"] / t["fft"], "x", "target <= 1.5; the step's 5 FFTs alone"),
+        Row(name, f"{case}: max |ours - port| / max|w0|", gap, "", "same trajectory, round-off"),
     ]
 
 
-def _swe_rows(n: int, batch: int, dtype: torch.dtype, n_steps: int, repeat: int) -> list[Row]:
+def _swe_case(n: int, batch: int, dtype: torch.dtype):
+    """A radial dam break state (batch, 3, n, n), its operator and a CFL-0.4 step size per sample."""
     length = 5.0
     x = (torch.arange(n, dtype=torch.float64) + 0.5) * (length / n) - length / 2
     r2 = x[:, None] ** 2 + x[None, :] ** 2
     h = torch.where(r2 < 0.25, 2.0, 1.0).to(dtype).expand(batch, n, n)
     q = torch.stack([h, torch.zeros_like(h), torch.zeros_like(h)], dim=1)
-    rhs = make_rhs(dx=length / n, g=1.0)
-    dt = torch.full((batch,), 0.4 * length / n / 3.0, dtype=torch.float64)
+    return q, make_rhs(dx=length / n, g=1.0), torch.full((batch,), 0.4 * length / n / 3.0, dtype=torch.float64)
 
-    def ours():
+
+def _swe_steps(n: int, batch: int, dtype: torch.dtype, n_steps: int, repeat: int) -> float:
+    """Best time of ``n_steps`` SSP-RK2 steps."""
+    q, rhs, dt = _swe_case(n, batch, dtype)
+
+    def steps():
         state = q
         for _ in range(n_steps):
             state = ssp_rk2_step(rhs, state, dt)
 
-    seconds = best_time(ours, repeat=repeat, warmup=1)
+    return best_time(steps, repeat=repeat, warmup=1)
+
+
+_DEFAULT_ALLOCATOR = """
+import sys, torch
+from bench.bench_solvers import _swe_steps
+torch.set_num_threads(1)
+print(_swe_steps(*map(int, sys.argv[1:3]), getattr(torch, sys.argv[3]), *map(int, sys.argv[4:6])))
+"""
+
+
+def _swe_default_allocator(n: int, batch: int, dtype: torch.dtype, n_steps: int, repeat: int) -> float:
+    """The same steps in a fresh process whose malloc keeps its defaults: the solver as it ran before
+    :func:`pde_data._allocator.retain_freed_memory` (which cannot be undone within a process)."""
+    args = [str(n), str(batch), str(dtype).removeprefix("torch."), str(n_steps), str(repeat)]
+    out = subprocess.run([sys.executable, "-c", _DEFAULT_ALLOCATOR, *args], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parent.parent)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def _bandwidth(dtype: torch.dtype) -> float:
+    """Bytes/s of a 64 MiB ``torch.add(a, b, out=c)`` (two streams read, one written): the memory floor."""
+    a = torch.ones(16 << 20 if dtype == torch.float32 else 8 << 20, dtype=dtype)
+    b, c = a.clone(), torch.empty_like(a)
+    seconds = best_time(lambda: torch.add(a, b, out=c), repeat=5, warmup=1)
+    return 3 * a.numel() * a.element_size() / seconds
+
+
+def _swe_rows(n: int, batch: int, dtype: torch.dtype, n_steps: int, repeat: int) -> list[Row]:
+    """Ours (this process, freed blocks reused) against the default allocator (a subprocess, run before
+    and after ours, best kept), and the memory-traffic floor of one step."""
+    retain_freed_memory()
+    before = _swe_default_allocator(n, batch, dtype, n_steps, repeat)
+    ours = _swe_steps(n, batch, dtype, n_steps, repeat)
+    default = min(before, _swe_default_allocator(n, batch, dtype, n_steps, repeat))
+    cells = n * n * batch * n_steps
+    # a fused step must at least read q and write the new state in each of its two stages
+    floor = 2 * 2 * 3 * n * n * batch * (torch.finfo(dtype).bits // 8) * n_steps / _bandwidth(dtype)
     case = f"{n}^2 batch {batch} {str(dtype).removeprefix('torch.')}"
-    return [Row("shallow_water", f"{case} cell updates/s", n * n * batch * n_steps / seconds, "cells/s",
-                "SSP-RK2 step = 2 MUSCL-HLL evaluations")]
+    return [Row("shallow_water", f"{case} cell updates/s", cells / ours, "cells/s",
+                f"default allocator {cells / default:.3g} cells/s; SSP-RK2 step = 2 MUSCL-HLL evaluations"),
+            Row("shallow_water", f"{case} speed-up over the default allocator", default / ours, "x", "target >= 3"),
+            Row("shallow_water", f"{case} step / memory floor", ours / floor, "x",
+                "floor: read q and write q per stage at the measured bandwidth of torch.add")]
 
 
 def run(quick: bool = False) -> list[Row]:
-    """Benchmark rows (``quick``: a few steps per case). Runs on one CPU thread (shared 2-core hosts
-    make two-thread timings of small FFTs erratic); the thread count is restored afterwards."""
+    """Benchmark rows (``quick``: a few steps per case). Navier–Stokes at 1 and 2 torch threads, shallow
+    water at 1; the thread count is restored afterwards."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -117,12 +202,13 @@ def run(quick: bool = False) -> list[Row]:
 
 def _rows(steps: int, repeat: int) -> list[Row]:
     rows = []
-    for dtype in (torch.float32, torch.float64):
-        rows += _ns_rows(256, 1, dtype, steps, repeat)
-        rows += _ns_rows(64, 8, dtype, steps, repeat)
+    for dtype in (torch.float64, torch.float32):
+        for threads in (1, 2):
+            rows += _ns_rows(64, 16, dtype, steps, repeat, threads)
+    torch.set_num_threads(1)
     for dtype in (torch.float32, torch.float64):
         rows += _swe_rows(128, 4, dtype, max(2, steps // 4), repeat)
-    ours = {r.case: r.value for r in rows if r.benchmark == "shallow_water"}
+    ours = {r.case: r.value for r in rows if r.benchmark == "shallow_water" and r.unit == "cells/s"}
     f32, f64 = ours.values()
     rows.append(Row("shallow_water", "128^2 float32 / float64 throughput", f32 / f64, "x", "1 thread"))
     return rows
@@ -131,4 +217,4 @@ def _rows(steps: int, repeat: int) -> list[Row]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few steps per case")
-    print_table(run(quick=parser.parse_args().quick), title="PDE solvers (CPU, 1 thread)")
+    print_table(run(quick=parser.parse_args().quick), title="PDE solvers (CPU)")

@@ -22,7 +22,7 @@ Scales (data from ``pde_data.generate_navier_stokes``, our pseudo-spectral solve
   the pixels: a few GPU-hours per window for FNO (the FNO paper's order) and, from the quick run's
   CHONN/FNO time ratio of 3-6×, about a GPU-day per window for CHONN; not practical on CPU.
 - ``--medium``: 64² simulation kept at 16², 20 records, 128 train / 16 test, 10 given, 10 predicted;
-  width 16, 6 modes; Adam lr 3e-3, 25 epochs, batch 8; training seeds 0, 1, 2.
+  width 16, 6 modes; Adam lr 3e-3, 20 epochs, batch 8; training seeds 0, 1, 2.
 - ``--quick``: 32² simulation kept at 16², 20 records, 24 train / 8 test, 10 given, 10 predicted; width
   12, 6 modes; 8 epochs. Measured: ≈ 23 minutes (FNO 66-106 s, CHONN 333-392 s of training per window)
   with 1 thread on 2 cores shared by ~10 processes.
@@ -57,7 +57,7 @@ SCALES = {
                  epochs=500, batch_size=20),
     "medium": dict(sizes=(128, 16), n_sim=64, n_out=16, records=20, dt=5e-3, windows=(3, 5, 10), given=10,
                    n_steps=10, fno=dict(n_modes=6, width=16), ckb=dict(order=2, d_state=4, expand=1),
-                   epochs=25, batch_size=8, lr=3e-3, seeds=(0, 1, 2)),
+                   epochs=20, batch_size=8, lr=3e-3, seeds=(0, 1, 2)),
     "quick": dict(sizes=(24, 8), n_sim=32, n_out=16, records=20, dt=1e-2, windows=(3, 5, 10), given=10,
                   n_steps=10, fno=dict(n_modes=6, width=12), ckb=dict(order=2, d_state=4, expand=1),
                   epochs=8, batch_size=4),

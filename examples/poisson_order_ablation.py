@@ -18,7 +18,7 @@ Scales (data from ``pde_data.generate_poisson``, exact solutions of CHONN Eqs. 5
   reported metric) at every scale. Run time, an estimate
   extrapolated from the quick run (not measured): 440× its sample-epochs at 4× the pixels with a larger
   U-Net (4 levels of 16-128 channels against 2 of 8-16) — about 1-2 days for the five orders on one GPU; not practical on CPU.
-- ``--medium``: the CNO set sizes (1,024 / 128 / 256 + 256 OOD) at 32², the quick U-Net, 40 epochs,
+- ``--medium``: the CNO set sizes (1,024 / 128 / 256 + 256 OOD) at 32², the quick U-Net, 30 epochs,
   StepLR(10, 0.5); training seeds 0, 1, 2.
 - ``--quick``: 192 / 32 / 64 (+ 64 OOD) at 32², small U-Net, 12 epochs. Measured: ≈ 14 minutes (orders
   0-4: 38, 76, 169, 265, 273 s of training) with 1 thread on 2 cores shared by ~10 processes.
@@ -49,7 +49,7 @@ SCALES = {
     "full": dict(n_grid=64, sizes=(1024, 128, 256, 256), orders=(0, 1, 2, 3, 4), epochs=1000, batch_size=16,
                  weight_decay=1e-6, step_size=10, gamma=0.98,
                  unet=dict(n_layers=4, n_res=4, n_res_neck=4, channel_multiplier=16), d_state=16, expand=2),
-    "medium": dict(n_grid=32, sizes=(1024, 128, 256, 256), orders=(0, 1, 2, 3, 4), epochs=40, batch_size=16,
+    "medium": dict(n_grid=32, sizes=(1024, 128, 256, 256), orders=(0, 1, 2, 3, 4), epochs=30, batch_size=16,
                    weight_decay=1e-6, step_size=10, gamma=0.5, seeds=(0, 1, 2),
                    unet=dict(n_layers=2, n_res=1, n_res_neck=1, channel_multiplier=8), d_state=4, expand=1),
     "quick": dict(n_grid=32, sizes=(192, 32, 64, 64), orders=(0, 1, 2, 3, 4), epochs=12, batch_size=16,

@@ -23,6 +23,7 @@ from typing import Callable
 
 import torch
 
+from pde_data._allocator import retain_freed_memory
 from pde_data.grf import fft_wavenumbers
 
 __all__ = ["fno_forcing", "make_step", "velocity", "advective_cfl", "simulate_navier_stokes", "steps_per_record"]
@@ -72,6 +73,7 @@ def make_step(
         ``step(w_hat)``: advances ``w_hat`` in place by ``dt`` and returns it. The closure keeps N̂ⁿ⁻¹ for
         Adams–Bashforth, so one step function drives one trajectory (its first call is an Euler step).
     """
+    retain_freed_memory()  # torch's c2r FFT allocates every step: reuse the blocks (pde_data._allocator)
     spec = _spectral(n, dtype, torch.device(device))
     a_plus = 1.0 + 0.5 * dt * visc * spec.lam
     # real multipliers act on (re, im) pairs through view_as_real: no complex copies per step

@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from pde_data._allocator import retain_freed_memory
 from pde_data._swe_flux import LIMITERS, face_states, hll_flux, max_rate
 
 __all__ = ["make_rhs", "ssp_rk2_step", "simulate_shallow_water", "cell_centres"]
@@ -87,6 +88,7 @@ def simulate_shallow_water(
         FloatingPointError: the state became non-finite or negative (names the time and the sample).
     """
     q = _check_state(h, hu, hv)
+    retain_freed_memory()  # every stage allocates its temporaries afresh: reuse the blocks (pde_data._allocator)
     _check_options(length=length, t_final=t_final, n_frames=n_frames, g=g, cfl=cfl, limiter=limiter)
     batch, n = q.shape[0], q.shape[-1]
     rhs = make_rhs(dx=length / n, g=g, limiter=limiter)
