@@ -1,5 +1,6 @@
 # Two commands on a fresh machine with Python 3.10+:  `make demo`  and  `make test`.
-# Each creates .venv if missing and installs the package from constraints.txt.
+# Each creates .venv if missing, installs the package from constraints.txt and compiles the native
+# CPU kernels once (a progress line each; `circuitop build` does the same for pip users).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -22,6 +23,7 @@ $(STAMP): pyproject.toml constraints.txt
 	  [print(l, end='') for l in open('constraints.txt') if not (l.startswith('torch==') and v != l.split('==')[1].strip())]" \
 	  > $(VENV)/constraints.txt
 	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e ".[test]"
+	$(VENV)/bin/circuitop build
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -30,8 +32,10 @@ demo: $(STAMP)
 # One torch thread per pytest worker, one worker per core: small tensors run faster this way than
 # with two processes each spinning two threads.
 TEST_WORKERS ?= 2
+# The suite, then the cell and block tests again on the pure-torch path (native kernels off).
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25
+	CIRCUITOP_NATIVE_SCAN=0 OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) tests/test_knc.py tests/test_ckb.py
 
 bench: $(STAMP)
 	$(PY) -m bench

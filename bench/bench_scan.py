@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from bench._util import Row, best_time, best_times_interleaved, print_table
-from circuitop import CascadedKirchhoffBlock, _native, selective_scan, selective_scan_ref
+from circuitop import CascadedKirchhoffBlock, build_native_kernels, selective_scan, selective_scan_ref
 
 
 @contextlib.contextmanager
@@ -45,7 +45,7 @@ def _torch_path():
 
 def _default_path() -> str:
     """Which path ``selective_scan`` takes on CPU float32 here (builds the extension if needed)."""
-    return "native" if _native.scan_ops() is not None else "torch (native unavailable)"
+    return "native" if build_native_kernels(("scan",))["scan"] is None else "torch (native unavailable)"
 
 
 def _scan_fwd_bwd(scan, a, b, weight, **kw):

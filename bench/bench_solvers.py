@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from bench._util import Row, best_time, best_times_interleaved, print_table
-from pde_data._allocator import retain_freed_memory
+from pde_data import retain_freed_memory
 from pde_data.grf import gaussian_random_field_2d
 from pde_data.navier_stokes import fno_forcing, make_step
 from pde_data.shallow_water import make_rhs, ssp_rk2_step
@@ -156,7 +156,7 @@ print(_swe_steps(*map(int, sys.argv[1:3]), getattr(torch, sys.argv[3]), *map(int
 
 def _swe_default_allocator(n: int, batch: int, dtype: torch.dtype, n_steps: int, repeat: int) -> float:
     """The same steps in a fresh process whose malloc keeps its defaults: the solver as it ran before
-    :func:`pde_data._allocator.retain_freed_memory` (which cannot be undone within a process)."""
+    :func:`pde_data.retain_freed_memory` (which cannot be undone within a process)."""
     args = [str(n), str(batch), str(dtype).removeprefix("torch."), str(n_steps), str(repeat)]
     out = subprocess.run([sys.executable, "-c", _DEFAULT_ALLOCATOR, *args], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parent.parent)

@@ -1,31 +1,55 @@
-"""Lazily built native (C++) CPU kernels, compiled once with ``torch.utils.cpp_extension.load``.
+"""Native (C++) CPU kernels, compiled once with ``torch.utils.cpp_extension.load`` and cached.
 
 Three extensions: ``scan.cpp`` (the plain selective scan), ``kirchhoff.cpp`` (the Kirchhoff cell's
 fused ZOH scan, the block's convolution stage and gate) and ``resample.cpp`` (the exact 2× pooling and
-upsampling on which ``operators`` hosts run their blocks). Each build (about a minute, cached in
-``$TORCH_EXTENSIONS_DIR``; torch serialises concurrent builds of one extension with a lock file)
-happens on the first call of :func:`scan_ops` / :func:`kirchhoff_ops` / :func:`resample_for`. A failed build is
-reported once with ``warnings.warn`` and not retried; callers then use their pure-torch paths.
-``CIRCUITOP_NATIVE_SCAN=0`` (read on every call) disables all three without building them.
+upsampling on which ``operators`` hosts run their blocks).
+
+Building is visible and happens once: ``make install`` and ``circuitop build``
+(:func:`build_native_kernels`) compile all three with a progress line each; a kernel used before it was
+built is compiled at its first call with one line on stderr that says so (about a minute). Builds go to
+``$TORCH_EXTENSIONS_DIR/circuitop_<stem>`` (torch's default folder when unset). Concurrent builds of
+one kernel wait for each other on an OS lock (released when its process dies, however it dies); a
+build that was killed leaves torch's own ``lock`` file behind, which would make every later build wait
+forever: under the OS lock it is known to be stale, and is removed with a message.
+
+A failed build is reported once with :class:`NativeKernelWarning` and not retried; callers then use
+their pure-torch paths. ``CIRCUITOP_NATIVE_SCAN=0`` (read on every call) disables all three without
+building them. Compiler flags follow the compiler found (``$CXX``, else ``c++``): OpenMP only with GCC
+(Apple clang has none), the vectorisation flags with GCC and clang, none with others.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
+import subprocess
+import sys
 import threading
+import time
 import warnings
 from pathlib import Path
 
 import torch
 
 __all__ = [
-    "native_scan_enabled", "scan_build_error", "scan_ops", "scan_for", "kirchhoff_ops", "kirchhoff_for", "resample_for",
+    "NativeKernelWarning", "STEMS", "build_native_kernels", "build_directory", "compiler_flags",
+    "native_scan_enabled", "scan_build_error", "scan_ops", "scan_for", "kirchhoff_ops", "kirchhoff_for",
+    "resample_for",
 ]
 
 _CSRC = Path(__file__).with_name("csrc")
 _lock = threading.Lock()
 _ops: dict[str, object] = {}
 _failed: dict[str, str] = {}
+
+#: the kernels, in build order
+STEMS = ("kirchhoff", "resample", "scan")
+
+
+class NativeKernelWarning(RuntimeWarning):
+    """A native kernel could not be built or loaded; the pure-torch path runs instead (same results,
+    slower). Raised once per kernel and process."""
 
 
 def native_scan_enabled() -> bool:
@@ -88,7 +112,7 @@ def _extension(stem: str):
                 warnings.warn(
                     f"circuitop: native CPU kernel {stem}.cpp unavailable, using the pure-torch path "
                     f"({_failed[stem][:500]})",
-                    RuntimeWarning,
+                    NativeKernelWarning,
                     stacklevel=4,
                 )
     return _ops.get(stem)
@@ -99,19 +123,120 @@ def _extension(stem: str):
 _EXTRA_CFLAGS = {"scan": [], "kirchhoff": ["-fno-trapping-math"], "resample": []}
 
 
+@functools.cache
+def _compiler() -> str:
+    """``"gcc"``, ``"clang"``, ``"apple-clang"`` or ``"other"``: the C++ compiler torch will call."""
+    cxx = os.environ.get("CXX", "c++")
+    if shutil.which(cxx) is None:
+        return "other"
+    try:
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "other"
+    return compiler_kind(version)
+
+
+def compiler_kind(version_text: str) -> str:
+    """The compiler family from ``<cxx> --version`` output."""
+    text = version_text.lower()
+    if "apple" in text and "clang" in text:
+        return "apple-clang"
+    if "clang" in text:
+        return "clang"
+    if "gcc" in text or "g++" in text or "free software foundation" in text:
+        return "gcc"
+    return "other"
+
+
+def compiler_flags(stem: str, kind: str | None = None) -> tuple[list[str], list[str]]:
+    """``(cflags, ldflags)`` for kernel ``stem`` and the compiler family ``kind`` (default: the one
+    found). OpenMP (``at::parallel_for`` runs serially unless the extension itself is built with it;
+    torch's own libgomp is already loaded, so the extension shares its thread pool) only with GCC and a
+    torch built with OpenMP; ``-O3`` and the kernel's extra flags with GCC and clang."""
+    kind = kind or _compiler()
+    if kind not in ("gcc", "clang", "apple-clang"):
+        return [], []
+    omp = ["-fopenmp"] if kind == "gcc" and torch.backends.openmp.is_available() else []
+    return ["-O3", *omp, *_EXTRA_CFLAGS[stem]], omp
+
+
+def build_directory(stem: str) -> Path:
+    """Where kernel ``stem`` is built and cached: ``$TORCH_EXTENSIONS_DIR/circuitop_<stem>``, or under
+    torch's default extensions folder."""
+    from torch.utils.cpp_extension import _get_build_directory
+
+    return Path(_get_build_directory(f"circuitop_{stem}", verbose=False))
+
+
+def _is_built(directory: Path, stem: str) -> bool:
+    """Whether a compiled module newer than its source is in ``directory`` (then loading is quick)."""
+    source = (_CSRC / f"{stem}.cpp").stat().st_mtime
+    return any(lib.stat().st_mtime >= source for lib in directory.glob(f"circuitop_{stem}*.so"))
+
+
+def _say(message: str) -> None:
+    print(f"circuitop: {message}", file=sys.stderr, flush=True)
+
+
 def _build(stem: str):
     from torch.utils.cpp_extension import load
 
-    # at::parallel_for runs serially unless the extension itself is built with OpenMP
-    # (torch's own libgomp is already loaded, so the extension shares its thread pool).
-    omp = ["-fopenmp"] if torch.backends.openmp.is_available() else []
-    return load(
-        name=f"circuitop_{stem}",
-        sources=[str(_CSRC / f"{stem}.cpp")],
-        extra_cflags=["-O3", *omp, *_EXTRA_CFLAGS[stem]],
-        extra_ldflags=omp,
-        verbose=False,
-    )
+    directory = build_directory(stem)
+    directory.mkdir(parents=True, exist_ok=True)
+    with _os_lock(directory / "circuitop.lock", stem):
+        stale = directory / "lock"  # torch's FileBaton: nobody holds it while we hold the OS lock
+        if stale.exists():
+            _say(f"removing the stale build lock {stale} (an earlier build of {stem}.cpp was interrupted)")
+            stale.unlink(missing_ok=True)
+        visible = not _is_built(directory, stem)
+        if visible:
+            _say(f"compiling the native CPU kernel {stem}.cpp (once; about a minute; cached in {directory})")
+        start = time.perf_counter()
+        cflags, ldflags = compiler_flags(stem)
+        module = load(name=f"circuitop_{stem}", sources=[str(_CSRC / f"{stem}.cpp")], extra_cflags=cflags,
+                      extra_ldflags=ldflags, build_directory=str(directory), verbose=False)
+        if visible:
+            _say(f"{stem}.cpp compiled in {time.perf_counter() - start:.0f} s")
+        return module
+
+
+class _os_lock:
+    """An exclusive ``lockf`` on ``path`` (POSIX; elsewhere no lock): the kernel's build is serialised
+    between processes, and the lock goes with its process if that is killed."""
+
+    def __init__(self, path: Path, stem: str):
+        self.path, self.stem, self.handle = path, stem, None
+
+    def __enter__(self):
+        try:
+            import fcntl
+        except ImportError:  # Windows: torch's own file lock only
+            return self
+        self.handle = open(self.path, "a+")
+        try:
+            fcntl.lockf(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            _say(f"waiting for another process's build of {self.stem}.cpp ({self.path})")
+            fcntl.lockf(self.handle, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.handle is not None:
+            self.handle.close()  # releases the lock
+
+
+def build_native_kernels(stems: tuple[str, ...] = STEMS) -> dict[str, str | None]:
+    """Build (or load from the cache) every kernel in ``stems`` now, with a progress line each; returns
+    ``{stem: None if built, else why not}``. What ``make install`` and ``circuitop build`` run."""
+    result = {}
+    for stem in stems:
+        if not native_scan_enabled():
+            result[stem] = "disabled by CIRCUITOP_NATIVE_SCAN=0"
+            continue
+        ops = _extension(stem)
+        result[stem] = None if ops is not None else _failed.get(stem, "unavailable")
+        _say(f"{stem}.cpp: {'ready' if ops is not None else 'not built: ' + result[stem][:300]}")
+    return result
 
 
 def scan_build_error(stem: str = "scan") -> str | None:

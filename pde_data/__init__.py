@@ -22,6 +22,7 @@ from pde_data.prediction_writer import PredictionWriter
 from pde_data.order_benchmark import generate_order_benchmark, generate_order_splits
 from pde_data.poisson import generate_poisson, generate_poisson_splits, solve_poisson
 from pde_data.darcy import generate_darcy, solve_darcy
+from pde_data._allocator import retain_freed_memory
 
 __all__ = [
     "model",
@@ -34,5 +35,5 @@ __all__ = [
     "Fingerprint", "fingerprint", "PredictionWriter",
     "generate_order_benchmark", "generate_order_splits",
     "generate_poisson", "generate_poisson_splits", "solve_poisson",
-    "generate_darcy", "solve_darcy",
+    "generate_darcy", "solve_darcy", "retain_freed_memory",
 ]

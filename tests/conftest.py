@@ -17,13 +17,17 @@ def one_thread():
 
 
 def _skip_unless_built(stem: str, build):
-    """The compiled module ``build()`` returns; skips the test unless the native kernels are enabled
-    and that build succeeds."""
+    """The compiled module ``build()`` returns. Skips the test when the native kernels are disabled or no
+    known compiler is here; fails it when a GCC or clang is here and the build failed (so CI cannot pass
+    with its native tests silently skipped)."""
     if not _native.native_scan_enabled():
         pytest.skip("native kernels disabled by CIRCUITOP_NATIVE_SCAN=0 in the environment")
     ops = build()
     if ops is None:
-        pytest.skip(f"native {stem} extension cannot be built here: {_native.scan_build_error(stem)}")
+        why = _native.scan_build_error(stem)
+        if _native._compiler() != "other":  # a GCC or clang is here: it should have built the kernel
+            pytest.fail(f"native {stem} extension failed to build with the {_native._compiler()} found: {why}")
+        pytest.skip(f"native {stem} extension cannot be built here (no GCC or clang found): {why}")
     return ops
 
 

@@ -79,3 +79,48 @@ def test_numerics_do_not_import_plotting_or_training():
             if any(name.startswith("matplotlib") for name in names):
                 offenders.append(str(path.relative_to(ROOT)))
     assert not offenders
+
+
+#: consumers of the four packages: anything may use their public names, none their private modules
+CONSUMERS = ("bench", "examples")
+
+
+def _private_imports(path: Path, own: str | None) -> list[str]:
+    """``pkg._module`` / ``from pkg import _name`` imports of another package's private parts."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        modules = []
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] in ALLOWED and parts[0] != own and any(p.startswith("_") for p in parts[1:]):
+                found.append(module)
+    return found
+
+
+@pytest.mark.parametrize("folder", [*sorted(ALLOWED), *CONSUMERS])
+def test_no_private_imports_across_packages(folder):
+    own = folder if folder in ALLOWED else None
+    offenders = {str(path.relative_to(ROOT)): bad for path in (ROOT / folder).rglob("*.py")
+                 if (bad := _private_imports(path, own))}
+    assert not offenders, f"private cross-package imports: {offenders}"
+
+
+@pytest.mark.parametrize("folder", CONSUMERS)
+def test_consumers_import_only_the_packages_and_themselves(folder):
+    """bench/ and examples/ sit above the four packages: nothing in the packages imports them."""
+    for package in ALLOWED:
+        for path in (ROOT / package).rglob("*.py"):
+            assert folder not in _imports_all(path), f"{path.relative_to(ROOT)} imports {folder}"
+
+
+def _imports_all(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree)
+              if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module}
+    return names

@@ -13,6 +13,8 @@ from operators.cli import main
 from operators.training import load_checkpoint
 from test_trainer import write_poisson
 
+pytestmark = pytest.mark.slow  # end-to-end: real subprocesses (CI runs them)
+
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 

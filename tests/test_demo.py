@@ -5,6 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # end-to-end: real subprocesses (CI runs them)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -5,40 +5,33 @@ import math
 import pytest
 import torch
 
-import circuitop
 import operators
 from operators.models import SpectralFNO, SpectralFNOConfig, UNet, UNetConfig
 from operators.models.fno import neuralop_modes
 from operators.models.hosts import Coarsened
 from neuralop.layers.spectral_convolution import SpectralConv
 
-HAS_CKB = hasattr(circuitop, "CascadedKirchhoffBlock2d")
-HAS_CKB_SEQ = hasattr(circuitop, "CascadedKirchhoffBlock")
-HAS_NAC = hasattr(circuitop, "NeuronalAttentionCircuit")
-
 TINY_FNO = dict(n_modes=4, width=8, n_layers=2)
 TINY_UNET = dict(n_layers=2, n_res=1, n_res_neck=1, channel_multiplier=8)
 TINY_ORDER = dict(d_model=8, d_state=4, expand=2)
 
 CASES = [
-    ("fno", TINY_FNO, 2, True),
-    ("unet", TINY_UNET, 2, True),
-    ("chonn_fno", {**TINY_FNO, "order": 2, "d_state": 4}, 2, HAS_CKB),
-    ("chonn_unet", {**TINY_UNET, "order": 2, "d_state": 4}, 2, HAS_CKB),
-    ("nac_fno", {**TINY_FNO, "num_heads": 2, "topk": 4}, 2, HAS_NAC),
-    ("nac_unet", {**TINY_UNET, "num_heads": 2, "topk": 4}, 2, HAS_NAC),
-    ("fno", {**TINY_FNO, "n_dim": 1}, 1, True),
-    ("unet", {**TINY_UNET, "n_dim": 1}, 1, True),
-    ("ckb_chain", {**TINY_ORDER, "order": 3}, 1, HAS_CKB_SEQ),
-    ("depth_stack", {**TINY_ORDER, "depth": 2}, 1, HAS_CKB_SEQ),
-    ("ckb_stack", {**TINY_ORDER, "order": 2, "n_blocks": 2}, 1, HAS_CKB_SEQ),
+    ("fno", TINY_FNO, 2),
+    ("unet", TINY_UNET, 2),
+    ("chonn_fno", {**TINY_FNO, "order": 2, "d_state": 4}, 2),
+    ("chonn_unet", {**TINY_UNET, "order": 2, "d_state": 4}, 2),
+    ("nac_fno", {**TINY_FNO, "num_heads": 2, "topk": 4}, 2),
+    ("nac_unet", {**TINY_UNET, "num_heads": 2, "topk": 4}, 2),
+    ("fno", {**TINY_FNO, "n_dim": 1}, 1),
+    ("unet", {**TINY_UNET, "n_dim": 1}, 1),
+    ("ckb_chain", {**TINY_ORDER, "order": 3}, 1),
+    ("depth_stack", {**TINY_ORDER, "depth": 2}, 1),
+    ("ckb_stack", {**TINY_ORDER, "order": 2, "n_blocks": 2}, 1),
 ]
 
 
-@pytest.mark.parametrize("name,config,n_dim,available", CASES, ids=[f"{c[0]}-{c[2]}d" for c in CASES])
-def test_model_runs_at_two_resolutions(name, config, n_dim, available):
-    if not available:
-        pytest.skip(f"{name}: its circuitop block has not landed")
+@pytest.mark.parametrize("name,config,n_dim", CASES, ids=[f"{c[0]}-{c[2]}d" for c in CASES])
+def test_model_runs_at_two_resolutions(name, config, n_dim):
     torch.manual_seed(0)
     model = operators.build(name, 3, 2, **config)
     for n in (16, 32):
@@ -88,7 +81,6 @@ def test_order_zero_equals_host(name, host_cls, host_config, config):
     assert torch.equal(chonn(x), host(x))
 
 
-@pytest.mark.skipif(not HAS_CKB, reason="CascadedKirchhoffBlock2d has not landed")
 def test_positive_order_adds_ckb_parameters():
     base = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=0)
     counts = [sum(p.numel() for p in operators.build("chonn_fno", 1, 1, **TINY_FNO, order=k, d_state=4).parameters())
@@ -141,7 +133,6 @@ def test_order_models_see_both_directions_unless_causal(bidirectional):
     assert x.grad[0, 0, :10].abs().sum().item() > 0
 
 
-@pytest.mark.skipif(not HAS_NAC, reason="circuitop.NeuronalAttentionCircuit has not landed")
 def test_nac_fno_over_time_reads_stacked_frames():
     """tokens="time": (batch, frames·channels, x, y) → (batch, out, x, y) at two resolutions, every
     frame reaches the output, and the encoder keeps grid points apart (a NAC over frames per point)."""
@@ -172,12 +163,10 @@ def test_nac_fno_over_time_rejects_a_channel_count_that_is_not_frames_times_chan
 AMP_CASES = [c for c in CASES if c[2] == 2]
 
 
-@pytest.mark.parametrize("name,config,n_dim,available", AMP_CASES, ids=[c[0] for c in AMP_CASES])
-def test_model_trains_under_bfloat16_autocast(name, config, n_dim, available):
+@pytest.mark.parametrize("name,config,n_dim", AMP_CASES, ids=[c[0] for c in AMP_CASES])
+def test_model_trains_under_bfloat16_autocast(name, config, n_dim):
     """What ``--amp`` does on GPU, checked with CPU autocast: forward and backward run, the output is
     finite and within bfloat16 error of the full-precision output (scans stay in float32)."""
-    if not available:
-        pytest.skip(f"{name}: its circuitop block has not landed")
     torch.manual_seed(0)
     model = operators.build(name, 3, 2, **config)
     x = torch.randn(2, 3, 16, 16)

@@ -16,7 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import pde_data
+
+pytestmark = pytest.mark.slow  # end-to-end: real subprocesses (CI runs them)
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -28,6 +32,7 @@ COMMANDS = {
     "circuitop --help": [],
     "circuitop info": [],
     "circuitop info data.nc": [],
+    "circuitop build": [],
     "circuitop generate order --out order.nc --order 2": ["--n", "8", "--n-points", "128"],
     "circuitop generate poisson --out poisson.nc --K 16 --n 1024": ["--n", "4", "--n-grid", "18"],
     "circuitop generate darcy --out darcy.nc --n 256 --n-grid 128": ["--n", "6", "--n-grid", "16"],

@@ -15,7 +15,7 @@ from operators.cli._config_file import expand_config_file
 
 __all__ = ["main", "build_parser", "explicit_dests"]
 
-_SUBCOMMANDS = ("generate", "train", "evaluate", "bench", "info")
+_SUBCOMMANDS = ("generate", "train", "evaluate", "bench", "info", "build")
 
 
 def build_parser() -> argparse.ArgumentParser:

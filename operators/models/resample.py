@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from circuitop import _native
+import circuitop
 
 __all__ = ["pool2x", "upsample2x"]
 
@@ -79,11 +79,11 @@ def _up_axis_adjoint(grad: torch.Tensor, axis: int) -> torch.Tensor:
 def _native_or(name: str, torch_fn):
     """The map ``name`` of ``circuitop/csrc/resample.cpp`` on CPU float32/float64 fields with 1 or 2
     spatial axes (one pass over the data), else its torch formulation ``torch_fn``; further tensor
-    arguments are passed to either. (``circuitop._native`` is the project's one builder of native
+    arguments are passed to either. (``circuitop``'s native module is the project's one builder of native
     kernels, so this host-side module uses it too.)"""
 
     def apply(x: torch.Tensor, *more: torch.Tensor) -> torch.Tensor:
-        ops = _native.resample_for(x, *more) if x.ndim in (3, 4) else None
+        ops = circuitop.resample_kernels(x, *more) if x.ndim in (3, 4) else None
         if ops is None:
             return torch_fn(x, *more)
         return getattr(ops, name)(x.contiguous(), *(t.contiguous() for t in more))
