@@ -30,12 +30,21 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+// Portability: GCC and clang (Linux, macOS) and MSVC. __builtin_bit_cast is what std::bit_cast
+// (C++20) is built on in all three, and needs no C++20 library.
+#if defined(_MSC_VER)
+#define CIRCUITOP_INLINE __forceinline
+#define __restrict__ __restrict
+#else
+#define CIRCUITOP_INLINE inline __attribute__((always_inline))
+#endif
+#define CIRCUITOP_BIT_CAST(T, x) __builtin_bit_cast(T, x)
 
 namespace {
 
@@ -77,7 +86,7 @@ struct ExpConst<double> {
 // r(f) = sum_i ExpConst<T>::r[i] f^i by Horner's rule, unrolled at compile time (a loop here blocks
 // vectorisation).
 template <typename T, int i = 0>
-inline __attribute__((always_inline)) T series(T f) {
+CIRCUITOP_INLINE T series(T f) {
   if constexpr (i == ExpConst<T>::terms - 1) {
     return ExpConst<T>::r[i];
   } else {
@@ -88,7 +97,7 @@ inline __attribute__((always_inline)) T series(T f) {
 // exp(x) and expm1(x) together (see the header comment); accurate to a few ulp for lo <= x <= 0
 // (x = -delta lam <= 0 here: delta >= 0, lam > 0; below lo, exp(x) is returned as exp(lo) ~ 1e-38).
 template <typename T>
-inline __attribute__((always_inline)) void exp_expm1(T x, T& ex, T& em1) {
+CIRCUITOP_INLINE void exp_expm1(T x, T& ex, T& em1) {
   using C = ExpConst<T>;
   using Int = typename C::Int;
   x = x < C::lo ? C::lo : x;  // if-converted (vectorised) with -fno-trapping-math
@@ -96,10 +105,10 @@ inline __attribute__((always_inline)) void exp_expm1(T x, T& ex, T& em1) {
   // bits, so k and 2^k come from integer adds and shifts (no float->int conversion; vectorisable).
   const T shifted = x * C::log2e + C::shifter;
   const T kf = shifted - C::shifter;
-  const Int k = std::bit_cast<Int>(shifted) - std::bit_cast<Int>(C::shifter);
+  const Int k = CIRCUITOP_BIT_CAST(Int, shifted) - CIRCUITOP_BIT_CAST(Int, C::shifter);
   const T f = (x - kf * C::ln2_hi) - kf * C::ln2_lo;
   const T p = f + (f * f) * series<T>(f);  // expm1(f); f * f runs beside the series
-  const T s = std::bit_cast<T>(static_cast<Int>((k + C::bias) << C::mantissa));  // 2^k
+  const T s = CIRCUITOP_BIT_CAST(T, static_cast<Int>((k + C::bias) << C::mantissa));  // 2^k
   ex = s * p + s;
   em1 = s * p + (s - T(1));
 }
@@ -107,7 +116,7 @@ inline __attribute__((always_inline)) void exp_expm1(T x, T& ex, T& em1) {
 // softplus(z) = max(z, 0) + log1p(exp(-|z|)) and sigmoid(z), from one exp: with w = exp(-|z|) in
 // (0, 1], log1p(w) = 2 atanh(s), s = w / (2 + w) <= 1/3, summed as 2 s (1 + s^2/3 + s^4/5 + ...).
 template <typename T>
-inline __attribute__((always_inline)) void softplus_sigmoid(T z, T& sp, T& sig) {
+CIRCUITOP_INLINE void softplus_sigmoid(T z, T& sp, T& sig) {
   T w, em1;
   exp_expm1<T>(z < T(0) ? z : -z, w, em1);
   const T s = w / (T(2) + w), s2 = s * s;
@@ -121,7 +130,7 @@ inline __attribute__((always_inline)) void softplus_sigmoid(T z, T& sp, T& sig) 
 // Step sizes of step t: delta[d] = softplus(z[d]) dt (and, when sig is given, sp = softplus(z) and
 // sig = sigmoid(z) for the backward).
 template <typename T>
-inline __attribute__((always_inline)) void step_sizes(const T* __restrict__ z, T dt, T* __restrict__ delta,
+CIRCUITOP_INLINE void step_sizes(const T* __restrict__ z, T dt, T* __restrict__ delta,
                                                       T* __restrict__ sp_out, T* __restrict__ sig_out, int64_t D) {
   if (sig_out == nullptr) {
 #pragma omp simd
@@ -163,7 +172,7 @@ struct Dims {
 
 // Forward step t: v = a v_prev + phi b u for every (n, d) and y_t = sum_n c_n v_n + skip u (one pass).
 template <typename T>
-inline __attribute__((always_inline)) void forward_step(T* __restrict__ v, const T* __restrict__ u,
+CIRCUITOP_INLINE void forward_step(T* __restrict__ v, const T* __restrict__ u,
                                                         const T* __restrict__ delta, const T* __restrict__ b,
                                                         const T* __restrict__ c, const T* __restrict__ skip,
                                                         T* __restrict__ y, const T* __restrict__ lam,
@@ -189,7 +198,7 @@ inline __attribute__((always_inline)) void forward_step(T* __restrict__ v, const
 
 // The backward's recomputation of step t: the state v and the coefficients a, phi (d_state, d_inner).
 template <typename T>
-inline __attribute__((always_inline)) void recompute_step(T* __restrict__ v, T* __restrict__ a_out,
+CIRCUITOP_INLINE void recompute_step(T* __restrict__ v, T* __restrict__ a_out,
                                                           T* __restrict__ phi_out, const T* __restrict__ u,
                                                           const T* __restrict__ delta, const T* __restrict__ b,
                                                           const T* __restrict__ lam, const T* __restrict__ nil,
@@ -217,7 +226,7 @@ inline __attribute__((always_inline)) void recompute_step(T* __restrict__ v, T* 
 // Forward for one batch element: y (length, D) and the chunk checkpoints (chunks, N, D); proj is
 // (length, D + 2N) = [z | b | c] per step.
 template <typename T>
-inline __attribute__((always_inline)) void forward_item(const T* u, const T* proj, const T* dt, const T* skip,
+CIRCUITOP_INLINE void forward_item(const T* u, const T* proj, const T* dt, const T* skip,
                                                         const Rates<T>& r, T* y, T* ckpt, const Dims& s) {
   const int64_t D = s.d_inner, N = s.d_state, P = s.row();
   std::vector<T> state(2 * N * D, T(0)), delta(D);
@@ -236,7 +245,7 @@ inline __attribute__((always_inline)) void forward_item(const T* u, const T* pro
 // Backward through one step t (see the header comment) from the step's a, phi and states; G (N, D)
 // is read and replaced by a_t g.
 template <typename T>
-inline __attribute__((always_inline)) void backward_step(
+CIRCUITOP_INLINE void backward_step(
     const T* __restrict__ u, const T* __restrict__ delta, const T* __restrict__ b, const T* __restrict__ c,
     const T* __restrict__ skip, const T* __restrict__ dy, const T* __restrict__ v, const T* __restrict__ v_prev,
     const T* __restrict__ a_t, const T* __restrict__ phi_t, const T* __restrict__ lam, const T* __restrict__ nil,
@@ -278,7 +287,7 @@ inline __attribute__((always_inline)) void backward_step(
 
 // Backward for one batch element; dlam_out (N, D) receives this element's sum.
 template <typename T>
-inline __attribute__((always_inline)) void backward_item(const T* u, const T* proj, const T* dt, const T* skip,
+CIRCUITOP_INLINE void backward_item(const T* u, const T* proj, const T* dt, const T* skip,
                                                          const T* dy, const T* ckpt, const Rates<T>& r, T* du,
                                                          T* dproj, T* ddt, T* dlam_out, T* dskip_out,
                                                          const Dims& s) {
@@ -333,7 +342,7 @@ inline __attribute__((always_inline)) void backward_item(const T* u, const T* pr
 // Causal depthwise convolution of one batch element, taps (K, C) (tap k sees step t - (K - 1) + k):
 //   y_t = bias + sum_k taps_k u_{t - (K - 1) + k}   (zero before the first step).
 template <typename T>
-inline __attribute__((always_inline)) void conv_forward_item(const T* __restrict__ u, const T* __restrict__ taps,
+CIRCUITOP_INLINE void conv_forward_item(const T* __restrict__ u, const T* __restrict__ taps,
                                                              const T* __restrict__ bias, T* __restrict__ y,
                                                              int64_t L, int64_t C, int64_t K) {
   for (int64_t t = 0; t < L; ++t) {
@@ -351,7 +360,7 @@ inline __attribute__((always_inline)) void conv_forward_item(const T* __restrict
 // Its backward: du_s = sum_k taps_k dy_{s + (K - 1) - k};  dtaps_k += dy_t u_{t - (K - 1) + k};
 // dbias += dy_t; the sums over time in double (written to this element's dtaps (K, C), dbias (C)).
 template <typename T>
-inline __attribute__((always_inline)) void conv_backward_item(const T* __restrict__ u, const T* __restrict__ taps,
+CIRCUITOP_INLINE void conv_backward_item(const T* __restrict__ u, const T* __restrict__ taps,
                                                               const T* __restrict__ dy, T* __restrict__ du,
                                                               T* __restrict__ dtaps_out, T* __restrict__ dbias_out,
                                                               int64_t L, int64_t C, int64_t K) {
@@ -380,7 +389,7 @@ inline __attribute__((always_inline)) void conv_backward_item(const T* __restric
 
 // sigmoid(g) from one exp of -|g| (no overflow for any g).
 template <typename T>
-inline __attribute__((always_inline)) T sigmoid(T g) {
+CIRCUITOP_INLINE T sigmoid(T g) {
   T w, em1;
   exp_expm1<T>(g < T(0) ? g : -g, w, em1);
   return (g >= T(0) ? T(1) : w) / (T(1) + w);
@@ -388,7 +397,7 @@ inline __attribute__((always_inline)) T sigmoid(T g) {
 
 // Gate (Eq. 37): out = (sum_r y_r) silu(g) on n values; silu(g) = g sigmoid(g).
 template <typename T>
-inline __attribute__((always_inline)) void gate_forward_range(const T* const* ys, int64_t order, const T* __restrict__ g,
+CIRCUITOP_INLINE void gate_forward_range(const T* const* ys, int64_t order, const T* __restrict__ g,
                                                               T* __restrict__ out, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) out[i] = ys[0][i];
   for (int64_t r = 1; r < order; ++r) {
@@ -402,7 +411,7 @@ inline __attribute__((always_inline)) void gate_forward_range(const T* const* ys
 // Its backward: dtotal = dout silu(g) (the gradient of every y_r), dg = dout total silu'(g) with
 // silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g))).
 template <typename T>
-inline __attribute__((always_inline)) void gate_backward_range(const T* const* ys, int64_t order, const T* __restrict__ g,
+CIRCUITOP_INLINE void gate_backward_range(const T* const* ys, int64_t order, const T* __restrict__ g,
                                                                const T* __restrict__ dout, T* __restrict__ dtotal,
                                                                T* __restrict__ dg, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) dg[i] = ys[0][i];  // dg holds the total until the last loop
