@@ -1,0 +1,158 @@
+"""Everything on the GPU, compared with the CPU: ``python -m bench.gpu_check [--device cuda]``.
+
+Every registered model (tiny sizes): forward, backward and one AdamW step from the same weights and
+data on the device and on the CPU, outputs and updated weights compared (float32, TF32 off); a
+bfloat16-autocast forward and backward on the device, finite and close to its float32 output. The
+Navier–Stokes and shallow-water solvers (float64) and the metrics on the same inputs. One line per
+check with its largest relative difference; exit status 1 when any check fails.
+
+Written to run the first time a GPU is available (this project's machines have had none so far);
+``--device cpu`` runs every check against a second CPU copy, which the tests use to keep the script
+working.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from dataclasses import dataclass
+
+import torch
+
+import evaluation
+import operators
+from pde_data import gaussian_random_field_2d, simulate_navier_stokes, simulate_shallow_water
+
+__all__ = ["Check", "run_checks", "main"]
+
+_TINY_FNO = dict(n_modes=4, width=8, n_layers=2)
+_TINY_UNET = dict(n_layers=2, n_res=1, n_res_neck=1, channel_multiplier=8)
+_TINY_ORDER = dict(d_model=8, d_state=4, expand=2)
+#: name -> (config, spatial dims): one case per registered model
+MODELS = {
+    "fno": (_TINY_FNO, 2), "unet": (_TINY_UNET, 2),
+    "chonn_fno": ({**_TINY_FNO, "order": 2, "d_state": 4}, 2),
+    "chonn_unet": ({**_TINY_UNET, "order": 2, "d_state": 4}, 2),
+    "nac_fno": ({**_TINY_FNO, "num_heads": 2, "topk": 4}, 2),
+    "nac_unet": ({**_TINY_UNET, "num_heads": 2, "topk": 4}, 2),
+    "ckb_chain": ({**_TINY_ORDER, "order": 3}, 1), "depth_stack": ({**_TINY_ORDER, "depth": 2}, 1),
+    "ckb_stack": ({**_TINY_ORDER, "order": 2, "n_blocks": 2}, 1),
+}
+#: the largest relative difference a check accepts (float32 models, float64 solvers, bf16 autocast)
+TOLERANCE = {"float32": 1e-4, "float64": 1e-10, "bfloat16": 5e-2}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One comparison: ``difference`` is max |device − reference| / max |reference|."""
+
+    name: str
+    difference: float
+    tolerance: float
+
+    @property
+    def passed(self) -> bool:
+        return self.difference <= self.tolerance  # NaN fails
+
+
+def _relative(value: torch.Tensor, reference: torch.Tensor) -> float:
+    """max |value − reference| / max |reference| in double precision (complex weights too)."""
+    wide = torch.complex128 if reference.is_complex() else torch.float64
+    value, reference = value.detach().cpu().to(wide), reference.detach().cpu().to(wide)
+    return float((value - reference).abs().max() / reference.abs().max().clamp_min(1e-30))
+
+
+def _model_checks(name: str, config: dict, n_dim: int, device: str) -> list[Check]:
+    torch.manual_seed(0)
+    reference = operators.build(name, 3, 2, **config)
+    model = copy.deepcopy(reference).to(device)
+    x = torch.randn(2, 3, *([16] * n_dim))
+    target = torch.randn(2, 2, *([16] * n_dim))
+    outputs, losses = [], []
+    for net, where in ((reference, "cpu"), (model, device)):
+        optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3)
+        y = net(x.to(where))
+        loss = evaluation.rel_l2(y, target.to(where))
+        loss.backward()
+        optimizer.step()
+        outputs.append(y)
+        losses.append(loss)
+    weights = max(_relative(p, q) for p, q in zip(model.parameters(), reference.parameters()))
+    checks = [Check(f"{name}: forward", _relative(outputs[1], outputs[0]), TOLERANCE["float32"]),
+              Check(f"{name}: loss", _relative(losses[1], losses[0]), TOLERANCE["float32"]),
+              Check(f"{name}: weights after one AdamW step", weights, TOLERANCE["float32"])]
+    with torch.no_grad():
+        full = model(x.to(device))
+    with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16):
+        mixed = model(x.to(device))
+    mixed.float().square().mean().backward()
+    finite = bool(torch.isfinite(mixed).all())
+    checks.append(Check(f"{name}: bf16 autocast vs float32", _relative(mixed, full) if finite else float("nan"),
+                        TOLERANCE["bfloat16"]))
+    return checks
+
+
+def _solver_checks(device: str) -> list[Check]:
+    w0 = gaussian_random_field_2d(2, 32, seed=0, dtype=torch.float64)
+    ns = [simulate_navier_stokes(w0.to(where), visc=1e-3, t_final=0.5, n_records=2, dt=1e-3)
+          for where in ("cpu", device)]
+    n, length = 32, 5.0
+    x = (torch.arange(n, dtype=torch.float64) + 0.5) * (length / n) - length / 2
+    h = torch.where(x[:, None] ** 2 + x[None, :] ** 2 < 0.5, 2.0, 1.0).expand(2, n, n).contiguous()
+    swe = [simulate_shallow_water(h.to(where), None, None, length=length, t_final=0.2, n_frames=3)[0]
+           for where in ("cpu", device)]
+    return [Check("navier_stokes float64 (2x32^2, 500 steps)", _relative(ns[1], ns[0]), TOLERANCE["float64"]),
+            Check("shallow_water float64 (2x32^2, t = 0.2)", _relative(swe[1], swe[0]), TOLERANCE["float64"])]
+
+
+def _metric_checks(device: str) -> list[Check]:
+    torch.manual_seed(0)
+    fields, true_fields = torch.randn(4, 16, 16, dtype=torch.float64), torch.randn(4, 16, 16, dtype=torch.float64)
+    checks = []
+    for name in ("rel_l2", "rel_l2_spectral", "rel_l2_derivative", "rel_l1", "nrmse_range", "max_mse"):
+        fn = getattr(evaluation, name)
+        checks.append(Check(f"metric {name}", _relative(fn(fields.to(device), true_fields.to(device), reduce="none"),
+                                                        fn(fields, true_fields, reduce="none")), TOLERANCE["float64"]))
+    pred, true = torch.randn(4, 2, 8, 16, 16, dtype=torch.float64), torch.randn(4, 2, 8, 16, 16, dtype=torch.float64)
+    on_device = evaluation.pdebench_metrics(pred.to(device), true.to(device))
+    on_cpu = evaluation.pdebench_metrics(pred, true)
+    for key in evaluation.PDEBENCH_KEYS:
+        if key in on_cpu and on_cpu[key] == on_cpu[key]:
+            checks.append(Check(f"pdebench {key}", abs(float(on_device[key]) - float(on_cpu[key]))
+                                / max(abs(float(on_cpu[key])), 1e-30), TOLERANCE["float64"]))
+    return checks
+
+
+def run_checks(device: str) -> list[Check]:
+    """Every check of the module docstring on ``device``."""
+    if device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    checks = []
+    for name, (config, n_dim) in MODELS.items():
+        checks += _model_checks(name, config, n_dim, device)
+    return checks + _solver_checks(device) + _metric_checks(device)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", help="the device to check against the CPU (default cuda)")
+    args = parser.parse_args(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"gpu_check: --device {args.device}: expected a CUDA device, found none (torch {torch.__version__})",
+              file=sys.stderr)
+        return 1
+    name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"
+    print(f"gpu_check on {args.device} ({name}), torch {torch.__version__}")
+    checks = run_checks(args.device)
+    width = max(len(c.name) for c in checks) + 2
+    for c in checks:
+        print(f"{c.name:<{width}} {c.difference:10.3g}  (tolerance {c.tolerance:g})  {'ok' if c.passed else 'FAIL'}")
+    failed = [c.name for c in checks if not c.passed]
+    print(f"{len(checks) - len(failed)} of {len(checks)} checks passed" + (f"; failed: {failed}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
