@@ -1,17 +1,17 @@
 """Selective scan and Cascaded Kirchhoff Block: time ratios measured side by side in one run.
 
-1. Scan forward+backward, ``selective_scan`` (default path: the native C++ kernel on CPU) vs the plain
-   loop ``selective_scan_ref`` at batch 8 x 4096 steps x 64 channels (target: >= 100x faster); an
-   extra row for the chunked torch fallback (``CIRCUITOP_NATIVE_SCAN=0``), and one for the traffic
-   floor: three elementwise torch passes that read and write the bytes a forward+backward scan must
-   (the largest ratio a memory-bound machine allows, whatever the scan).
+1. Scan forward+backward, ``selective_scan`` (the chunked torch scan) vs the plain loop
+   ``selective_scan_ref`` at batch 8 x 4096 steps x 64 channels, and the traffic floor: three
+   elementwise torch passes that read and write the bytes a forward+backward scan must (the largest
+   ratio a memory-bound machine allows, whatever the scan).
 2. Scan forward+backward at 8 x 4096 x 64 x d_state 16 against one elementwise pass over a tensor of
    that size (``torch.mul(x, y)``, timed the same way). The memory-traffic floor of a forward+backward
-   scan is about 6–8 such passes (target: within 10x); the default path, then the torch fallback
-   (one row per chunk length Q in the full run).
+   scan is about 6–8 such passes (target: within 10x); one row per chunk length Q in the full run.
 3. Cascaded Kirchhoff Block of order 2 vs order 1 vs a plain MLP block of equal inner width
    (norm -> Linear(d, expand d) -> SiLU -> Linear(expand d, d) + residual), forward+backward, in tokens/s;
-   plus the CKB of order 2 on the default path vs the torch fallback.
+   the CKB of order 2 on the default path (the fused kernel) vs the torch formulation
+   (``CIRCUITOP_NATIVE_SCAN=0``), and the peak memory per token of both (the torch formulation is the
+   CUDA path today).
 
     python -m bench.bench_scan [--quick] [--threads N]
 """
@@ -25,13 +25,13 @@ import os
 import torch
 from torch import nn
 
-from bench._util import Row, best_time, best_times_interleaved, print_table
+from bench._util import Row, best_time, best_times_interleaved, peak_memory_mb, print_table
 from circuitop import CascadedKirchhoffBlock, build_native_kernels, selective_scan, selective_scan_ref
 
 
 @contextlib.contextmanager
 def _torch_path():
-    """Force the chunked torch scan (CIRCUITOP_NATIVE_SCAN=0) inside the block."""
+    """Force the torch formulation of the Kirchhoff cell (CIRCUITOP_NATIVE_SCAN=0) inside the block."""
     old = os.environ.get("CIRCUITOP_NATIVE_SCAN")
     os.environ["CIRCUITOP_NATIVE_SCAN"] = "0"
     try:
@@ -43,9 +43,9 @@ def _torch_path():
             os.environ["CIRCUITOP_NATIVE_SCAN"] = old
 
 
-def _default_path() -> str:
-    """Which path ``selective_scan`` takes on CPU float32 here (builds the extension if needed)."""
-    return "native" if build_native_kernels(("scan",))["scan"] is None else "torch (native unavailable)"
+def _block_path() -> str:
+    """Which path the Kirchhoff cell takes on CPU float32 here (builds the kernel if needed)."""
+    return "fused kernel" if build_native_kernels(("kirchhoff",))["kirchhoff"] is None else "torch (kernel unavailable)"
 
 
 def _scan_fwd_bwd(scan, a, b, weight, **kw):
@@ -80,7 +80,6 @@ def _traffic_floor(a, b, weight):
 def _scan_vs_loop(quick: bool) -> list[Row]:
     shape = (8, 1024 if quick else 4096, 64)
     a, b, weight = _inputs(shape)
-    path = _default_path()
     # the loop, the scan and the floor take turns, each warmed up in its round (its caches and
     # allocations, after the others ran); the millisecond cases take the best of 5 calls per round
     fns = {"loop": _scan_fwd_bwd(selective_scan_ref, a, b, weight),
@@ -89,16 +88,12 @@ def _scan_vs_loop(quick: bool) -> list[Row]:
     best = best_times_interleaved(fns, rounds=2 if quick else 5, warmup=0, round_warmup=1,
                                   repeat={"loop": 1, "fast": 5, "floor": 5})
     t_ref, t_fast, t_floor = best["loop"], best["fast"], best["floor"]
-    with _torch_path():
-        t_chunked = best_time(_scan_fwd_bwd(selective_scan, a, b, weight), repeat=3 if quick else 5)
     size = "x".join(map(str, shape))
-    return [Row(f"scan fwd+bwd {size}", f"loop / default ({path})", t_ref / t_fast, "x",
-                f"loop {1e3 * t_ref:.0f} ms, default {1e3 * t_fast:.1f} ms (target >= 100x)"),
+    return [Row(f"scan fwd+bwd {size}", "loop / selective_scan (chunked torch)", t_ref / t_fast, "x",
+                f"loop {1e3 * t_ref:.0f} ms, scan {1e3 * t_fast:.1f} ms"),
             Row(f"scan fwd+bwd {size}", "loop / traffic floor", t_ref / t_floor, "x",
                 f"3 elementwise passes moving the scan's bytes: {1e3 * t_floor:.1f} ms; "
-                f"default / floor {t_fast / t_floor:.2f}x"),
-            Row(f"scan fwd+bwd {size}", "loop / torch chunked", t_ref / t_chunked, "x",
-                f"chunked {1e3 * t_chunked:.1f} ms")]
+                f"scan / floor {t_fast / t_floor:.2f}x")]
 
 
 def _scan_vs_elementwise(quick: bool) -> list[Row]:
@@ -111,13 +106,10 @@ def _scan_vs_elementwise(quick: bool) -> list[Row]:
     t_mul_out = best_time(lambda: torch.mul(x, y, out=out), repeat=repeat)
     size = "x".join(map(str, shape))
     rows = [Row(f"scan {size}", "one torch.mul pass", 1e3 * t_mul, "ms", f"with out=: {1e3 * t_mul_out:.0f} ms")]
-    cases = [("default (" + _default_path() + ")", None, contextlib.nullcontext)]
-    cases += [(f"torch {'Q auto' if q is None else f'Q {q}'}", q, _torch_path)
-              for q in ((None,) if quick else (None, 16, 32, 64, 128))]
-    for label, q, context in cases:
-        with context():
-            t_fwd = best_time(lambda: selective_scan(a.detach(), b.detach(), chunk_size=q), repeat=repeat)
-            t_fb = best_time(_scan_fwd_bwd(selective_scan, a, b, weight, chunk_size=q), repeat=repeat)
+    for q in (None,) if quick else (None, 16, 32, 64, 128):
+        label = f"Q {'auto' if q is None else q}"
+        t_fwd = best_time(lambda: selective_scan(a.detach(), b.detach(), chunk_size=q), repeat=repeat)
+        t_fb = best_time(_scan_fwd_bwd(selective_scan, a, b, weight, chunk_size=q), repeat=repeat)
         rows.append(Row(f"scan {size}", f"fwd / mul, {label}", t_fwd / t_mul, "x", f"{1e3 * t_fwd:.0f} ms"))
         rows.append(Row(f"scan {size}", f"fwd+bwd / mul, {label}", t_fb / t_mul, "x",
                         f"{1e3 * t_fb:.0f} ms (floor ~6-8x, target <= 10x); "
@@ -159,8 +151,23 @@ def _blocks(quick: bool) -> list[Row]:
         t_torch = best_time(lambda: model(x).square().mean().backward(), repeat=1 if quick else 3)
     rows.append(Row(f"block fwd+bwd {batch}x{length}x{d_model}", "CKB order 2: torch scan / default time",
                     t_torch / times["CKB order 2"], "x",
-                    f"default ({_default_path()}) {1e3 * times['CKB order 2']:.0f} ms, torch scan {1e3 * t_torch:.0f} ms"))
-    return rows
+                    f"default ({_block_path()}) {1e3 * times['CKB order 2']:.0f} ms, torch scan {1e3 * t_torch:.0f} ms"))
+    return rows + _memory_per_token(model, x)
+
+
+def _memory_per_token(model: nn.Module, x: torch.Tensor) -> list[Row]:
+    """Peak live memory of one forward+backward of the order-2 block per token, on the default CPU path
+    (the fused kernel) and on the torch formulation, which is today's CUDA path: it materializes
+    ``(batch, length, d_inner, d_state)`` tensors that the fused kernel never builds."""
+    tokens = x.shape[0] * x.shape[1]
+    step = lambda: model(x).square().mean().backward()  # noqa: E731
+    fused = peak_memory_mb(step)
+    with _torch_path():
+        torch_path = peak_memory_mb(step)
+    case = f"block fwd+bwd {x.shape[0]}x{x.shape[1]}x{x.shape[2]}"
+    return [Row(case, f"CKB order 2 memory per token, default ({_block_path()})", 1e6 * fused / tokens, "bytes"),
+            Row(case, "CKB order 2 memory per token, torch formulation (the CUDA path)", 1e6 * torch_path / tokens,
+                "bytes", f"{torch_path / max(fused, 1e-9):.1f}x the default's")]
 
 
 def run(quick: bool = False) -> list[Row]:

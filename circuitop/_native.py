@@ -1,11 +1,12 @@
 """Native (C++) CPU kernels, compiled once with ``torch.utils.cpp_extension.load`` and cached.
 
-Three extensions: ``scan.cpp`` (the plain selective scan), ``kirchhoff.cpp`` (the Kirchhoff cell's
-fused ZOH scan, the block's convolution stage and gate) and ``resample.cpp`` (the exact 2× pooling and
-upsampling on which ``operators`` hosts run their blocks).
+Two extensions: ``kirchhoff.cpp`` (the Kirchhoff cell's fused ZOH scan, the block's convolution stage
+and gate) and ``resample.cpp`` (the exact 2× pooling and upsampling on which ``operators`` hosts run
+their blocks). (The plain selective scan had a kernel of its own, ``scan.cpp``; no model used it, and
+``selective_scan`` now runs its chunked torch scan.)
 
 Building is visible and happens once: ``make install`` and ``circuitop build``
-(:func:`build_native_kernels`) compile all three with a progress line each; a kernel used before it was
+(:func:`build_native_kernels`) compile both with a progress line each; a kernel used before it was
 built is compiled at its first call with one line on stderr that says so (about a minute). Builds go to
 ``$TORCH_EXTENSIONS_DIR/circuitop_<stem>`` (torch's default folder when unset). Concurrent builds of
 one kernel wait for each other on an OS lock (released when its process dies, however it dies); a
@@ -33,9 +34,8 @@ from pathlib import Path
 import torch
 
 __all__ = [
-    "NativeKernelWarning", "STEMS", "build_native_kernels", "build_directory", "compiler_flags",
-    "native_scan_enabled", "scan_build_error", "scan_ops", "scan_for", "kirchhoff_ops", "kirchhoff_for",
-    "resample_for",
+    "NativeKernelWarning", "STEMS", "build_native_kernels", "build_directory", "compiler_flags", "compiler_kind",
+    "native_scan_enabled", "scan_build_error", "kirchhoff_ops", "kirchhoff_for", "resample_for",
 ]
 
 _CSRC = Path(__file__).with_name("csrc")
@@ -44,7 +44,7 @@ _ops: dict[str, object] = {}
 _failed: dict[str, str] = {}
 
 #: the kernels, in build order
-STEMS = ("kirchhoff", "resample", "scan")
+STEMS = ("kirchhoff", "resample")
 
 
 class NativeKernelWarning(RuntimeWarning):
@@ -57,24 +57,11 @@ def native_scan_enabled() -> bool:
     return os.environ.get("CIRCUITOP_NATIVE_SCAN", "1").strip().lower() not in ("0", "false", "off", "no")
 
 
-def scan_ops():
-    """The compiled plain scan (``csrc/scan.cpp``: ``scan``, the differentiable scan of ``(batch, time,
-    *channels)`` tensors; ``forward`` and ``reverse``, its two kernels), or None when
-    it is disabled or cannot be built (then a single warning says why)."""
-    return _extension("scan")
-
-
 def kirchhoff_ops():
     """The compiled Kirchhoff kernels (``csrc/kirchhoff.cpp``: ``zoh_forward``/``zoh_backward``, the
     cell's fused scan; ``conv_forward``/``conv_backward`` and ``gate_forward``/``gate_backward``, the
     block's), or None when they are disabled or cannot be built (then a single warning says why)."""
     return _extension("kirchhoff")
-
-
-def scan_for(*tensors: torch.Tensor | None):
-    """:func:`scan_ops` when the given tensors (None entries skipped) suit its kernels (see
-    :func:`_suit`), else None (then the caller takes its torch path)."""
-    return _extension("scan") if _suit(tensors) else None
 
 
 def kirchhoff_for(*tensors: torch.Tensor | None):
@@ -92,7 +79,7 @@ def resample_for(*tensors: torch.Tensor | None):
 def _suit(tensors) -> bool:
     """Whether every tensor (None skipped) is a CPU float32 or float64 tensor, all of one dtype:
     what the native kernels take. (The ``*_for`` functions call ``_extension`` themselves, so that a
-    build warning points at their caller, as one from ``scan_ops`` / ``kirchhoff_ops`` does.)"""
+    build warning points at their caller, as one from ``kirchhoff_ops`` does.)"""
     present = [t for t in tensors if t is not None]
     dtype = present[0].dtype
     return dtype in (torch.float32, torch.float64) and all(t.device.type == "cpu" and t.dtype == dtype for t in present)
@@ -120,7 +107,7 @@ def _extension(stem: str):
 
 # The ZOH kernel's clamp is only if-converted (hence vectorised) when comparisons may be speculated;
 # circuitop never enables floating-point traps, so -fno-trapping-math changes no result.
-_EXTRA_CFLAGS = {"scan": [], "kirchhoff": ["-fno-trapping-math"], "resample": []}
+_EXTRA_CFLAGS = {"kirchhoff": ["-fno-trapping-math"], "resample": []}
 
 
 @functools.cache
@@ -239,7 +226,7 @@ def build_native_kernels(stems: tuple[str, ...] = STEMS) -> dict[str, str | None
     return result
 
 
-def scan_build_error(stem: str = "scan") -> str | None:
-    """Why the native kernel ``stem`` (``"scan"``, ``"kirchhoff"`` or ``"resample"``) could not be
+def scan_build_error(stem: str = "kirchhoff") -> str | None:
+    """Why the native kernel ``stem`` (``"kirchhoff"`` or ``"resample"``) could not be
     built (None when it was built or not tried yet)."""
     return _failed.get(stem)

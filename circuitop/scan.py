@@ -22,17 +22,8 @@ Inputs are not checked for NaN here (a full extra pass); the cells and blocks ch
 The backward pass is the same scan run in reverse (``_ScanFn``):
 g_t = dL/dh_t + a_{t+1} g_{t+1},  dL/db_t = g_t,  dL/da_t = g_t h_{t-1},  dL/dh0 = a_0 g_0.
 
-Native CPU path. On CPU tensors of float32/float64 the default is a C++ kernel
-(``circuitop/csrc/scan.cpp``, built on first use by :mod:`circuitop._native`): the plain sequential
-recurrence (the reference loop's arithmetic), parallel over batch x channel blocks, with a fused
-reverse-scan backward, wrapped as a C++ autograd function (its backward runs without Python; its
-gradients refuse a second differentiation, as under ``@once_differentiable``). It also serves the
-internal ``_forward_scan`` / ``_reverse_scan`` used by the KNC's fused path. The chunked torch scan
-above remains the path on GPU, for other dtypes, when the extension cannot be built (one warning)
-and when ``CIRCUITOP_NATIVE_SCAN=0`` is set.
-Native outputs of 1 MB or more come from a cache of freed output buffers (at most 256 MB kept) that
-the extension reuses for the next call of the same size: on first touch, fresh memory costs a page
-fault per 4 KiB, which measured slower than the scan itself.
+The KNC's unfused path (an initial state ``v0`` or ``return_state``) uses the internal
+``_forward_scan`` / ``_reverse_scan``; its default fused path is ``circuitop/csrc/kirchhoff.cpp``.
 """
 
 from __future__ import annotations
@@ -41,8 +32,6 @@ import math
 
 import torch
 from torch.nn import functional as F
-
-from . import _native
 
 __all__ = ["selective_scan", "selective_scan_ref"]
 
@@ -110,18 +99,13 @@ def selective_scan(
     the recurrence is, i.e. for |a_t| <= 1 — the KNC's ᾱ = exp(-Δλ) lies in (0, 1). Differentiable in
     ``a``, ``b`` and ``h0`` through a reverse scan.
 
-    On CPU float32/float64 tensors a native C++ kernel runs the recurrence sequentially (the exact
-    arithmetic of :func:`selective_scan_ref`), parallel over batch and channels; it is compiled on
-    first use (about a minute, cached in ``$TORCH_EXTENSIONS_DIR``). Set the environment variable
-    ``CIRCUITOP_NATIVE_SCAN=0`` to use the chunked torch scan instead; that scan is also used on
-    GPU, for other dtypes, and (after one warning) when the extension cannot be built.
+    One chunked torch scan on every device and dtype (the module docstring has the algorithm).
 
     Args:
         a: ``(batch, time, *channels)`` coefficients.
         b: ``(batch, time, *channels)`` inputs, same shape as ``a``.
         h0: optional ``(batch, *channels)`` initial state.
-        chunk_size: chunk length Q of the torch scan (default: about sqrt(time), between 8 and
-            32); the native kernel has no chunks and ignores it.
+        chunk_size: chunk length Q of the scan (default: about sqrt(time), between 8 and 32).
 
     Example:
         >>> a, b = torch.full((1, 4, 1), 0.5), torch.ones(1, 4, 1)
@@ -131,9 +115,6 @@ def selective_scan(
     _check_inputs(a, b, h0)
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size: expected a positive integer, found {chunk_size}")
-    ops = _native.scan_for(a, b, h0)
-    if ops is not None:
-        return ops.scan(a, b, h0)  # a C++ autograd node: no Python between the kernels
     q = chunk_size or _chunk_length(a.shape[1])
     return _ScanFn.apply(a, b, h0, min(q, a.shape[1]))
 
@@ -154,7 +135,7 @@ class _ScanFn(torch.autograd.Function):
         shape = a.shape
         a3, b3 = a.reshape(shape[0], shape[1], -1), b.reshape(shape[0], shape[1], -1)
         h03 = None if h0 is None else h0.reshape(shape[0], -1)
-        h = _forward_scan_torch(a3, b3, h03, q)
+        h = _forward_scan(a3, b3, h03, q)
         ctx.save_for_backward(a3, h, h03)
         ctx.q, ctx.shape, ctx.has_h0 = q, shape, h0 is not None
         return h.view(shape)
@@ -164,7 +145,7 @@ class _ScanFn(torch.autograd.Function):
     def backward(ctx, grad_h):
         a, h, h0 = ctx.saved_tensors
         shape = ctx.shape
-        g = _reverse_scan_torch(a, grad_h.reshape(a.shape), ctx.q)
+        g = _reverse_scan(a, grad_h.reshape(a.shape), ctx.q)
         grad_a = torch.empty_like(a)
         torch.mul(g[:, 1:], h[:, :-1], out=grad_a[:, 1:])
         if h0 is None:
@@ -193,24 +174,6 @@ def _unchunked(h: torch.Tensor, length: int) -> torch.Tensor:
 
 
 def _forward_scan(a, b, h0, q: int) -> torch.Tensor:
-    """h_t = a_t h_{t-1} + b_t on ``(batch, time, channels)`` (no autograd): the native kernel when
-    available (see :func:`circuitop._native.scan_for`), else the chunked torch scan with chunk length ``q``."""
-    ops = _native.scan_for(a, b, h0)
-    if ops is not None:
-        return ops.forward(a.contiguous(), b.contiguous(), None if h0 is None else h0.contiguous())
-    return _forward_scan_torch(a, b, h0, q)
-
-
-def _reverse_scan(a, grad_h, q: int) -> torch.Tensor:
-    """g_t = grad_h_t + a_{t+1} g_{t+1} on ``(batch, time, channels)`` (no autograd): native when
-    available, else the chunked torch scan."""
-    ops = _native.scan_for(a, grad_h)
-    if ops is not None:
-        return ops.reverse(a.contiguous(), grad_h.contiguous())
-    return _reverse_scan_torch(a, grad_h, q)
-
-
-def _forward_scan_torch(a, b, h0, q: int) -> torch.Tensor:
     """h_t = a_t h_{t-1} + b_t on ``(batch, time, channels)``: levels 1–3 of the module docstring."""
     av, bv = _chunked(a, b, q)
     # Level 1: chunk products A_c and chunk states S_c from a zero start.
@@ -226,7 +189,7 @@ def _forward_scan_torch(a, b, h0, q: int) -> torch.Tensor:
     return _unchunked(h, a.shape[1])
 
 
-def _reverse_scan_torch(a, grad_h, q: int) -> torch.Tensor:
+def _reverse_scan(a, grad_h, q: int) -> torch.Tensor:
     """g_t = grad_h_t + a_{t+1} g_{t+1} (the adjoint of the forward scan), run backwards in time.
 
     The quantity passed from step t to step t-1 is s_t = a_t g_t = a_t (grad_h_t + s_{t+1}), itself a

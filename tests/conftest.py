@@ -38,12 +38,6 @@ def kirchhoff_native():
 
 
 @pytest.fixture
-def scan_native():
-    """The native scan kernel (``csrc/scan.cpp``); skips the test unless enabled and built."""
-    return _skip_unless_built("scan", _native.scan_ops)
-
-
-@pytest.fixture
 def resample_native():
     """The native 2× resampling kernels (``csrc/resample.cpp``); skips the test unless enabled and built."""
     return _skip_unless_built("resample", lambda: _native.resample_for(torch.zeros(1)))

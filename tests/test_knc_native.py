@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from circuitop import KirchhoffCell, _native
+from circuitop import KirchhoffCell, NativeKernelWarning, _native
 from circuitop.knc import _NativeZohScanFn, _torch_zoh_scan
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: dict(rtol=1e-12, atol=1e-12)}
@@ -127,20 +127,28 @@ def test_native_rejects_bad_shapes(native):
 
 
 def test_zoh_build_failure_warns_once_and_falls_back(monkeypatch):
-    """A failing build of the ZOH kernel: one warning, and the torch formulation's results."""
+    """A failing build of the ZOH kernel: one NativeKernelWarning, no retry, and the torch formulation's
+    results."""
     import torch.utils.cpp_extension as cpp_extension
+
+    calls = []
+
+    def broken_load(*args, **kwargs):
+        calls.append(1)
+        raise RuntimeError("no compiler")
 
     monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "1")
     monkeypatch.setattr(_native, "_ops", {})
     monkeypatch.setattr(_native, "_failed", {})
-    monkeypatch.setattr(cpp_extension, "load", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no compiler")))
+    monkeypatch.setattr(cpp_extension, "load", broken_load)
     torch.manual_seed(0)
     cell = KirchhoffCell(3, d_state=2).double()
     u = torch.randn(1, 9, 3, dtype=torch.float64)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         first, second = cell(u), cell(u)
-    assert len([w for w in caught if "kirchhoff.cpp unavailable" in str(w.message)]) == 1
+    assert len(calls) == 1
+    assert [w.category for w in caught if "kirchhoff.cpp unavailable" in str(w.message)] == [NativeKernelWarning]
     assert "no compiler" in _native.scan_build_error("kirchhoff")
     torch.testing.assert_close(first, cell.forward_ref(u), **TOL[torch.float64])
     torch.testing.assert_close(second, first)
