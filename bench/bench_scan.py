@@ -27,6 +27,7 @@ from torch import nn
 
 from bench._util import Row, best_time, best_times_interleaved, peak_memory_mb, print_table
 from circuitop import CascadedKirchhoffBlock, build_native_kernels, selective_scan, selective_scan_ref
+from circuitop.knc import TRITON_CHUNK as CHUNK
 
 
 @contextlib.contextmanager
@@ -165,9 +166,16 @@ def _memory_per_token(model: nn.Module, x: torch.Tensor) -> list[Row]:
     with _torch_path():
         torch_path = peak_memory_mb(step)
     case = f"block fwd+bwd {x.shape[0]}x{x.shape[1]}x{x.shape[2]}"
+    cell = model.cells[0]
+    states = cell.d_inner * cell.d_state * x.element_size()  # bytes of one token's (d_inner, d_state) state
     return [Row(case, f"CKB order 2 memory per token, default ({_block_path()})", 1e6 * fused / tokens, "bytes"),
-            Row(case, "CKB order 2 memory per token, torch formulation (the CUDA path)", 1e6 * torch_path / tokens,
-                "bytes", f"{torch_path / max(fused, 1e-9):.1f}x the default's")]
+            Row(case, "CKB order 2 memory per token, torch formulation", 1e6 * torch_path / tokens,
+                "bytes", f"{torch_path / max(fused, 1e-9):.1f}x the default's"),
+            Row(case, "CUDA paths, one cell's scan memory per token: torch formulation", 3 * states, "bytes",
+                "computed: ᾱ, the injections and the saved states, (d_inner, d_state) each"),
+            Row(case, "CUDA paths, one cell's scan memory per token: Triton kernels", states / CHUNK, "bytes",
+                f"computed: one saved state per {CHUNK} steps (circuitop.knc_triton), plus a fixed "
+                f"(batch, {CHUNK}, d_inner, d_state) scratch in the backward")]
 
 
 def run(quick: bool = False) -> list[Row]:

@@ -21,6 +21,8 @@ states saved). :meth:`KirchhoffCell.forward_ref` loops ``step`` (the reference t
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import math
 
 import torch
@@ -190,8 +192,9 @@ def _fused_zoh_scan(u, proj, dt, lam, skip):
     """y_t = Σ_n c_t v_t + skip · u_t of the ZOH recurrence with Δ = softplus(z) dt (see
     :class:`_ZohScanFn`), ``(batch, time, d_inner)``, from ``proj = [z | b | c]`` (batch, time,
     d_inner + 2 d_state) (:meth:`KirchhoffCell._projections`): the native kernel (``csrc/kirchhoff.cpp``,
-    which also computes Δ and the skip term) for CPU float32/float64 tensors when it is available, else
-    the torch formulation. Under autocast (``--amp``) the scan runs in float32, as Mamba's does: a
+    which also computes Δ and the skip term) for CPU float32/float64 tensors when it is available; the
+    Triton kernels (:mod:`circuitop.knc_triton`) for CUDA tensors when triton is installed; else the
+    torch formulation (``CIRCUITOP_NATIVE_SCAN=0`` selects it everywhere). Under autocast (``--amp``) the scan runs in float32, as Mamba's does: a
     16-bit state would lose the long memory (ᾱ close to 1)."""
     device = u.device.type
     if torch.is_autocast_enabled(device):  # mixed precision: the scan itself runs in float32
@@ -201,7 +204,21 @@ def _fused_zoh_scan(u, proj, dt, lam, skip):
     ops = _native.kirchhoff_for(u, proj, lam, skip)
     if ops is not None:
         return _NativeZohScanFn.apply(ops, u, proj, None if dt is None else dt.to(u.dtype), lam, skip)
+    if u.is_cuda and _native.native_scan_enabled() and _triton_available():
+        from .knc_triton import TritonZohScanFn
+
+        return TritonZohScanFn.apply(u, proj, dt, lam, skip)
     return _torch_zoh_scan(u, proj, dt, lam, skip)
+
+
+#: steps per saved state of the Triton kernels (circuitop.knc_triton), here so that it reads without triton
+TRITON_CHUNK = 64
+
+
+@functools.cache
+def _triton_available() -> bool:
+    """Whether ``triton`` (the optional ``gpu`` extra) can be imported: the CUDA path's kernels."""
+    return importlib.util.find_spec("triton") is not None
 
 
 def _torch_zoh_scan(u, proj, dt, lam, skip):

@@ -1,0 +1,62 @@
+"""The Triton kernels of the Kirchhoff cell's fused ZOH scan (its CUDA path), run on CPU tensors under
+Triton's interpreter (``TRITON_INTERPRET=1``) against the torch formulation: values and gradients of
+every input, float32 and float64, odd lengths across chunk boundaries, with and without irregular
+step sizes. Skipped when triton is not installed (``pip install circuitop[gpu]``; the test extra
+installs it, so CI runs them)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+if "circuitop.knc_triton" not in sys.modules:  # the interpreter is chosen when the kernels are defined
+    os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton")
+
+from circuitop import KirchhoffCell  # noqa: E402
+from circuitop import knc_triton  # noqa: E402
+from circuitop.knc import _torch_zoh_scan  # noqa: E402
+
+TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-10, atol=1e-12)}
+
+
+def _inputs(batch, length, d_inner, d_state, dtype, irregular, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    u = torch.randn(batch, length, d_inner, generator=gen, dtype=dtype)
+    proj = torch.randn(batch, length, d_inner + 2 * d_state, generator=gen, dtype=dtype)
+    dt = (torch.rand(batch, length, generator=gen, dtype=dtype) * 2 + 0.05) if irregular else None
+    lam = torch.rand(d_inner, d_state, generator=gen, dtype=dtype) * 3 + 0.2
+    skip = torch.randn(d_inner, generator=gen, dtype=dtype)
+    weight = torch.randn(batch, length, d_inner, generator=gen, dtype=dtype)
+    leaves = [t.requires_grad_() for t in (u, proj, dt, lam, skip) if t is not None]
+    return (u, proj, dt, lam, skip), leaves, weight
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("length", [1, 5, 13])
+@pytest.mark.parametrize("irregular", [False, True])
+def test_triton_scan_matches_the_torch_formulation(monkeypatch, dtype, length, irregular):
+    monkeypatch.setattr(knc_triton, "CHUNK", 4)  # several chunks, the last one partial
+    args, leaves, weight = _inputs(2, length, 3, 2, dtype, irregular, seed=length)
+    y = knc_triton.TritonZohScanFn.apply(*args)
+    grads = torch.autograd.grad((y * weight).sum(), leaves)
+    y_ref = _torch_zoh_scan(*args)
+    grads_ref = torch.autograd.grad((y_ref * weight).sum(), leaves)
+    torch.testing.assert_close(y, y_ref, **TOL[dtype])
+    for name, got, expected in zip(("u", "proj", "dt", "lam", "skip") if irregular else ("u", "proj", "lam", "skip"),
+                                   grads, grads_ref):
+        torch.testing.assert_close(got, expected, **TOL[dtype], msg=lambda m, name=name: f"d{name}: {m}")
+
+
+def test_triton_scan_of_a_cell_with_padded_widths(monkeypatch):
+    """Widths that are not powers of two (the kernels pad them) and the cell's own parameters: the
+    kernel's output equals the cell's forward on its torch path."""
+    monkeypatch.setattr(knc_triton, "CHUNK", 8)
+    torch.manual_seed(0)
+    cell = KirchhoffCell(5, d_state=3).double()
+    u = torch.randn(2, 11, 5, dtype=torch.float64)
+    y = knc_triton.TritonZohScanFn.apply(u, cell._projections(u), None, cell.lam, cell.d)
+    torch.testing.assert_close(y, cell.forward_ref(u), **TOL[torch.float64])
