@@ -58,14 +58,15 @@ def test_hand_computed_two_by_two():
     assert evaluation.linf(x, y) == 2.0
     # x − x̄ = (−1.5, −0.5, 0.5, 1.5), y − ȳ = (−0.5, −1.5, 1.5, 0.5): biased covariance 3 / 4; stds √(5/3)
     assert evaluation.pearson(x, y) == pytest.approx(0.75 / (5 / 3 + EPS))
-    # the error's spectrum: F(0, 0) = 4, F(0, 1) = −4, F(1, ·) = 0; |k| of (0, 1) is π, below the first
-    # edge ≈ π 2^(1/6) (edges log-spaced from 2π/2 to π√2 + 1e-6): both modes in bin 0, which holds 2 modes
+    # the error's spectrum: F(0, 0) = 4, F(0, 1) = −4, F(1, ·) = 0. |k| is 0, π, π, π√2 for modes (0, 0),
+    # (0, 1), (1, 0), (1, 1); the edges are log-spaced from 2π/2 to π√2 + 1e-6, so bin 0 = [0, ≈ π 2^(1/6))
+    # holds the first three modes and bin 2 the last
     edges = spectral_bin_edges((2, 2)).numpy()
     top = math.pi * math.sqrt(2) + 1e-6
     np.testing.assert_allclose(edges, [0, math.pi * (top / math.pi) ** (1 / 3), math.pi * (top / math.pi) ** (2 / 3), top],
                                rtol=1e-12)
     per_bin = evaluation.binned_spectral_mse(x, y, reduce="none")[0, 0]
-    np.testing.assert_allclose(per_bin, [(16 + 16) / 16 * 2 / (2 + EPS), 0.0, 0.0], rtol=1e-12)
+    np.testing.assert_allclose(per_bin, [(16 + 16) / 16 * 3 / (3 + EPS), 0.0, 0.0], rtol=1e-12)
 
 
 def test_binned_spectral_mse_bins_add_up_to_the_mse_of_their_modes():
