@@ -68,8 +68,9 @@ class MetricAccumulator:
         t = scored_frames(true, self.initial_step, "true")
         values = {}
         for _, metric, _ in per_sample_metrics(kind):
-            if metric.__name__ not in values:
-                values[metric.__name__] = np.atleast_1d(metric(p, t, reduce="none"))
+            if metric.__name__ not in values:  # per sample: The Well's metrics averaged over time and variables
+                per = np.atleast_1d(metric(p, t, reduce="none"))
+                values[metric.__name__] = per.reshape(per.shape[0], -1).mean(axis=1)
         steps = step_values(p, t)[0].numpy() if model.TIME in true.dims else None
         if kind == "field":
             self._pdebench.update(pred, true)

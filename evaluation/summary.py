@@ -9,6 +9,7 @@ import xarray as xr
 from pde_data import model
 from evaluation.metrics import max_mse, nrmse_range, rel_l1, rel_l2, rel_l2_derivative, rel_l2_spectral
 from evaluation.pdebench import pdebench_metrics
+from evaluation.well import binned_spectral_mse, linf, nmse_well, nrmse_well, pearson, vmse, vrmse
 
 __all__ = ["summarize", "per_sample_metrics", "scored_frames", "present_bands"]
 
@@ -16,7 +17,27 @@ __all__ = ["summarize", "per_sample_metrics", "scored_frames", "present_bands"]
 #: :class:`evaluation.MetricAccumulator`, which keeps the per-sample values and reduces at the end.
 _POINTWISE = (("rel_l2", rel_l2, "mean"), ("rel_l1", rel_l1, "mean"), ("rel_l1_median", rel_l1, "median"),
               ("nrmse_range", nrmse_range, "mean"), ("max_mse", max_mse, "mean"))
-_FIELD_ONLY = (("rel_l2_spectral", rel_l2_spectral, "mean"), ("rel_l2_derivative", rel_l2_derivative, "mean"))
+
+
+def _spectral_nmse_bin(index: int, label: str):
+    """The Well's normalized binned spectral MSE of bin ``index`` alone (a table row)."""
+
+    def metric(pred, true, *, reduce: str = "mean"):
+        values = binned_spectral_mse(pred, true, normalized=True, reduce=reduce)
+        return values[..., index] if reduce == "none" else values[index]
+
+    metric.__name__ = f"spectral_nmse_{label}"
+    return metric
+
+
+#: The Well's metrics (evaluation.well), each the mean over samples, time steps and variables (The
+#: Well's "full" value); per sample they are averaged over time and variables first.
+_WELL = (("VRMSE", vrmse, "mean"), ("VMSE", vmse, "mean"), ("NRMSE_well", nrmse_well, "mean"),
+         ("NMSE_well", nmse_well, "mean"), ("Linf", linf, "mean"), ("PearsonR", pearson, "mean"),
+         *((f"spectral_nmse_{label}", _spectral_nmse_bin(i, label), "mean")
+           for i, label in enumerate(("low", "mid", "high"))))
+_FIELD_ONLY = (("rel_l2_spectral", rel_l2_spectral, "mean"), ("rel_l2_derivative", rel_l2_derivative, "mean"),
+               *_WELL)
 
 
 def per_sample_metrics(kind: str) -> tuple:

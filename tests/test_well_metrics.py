@@ -103,3 +103,23 @@ def test_xarray_fields_keep_time_and_variables():
     flat_a = np.moveaxis(a, -1, 2).reshape(6, 2, 8, 6)
     flat_b = np.moveaxis(b, -1, 2).reshape(6, 2, 8, 6)
     np.testing.assert_allclose(got.reshape(6, 2), _explicit(flat_a, flat_b)["vrmse"], rtol=1e-12)
+
+
+def test_the_evaluation_table_reports_the_wells_metrics():
+    """``summarize`` (what ``circuitop evaluate`` prints and writes) has The Well's metrics as The Well's
+    "full" values (means over samples, time and variables), and the streamed accumulator agrees."""
+    dims = ("sample", "time", "x", "y")
+    coords = {"sample": np.arange(4), "time": np.arange(3.0), "x": np.linspace(0, 1, 16), "y": np.linspace(0, 1, 16)}
+    true = xr.Dataset({"u": (dims, RNG.normal(size=(4, 3, 16, 16)))}, coords=coords)
+    pred = true + 0.1 * xr.Dataset({"u": (dims, RNG.normal(size=(4, 3, 16, 16)))}, coords=coords)
+    table = evaluation.summarize(pred, true)
+    assert table["VRMSE"] == pytest.approx(evaluation.vrmse(pred, true))
+    assert table["PearsonR"] == pytest.approx(evaluation.pearson(pred, true))
+    bins = evaluation.binned_spectral_mse(pred, true, normalized=True)
+    assert [table[f"spectral_nmse_{b}"] for b in ("low", "mid", "high")] == pytest.approx(list(bins))
+    streamed = evaluation.MetricAccumulator()
+    for part in (slice(0, 1), slice(1, 4)):
+        streamed.update(pred.isel(sample=part), true.isel(sample=part))
+    result = streamed.result()
+    for key in ("VRMSE", "VMSE", "NRMSE_well", "NMSE_well", "Linf", "PearsonR", "spectral_nmse_mid"):
+        assert result[key] == pytest.approx(table[key], rel=1e-12), key
