@@ -87,6 +87,7 @@ class H5Source:
     channel: int | None = None  # trailing channel: group data (T, X, Y, C), ns_incom velocity (N, T, X, Y, 2)
     swap_xy: bool = False  # the file stores (..., y, x)
     stamp: tuple[int, ...] = ()  # file_stamp() at open time
+    axes: tuple[int, ...] | None = None  # the file's axis of each data-model axis (MATLAB: reversed order)
 
 
 class _H5Array(BackendArray):
@@ -127,6 +128,9 @@ def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[
         ValueError: the block holds a NaN (naming the file, key and sample).
     """
     channel = () if src.channel is None else (src.channel,)
+    if src.axes is not None:  # a permuted layout: read the block in the file's order, then transpose
+        _read_permuted(src, out, where, i, rest)
+        return
     if src.groups is None:  # one dataset per variable: kept open (with its chunk cache)
         name, lead = src.key, (i,) + src.lead
         dset = open_dataset(src.path, src.stamp, name)
@@ -146,6 +150,20 @@ def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[
         raise ValueError(f"{src.path}: key '{name}', sample {i}: expected finite values, found NaN")
     if block is not target:
         target[...] = block
+
+
+def _read_permuted(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[slice, ...]) -> None:
+    """:func:`read_into` for a file whose axes are a permutation ``src.axes`` of the data model's."""
+    selection: list = [None] * len(src.axes)
+    selection[src.axes[0]] = i
+    for axis, part in zip(src.axes[1:], rest):
+        selection[axis] = part
+    block = open_dataset(src.path, src.stamp, src.key)[tuple(selection)]
+    kept = sorted(src.axes[1:])  # the file's axes left after the sample index, in file order
+    block = np.transpose(block, [kept.index(axis) for axis in src.axes[1:]])
+    if _has_nan(block):
+        raise ValueError(f"{src.path}: key '{src.key}', sample {i}: expected finite values, found NaN")
+    out[where] = block
 
 
 def _has_nan(block: np.ndarray) -> bool:

@@ -6,6 +6,10 @@ The reader and ``attrs["source_format"]`` by what the file holds:
 - a NetCDF-3 file (leading bytes ``CDF``) → :func:`pde_data.open`, ``"netcdf"``;
 - a NetCDF-4 file (HDF5 with a root ``_NCProperties`` attribute or a root dimension scale)
   → :func:`pde_data.open`, ``"netcdf"``;
+- a torch-saved file (zip or legacy format) → neuraloperator's ``.pt`` data set,
+  :func:`pde_data.foreign.open_torch_pt`, ``"neuraloperator-pt"``;
+- a MATLAB file (v7.3 or v5 header) → an FNO ``.mat`` file, :func:`pde_data.foreign.open_fno_mat`,
+  ``"fno-mat:73"`` / ``"fno-mat:5"``;
 - any other HDF5 file → :func:`pde_data.open_pdebench`, ``"pdebench:<layout>"`` (it detects the
   layout, or says that none fits).
 
@@ -28,6 +32,7 @@ import xarray as xr
 
 from pde_data.io import NETCDF3_MAGIC, check_file
 from pde_data.io import open as open_netcdf
+from pde_data.foreign import open_fno_mat, open_torch_pt, sniff
 from pde_data.pdebench_read import open_pdebench
 
 __all__ = ["open_data"]
@@ -67,6 +72,15 @@ def _is_netcdf3(path: str) -> bool:
         return fh.read(len(NETCDF3_MAGIC)) == NETCDF3_MAGIC
 
 
+def _check_known(path: str) -> None:
+    """One line naming every format the opener reads, for a file that starts like none of them."""
+    try:
+        check_file(path)
+    except ValueError as err:
+        raise ValueError(str(err).replace("expected a NetCDF or HDF5 file", "expected a NetCDF, HDF5 (PDEBench), "
+                                          "torch .pt (neuraloperator) or MATLAB .mat (FNO) file")) from None
+
+
 def open_data(path: str | os.PathLike) -> xr.Dataset:
     """Open a NetCDF file, a NetCDF shard glob or a PDEBench HDF5 file lazily, in the data model.
 
@@ -85,8 +99,16 @@ def open_data(path: str | os.PathLike) -> xr.Dataset:
     if any(ch in os.fspath(path) for ch in _GLOB_CHARS):
         ds, fmt = open_netcdf(text), "netcdf"
     else:
-        check_file(text)
-        if _is_netcdf3(text) or _is_netcdf4(text):
+        if not os.path.isfile(text):
+            raise FileNotFoundError(f"no such file: {text}")
+        foreign = sniff(text)
+        if foreign is None:
+            _check_known(text)
+        if foreign == "pt":
+            ds, fmt = open_torch_pt(text), "neuraloperator-pt"
+        elif foreign in ("mat73", "mat5"):
+            ds, fmt = open_fno_mat(text), f"fno-mat:{foreign[3:]}"
+        elif _is_netcdf3(text) or _is_netcdf4(text):
             ds, fmt = open_netcdf(text), "netcdf"
         else:
             ds = open_pdebench(text)
