@@ -16,9 +16,10 @@ from pde_data.pdebench_write import write_pdebench
 from pde_data.opener import open_data
 from pde_data.datasets import PairDataset, WindowDataset, item_bytes, split_indices
 from pde_data.reading import DataReadError, read_samples
-from pde_data.normalize import Normalizer, fit_normalizer
+from pde_data.normalize import Normalizer, fit_normalizer, normalizer_from_stats
 from pde_data.fingerprint import Fingerprint, fingerprint
 from pde_data.prediction_writer import PredictionWriter
+from pde_data.well_format import open_well, write_well
 from pde_data.order_benchmark import generate_order_benchmark, generate_order_splits
 from pde_data.poisson import generate_poisson, generate_poisson_splits, solve_poisson
 from pde_data.darcy import generate_darcy, solve_darcy
@@ -31,9 +32,9 @@ __all__ = [
     "open_pdebench", "write_pdebench", "open_data",
     "gaussian_random_field_2d", "simulate_navier_stokes", "generate_navier_stokes",
     "simulate_shallow_water", "generate_dam_break",
-    "PairDataset", "WindowDataset", "split_indices", "item_bytes", "DataReadError", "read_samples", "Normalizer", "fit_normalizer",
+    "PairDataset", "WindowDataset", "split_indices", "item_bytes", "DataReadError", "read_samples", "Normalizer", "fit_normalizer", "normalizer_from_stats",
     "Fingerprint", "fingerprint", "PredictionWriter",
     "generate_order_benchmark", "generate_order_splits",
     "generate_poisson", "generate_poisson_splits", "solve_poisson",
-    "generate_darcy", "solve_darcy", "retain_freed_memory",
+    "generate_darcy", "solve_darcy", "retain_freed_memory", "open_well", "write_well",
 ]

@@ -84,7 +84,8 @@ class H5Source:
     dtype: np.dtype
     groups: tuple[str, ...] | None = None
     lead: tuple[int, ...] = ()  # fixed indices after the sample axis (Darcy's tensor channel 0)
-    channel: int | None = None  # trailing channel: group data (T, X, Y, C), ns_incom velocity (N, T, X, Y, 2)
+    channel: int | tuple[int, ...] | None = None  # trailing channel index(es): group data (T, X, Y, C),
+    # ns_incom velocity (N, T, X, Y, 2), The Well's vector (..., D) and tensor (..., D, D) components
     swap_xy: bool = False  # the file stores (..., y, x)
     stamp: tuple[int, ...] = ()  # file_stamp() at open time
     axes: tuple[int, ...] | None = None  # the file's axis of each data-model axis (MATLAB: reversed order)
@@ -127,7 +128,7 @@ def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[
     Raises:
         ValueError: the block holds a NaN (naming the file, key and sample).
     """
-    channel = () if src.channel is None else (src.channel,)
+    channel = () if src.channel is None else tuple(np.atleast_1d(src.channel).tolist())
     if src.axes is not None:  # a permuted layout: read the block in the file's order, then transpose
         _read_permuted(src, out, where, i, rest)
         return

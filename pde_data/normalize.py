@@ -15,6 +15,8 @@ Example:
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -199,3 +201,21 @@ def fit_normalizer(
     shift, scale = (total.mean, std + eps) if kind == "gaussian" else (total.low, total.high - total.low + eps)
     ones = (1,) * (len(spatial_dims(sub)) if kind_of(sub) == "field" else 0)
     return Normalizer(kind, shift.float().reshape(-1, *ones), scale.float().reshape(-1, *ones))
+
+
+def normalizer_from_stats(ds: xr.Dataset, variables: Sequence[str], *, kind: str = "gaussian",
+                          eps: float = 1e-8) -> Normalizer | None:
+    """A gaussian :class:`Normalizer` from statistics shipped with the data (The Well's ``stats.yaml``,
+    read into ``attrs["well_stats"]`` by :mod:`pde_data.well_format`): shift = mean, scale = std + eps,
+    shaped as :func:`fit_normalizer`'s. None when ``kind`` is not gaussian or a variable has no entry
+    (then the caller fits on the training split)."""
+    text = ds.attrs.get("well_stats")
+    if kind != "gaussian" or not text:
+        return None
+    stats = json.loads(text)
+    if not all(v in stats for v in variables):
+        return None
+    ones = (1,) * (len(spatial_dims(ds[list(variables)])) if kind_of(ds[list(variables)]) == "field" else 0)
+    shift = torch.tensor([stats[v]["mean"] for v in variables], dtype=torch.float32).reshape(-1, *ones)
+    scale = torch.tensor([stats[v]["std"] + eps for v in variables], dtype=torch.float32).reshape(-1, *ones)
+    return Normalizer(kind, shift, scale)

@@ -10,6 +10,8 @@ The reader and ``attrs["source_format"]`` by what the file holds:
   :func:`pde_data.foreign.open_torch_pt`, ``"neuraloperator-pt"``;
 - a MATLAB file (v7.3 or v5 header) → an FNO ``.mat`` file, :func:`pde_data.foreign.open_fno_mat`,
   ``"fno-mat:73"`` / ``"fno-mat:5"``;
+- an HDF5 file in The Well's format (root ``n_trajectories``, a ``dimensions`` group) →
+  :func:`pde_data.well_format.open_well`, ``"the-well"``;
 - any other HDF5 file → :func:`pde_data.open_pdebench`, ``"pdebench:<layout>"`` (it detects the
   layout, or says that none fits).
 
@@ -34,6 +36,7 @@ from pde_data.io import NETCDF3_MAGIC, check_file
 from pde_data.io import open as open_netcdf
 from pde_data.foreign import open_fno_mat, open_torch_pt, sniff
 from pde_data.pdebench_read import open_pdebench
+from pde_data.well_format import is_well, open_well
 
 __all__ = ["open_data"]
 
@@ -65,6 +68,11 @@ def _is_netcdf4(path: str) -> bool:
                        if f.get(key, getclass=True) is h5py.Dataset)
     except OSError as err:
         raise ValueError(f"{path}: expected a readable HDF5 file, found it unreadable ({err})") from None
+
+
+def _is_well(path: str) -> bool:
+    with h5py.File(path, "r") as f:
+        return is_well(f)
 
 
 def _is_netcdf3(path: str) -> bool:
@@ -110,6 +118,8 @@ def open_data(path: str | os.PathLike) -> xr.Dataset:
             ds, fmt = open_fno_mat(text), f"fno-mat:{foreign[3:]}"
         elif _is_netcdf3(text) or _is_netcdf4(text):
             ds, fmt = open_netcdf(text), "netcdf"
+        elif _is_well(text):
+            ds, fmt = open_well(text), "the-well"
         else:
             ds = open_pdebench(text)
             fmt = f"pdebench:{ds.attrs['pdebench_layout']}"

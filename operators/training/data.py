@@ -65,15 +65,21 @@ class LoaderConfig:
 
 
 def fit_normalizers(ds: xr.Dataset, rd: RunData) -> dict:
-    """``{"input", "output"}`` → :class:`pde_data.Normalizer` (or ``None``), fitted on the training split."""
+    """``{"input", "output"}`` → :class:`pde_data.Normalizer` (or ``None``): from the statistics shipped
+    with the data when it has them for every variable (The Well's ``stats.yaml``), else fitted on the
+    training split."""
     if rd.normalize is None:
         return {"input": None, "output": None}
     train = list(rd.splits.train)
+
+    def fit(variables):  # statistics shipped with the data (The Well's stats.yaml) first
+        shipped = pde_data.normalizer_from_stats(ds, variables, kind=rd.normalize)
+        return shipped or pde_data.fit_normalizer(ds, variables, indices=train, kind=rd.normalize)
+
     if rd.windowed:
-        norm = pde_data.fit_normalizer(ds, rd.inputs, indices=train, kind=rd.normalize)
+        norm = fit(rd.inputs)
         return {"input": norm, "output": norm}
-    return {"input": pde_data.fit_normalizer(ds, rd.inputs, indices=train, kind=rd.normalize),
-            "output": pde_data.fit_normalizer(ds, rd.targets, indices=train, kind=rd.normalize)}
+    return {"input": fit(rd.inputs), "output": fit(rd.targets)}
 
 
 def make_dataset(source, rd: RunData, indices, normalizers: dict, *, cache: bool = False,

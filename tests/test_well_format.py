@@ -1,0 +1,113 @@
+"""The Well's HDF5 format: files written by ``pde_data.write_well`` (checked against The Well's format
+documentation, ``docs/specs/data.md``) read back through the one opener, scalar, vector and tensor fields
+as per-component variables; ``stats.yaml`` normalizes a run; bad files get one line; a one-epoch
+train and evaluate run on one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+import pde_data
+from operators.training import load_run
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+RNG = np.random.default_rng(0)
+B, T, W, H = 10, 5, 8, 6
+RHO = RNG.normal(size=(B, T, W, H)).astype(np.float32)
+VEL = RNG.normal(size=(B, T, W, H, 2)).astype(np.float32)
+STRESS = RNG.normal(size=(B, T, W, H, 2, 2)).astype(np.float32)
+STATS = {"mean": {"density": 0.5, "velocity": [0.1, -0.2]}, "std": {"density": 2.0, "velocity": [1.5, 3.0]}}
+
+
+def _write(path: Path, **extra) -> Path:
+    return pde_data.write_well(path, fields={"density": RHO, "velocity": VEL, "stress": STRESS},
+                               time=np.arange(T) * 0.25, coords={"x": np.linspace(0, 1, W), "y": np.linspace(0, 2, H)},
+                               dataset_name="test_flow", parameters={"Reynolds": 100.0}, **extra)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "operators.cli", *map(str, args)], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_writer_follows_the_format(tmp_path):
+    path = _write(tmp_path / "flow.hdf5")
+    with h5py.File(path, "r") as f:
+        assert {"dimensions", "boundary_conditions", "scalars", "t0_fields", "t1_fields", "t2_fields"} <= set(f)
+        assert f.attrs["n_spatial_dims"] == 2 and f.attrs["n_trajectories"] == B
+        assert list(f.attrs["simulation_parameters"]) == ["Reynolds"] and f.attrs["Reynolds"] == 100.0
+        assert list(f["dimensions"].attrs["spatial_dims"]) == ["x", "y"] and f["dimensions/time"].shape == (T,)
+        assert list(f["t1_fields"].attrs["field_names"]) == ["velocity"]
+        assert f["t1_fields/velocity"].shape == (B, T, W, H, 2) and f["t2_fields/stress"].shape == (B, T, W, H, 2, 2)
+        d = f["t0_fields/density"]
+        assert bool(d.attrs["sample_varying"]) and bool(d.attrs["time_varying"]) and list(d.attrs["dim_varying"]) == [True, True]
+
+
+def test_round_trip_of_scalar_vector_and_tensor_fields(tmp_path):
+    ds = pde_data.open_data(_write(tmp_path / "flow.hdf5", stats=STATS))
+    assert ds.attrs["source_format"] == "the-well" and ds.attrs["well_dataset_name"] == "test_flow"
+    assert list(ds.data_vars) == ["density", "velocity_x", "velocity_y", "stress_xx", "stress_xy", "stress_yx", "stress_yy"]
+    assert ds["density"].dims == ("sample", "time", "x", "y")
+    np.testing.assert_array_equal(ds["density"].values, RHO)
+    np.testing.assert_array_equal(ds["velocity_y"].isel(sample=3).values, VEL[3, ..., 1])
+    np.testing.assert_array_equal(ds["stress_yx"].isel(time=2).values, STRESS[:, 2, ..., 1, 0])
+    np.testing.assert_allclose(ds["time"].values, np.arange(T) * 0.25)
+    stats = json.loads(ds.attrs["well_stats"])
+    assert stats["velocity_y"] == {"mean": -0.2, "std": 3.0} and stats["density"] == {"mean": 0.5, "std": 2.0}
+    norm = pde_data.normalizer_from_stats(ds, ["density", "velocity_x"])
+    assert norm.shift.flatten().tolist() == pytest.approx([0.5, 0.1]) and norm.scale.shape == (2, 1, 1)
+    assert pde_data.normalizer_from_stats(ds, ["stress_xx"]) is None  # no statistics: fitted on the data
+
+
+def test_a_flattened_tensor_field_reads_by_component(tmp_path):
+    path = tmp_path / "flat.hdf5"
+    # written as a 4-component vector, then moved to t2_fields: the (D, D) components as one trailing axis
+    # of D² = 4, as The Well's format document writes it
+    pde_data.write_well(path, fields={"density": RHO, "stress": STRESS.reshape(B, T, W, H, 4)}, time=np.arange(T),
+                        coords={"x": np.arange(W), "y": np.arange(H)})
+    with h5py.File(path, "r+") as f:
+        data = f["t1_fields/stress"][()]
+        del f["t1_fields/stress"]
+        f["t1_fields"].attrs["field_names"] = []
+        f["t2_fields"].create_dataset("stress", data=data).attrs.update(
+            {"dim_varying": [True, True], "sample_varying": True, "time_varying": True})
+        f["t2_fields"].attrs["field_names"] = ["stress"]
+    ds = pde_data.open_data(path)
+    np.testing.assert_array_equal(ds["stress_xy"].values, STRESS[..., 0, 1])
+
+
+def test_a_well_file_without_field_groups_gets_one_line(tmp_path):
+    path = _write(tmp_path / "flow.hdf5")
+    with h5py.File(path, "r+") as f:
+        del f["t0_fields"]
+    proc = _cli("info", path)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "expected The Well's groups t0_fields, t1_fields, t2_fields" in lines[0], proc.stderr
+
+
+@pytest.mark.slow
+def test_train_and_evaluate_on_a_well_file_normalized_by_its_stats(tmp_path):
+    data = _write(tmp_path / "flow.hdf5", stats=STATS)
+    run = tmp_path / "run"
+    train = _cli("train", "--data", data, "--model", "fno", "--out", run, "--window", "2", "--input", "density",
+                 "velocity_x", "velocity_y", "--epochs", "1", "--threads", "1", "--no-progress", "--workers", "0",
+                 "--split", "6,2,2", "--config", "width=8", "n_modes=3", "n_layers=2")
+    assert train.returncode == 0, train.stderr[-2000:]
+    norm = load_run(run).normalizers["input"]
+    torch.testing.assert_close(norm.shift.flatten(), torch.tensor([0.5, 0.1, -0.2]))
+    torch.testing.assert_close(norm.scale.flatten(), torch.tensor([2.0, 1.5, 3.0]) + 1e-8)
+    evaluate = _cli("evaluate", "--run", run, "--data", data, "--rollout", "2")
+    assert evaluate.returncode == 0, evaluate.stderr[-2000:]
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert "VRMSE" in json.dumps(metrics)
