@@ -22,6 +22,12 @@ folder, then measures, in this order:
 
 Then the ratio of the peaks (largest file / smallest; target ≤ 1.2, and each peak ≤ 1.5 GB).
 
+Last, a file in The Well's format (450 MB: 23 trajectories × 101 frames × 128² × 3 channels; quick:
+8 × 21 × 64²): our streaming loader against The Well's ``WellDataset`` in a torch ``DataLoader``, same
+windows (4 → 1), batch (16) and workers, one shuffled epoch each (target: ours ≥ 2× theirs). Needs
+``the_well`` (``pip install --no-deps the-well einops``: it pins an old fsspec and neuraloperator); the
+row says "not run" without it.
+
 Page cache: dropping the OS caches needs root. The files are read right after being written, so they
 are likely in the page cache: each Row detail gives the fraction of the file that was cached when the
 phase started (``mincore``). ``--evict`` asks the kernel to drop the file's pages before every phase
@@ -333,6 +339,68 @@ def _file_rows(path: Path, sizes: Sizes, *, evicting: bool, memory_cache: bool, 
     return rows + cli_rows, peak
 
 
+def _well_file(path: Path, quick: bool) -> Path:
+    """A file in The Well's format: 3 channels (a scalar and a 2-vector), float32; quick 8 × 21 × 64²,
+    full 23 × 101 × 128² (450 MB, the size of the issue's measurement)."""
+    import pde_data
+
+    n, t, x = (8, 21, 64) if quick else (23, 101, 128)
+    rng = np.random.default_rng(0)
+    scalar = np.empty((n, t, x, x), np.float32)
+    vector = np.empty((n, t, x, x, 2), np.float32)
+    for i in range(n):  # sample by sample: the full file's arrays are not held twice
+        scalar[i] = rng.standard_normal((t, x, x), dtype=np.float32)
+        vector[i] = rng.standard_normal((t, x, x, 2), dtype=np.float32)
+    return pde_data.write_well(path, fields={"density": scalar, "velocity": vector}, time=np.arange(t, dtype=float),
+                               coords={"x": np.linspace(0, 1, x), "y": np.linspace(0, 1, x)})
+
+
+def _well_rows(folder: Path, quick: bool) -> list[Row]:
+    """Our streaming loader against The Well's own ``WellDataset`` (in a torch DataLoader) on one Well
+    file: windows of 4 frames → 1, batch 16, the same workers, one shuffled epoch each; windows/s.
+    ``the_well`` is installed for this row only (``pip install --no-deps the-well einops``)."""
+    try:
+        from the_well.data import WellDataset
+    except ImportError:
+        return [Row(NAME, "Well-format file: WellDataset", float("nan"), "windows/s",
+                    "not run: the_well not installed (pip install --no-deps the-well einops)")]
+    import torch
+
+    import pde_data
+    from operators.training import LoaderConfig, describe
+    from operators.training.data import default_workers, fit_normalizers, make_loaders
+
+    well_dir = folder / "well"
+    well_dir.mkdir()
+    path = _well_file(well_dir / "data.hdf5", quick)
+    workers = default_workers()
+    try:
+        ds = pde_data.open_data(path)
+        rd = describe(ds, window=4, sizes=(ds.sizes["sample"], 0, 0), seed=0)
+        train, _ = make_loaders(str(path), ds, rd, fit_normalizers(ds, rd), LoaderConfig(cache="stream", workers=workers),
+                                batch_size=16, seed=0)
+        start, ours = time.perf_counter(), 0
+        for batch in train.epoch(0):
+            ours += len(batch.x)
+        ours_s = time.perf_counter() - start
+        del train
+        theirs_set = WellDataset(path=str(well_dir), n_steps_input=4, n_steps_output=1, use_normalization=False)
+        loader = torch.utils.data.DataLoader(theirs_set, batch_size=16, shuffle=True, num_workers=workers,
+                                             generator=torch.Generator().manual_seed(0))
+        start, theirs = time.perf_counter(), 0
+        for batch in loader:
+            theirs += len(batch["input_fields"])
+        theirs_s = time.perf_counter() - start
+    finally:
+        shutil.rmtree(well_dir, ignore_errors=True)
+    size = f"{ds.sizes['sample']}x{ds.sizes['time']}x{ds.sizes['x']}^2x3"
+    return [Row(NAME, f"Well-format {size}: stream loader", ours / ours_s, "windows/s", f"{workers} workers, batch 16"),
+            Row(NAME, f"Well-format {size}: WellDataset + DataLoader", theirs / theirs_s, "windows/s",
+                f"{workers} workers, batch 16"),
+            Row(NAME, f"Well-format {size}: ours / WellDataset", (ours / ours_s) / (theirs / theirs_s), "x",
+                "target >= 2")]
+
+
 def run(quick: bool = False, *, tmp: str | os.PathLike | None = None, sizes_gb: tuple[float, ...] = (1.0, 4.0),
         evicting: bool = False) -> list[Row]:
     """Benchmark rows: ``quick`` writes two tiny files (12 and 24 samples at 64²) instead of ~1 GB and ≥ 4 GB."""
@@ -355,6 +423,7 @@ def run(quick: bool = False, *, tmp: str | os.PathLike | None = None, sizes_gb: 
             finally:
                 path.unlink(missing_ok=True)
                 shutil.rmtree(folder / f"run_{sizes.n}", ignore_errors=True)
+        rows += _well_rows(folder, quick)
         if len(files) > 1:
             big, small = files[-1].label(), files[0].label()
             for key in ("pss", "rss"):

@@ -111,3 +111,15 @@ def test_train_and_evaluate_on_a_well_file_normalized_by_its_stats(tmp_path):
     assert evaluate.returncode == 0, evaluate.stderr[-2000:]
     metrics = json.loads((run / "metrics.json").read_text())
     assert "VRMSE" in json.dumps(metrics)
+
+
+def test_the_wells_own_reader_reads_our_writers_file(tmp_path):
+    """The Well's ``WellDataset`` (when installed: ``pip install --no-deps the-well einops``) reads a file
+    written by ``pde_data.write_well``, fields in the same order and values."""
+    well = pytest.importorskip("the_well.data")
+    _write(tmp_path / "flow.hdf5")
+    ds = well.WellDataset(path=str(tmp_path), n_steps_input=2, n_steps_output=1, use_normalization=False)
+    item = ds[0]  # the first window of the first trajectory: channels density, velocity_x, velocity_y, stress_..
+    assert item["input_fields"].shape == (2, W, H, 1 + 2 + 4)
+    np.testing.assert_allclose(item["input_fields"][0, ..., 0].numpy(), RHO[0, 0])
+    np.testing.assert_allclose(item["input_fields"][1, ..., 2].numpy(), VEL[0, 1, ..., 1])
