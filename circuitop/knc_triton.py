@@ -64,9 +64,8 @@ def _step(u_ptr, proj_ptr, dt_ptr, row, d, n, dm, nm, lam, D, N, P, HAS_DT: tl.c
 
 
 @triton.jit
-def _zoh_forward_kernel(u_ptr, proj_ptr, dt_ptr, lam_ptr, skip_ptr, y_ptr, ckpt_ptr, T, D, N, P, NC,
-                        HAS_DT: tl.constexpr, K: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr):
-    b = tl.program_id(0)
+def _channels(lam_ptr, skip_ptr, D, N, BD: tl.constexpr, BN: tl.constexpr):
+    """The program's channel and state indices, their masks (padded to powers of two) and λ, skip."""
     d = tl.arange(0, BD)
     n = tl.arange(0, BN)
     dm, nm = d < D, n < N
@@ -74,6 +73,14 @@ def _zoh_forward_kernel(u_ptr, proj_ptr, dt_ptr, lam_ptr, skip_ptr, y_ptr, ckpt_
     state = d[:, None] * N + n[None, :]
     lam = tl.load(lam_ptr + state, mask=m2, other=1.0)
     skip = tl.load(skip_ptr + d, mask=dm, other=0.0)
+    return d, n, dm, nm, m2, state, lam, skip
+
+
+@triton.jit
+def _zoh_forward_kernel(u_ptr, proj_ptr, dt_ptr, lam_ptr, skip_ptr, y_ptr, ckpt_ptr, T, D, N, P, NC,
+                        HAS_DT: tl.constexpr, K: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr):
+    b = tl.program_id(0)
+    d, n, dm, nm, m2, state, lam, skip = _channels(lam_ptr, skip_ptr, D, N, BD, BN)
     v = tl.zeros((BD, BN), dtype=lam.dtype)
     for t in range(T):
         if t % K == 0:
@@ -90,13 +97,7 @@ def _zoh_backward_kernel(u_ptr, proj_ptr, dt_ptr, lam_ptr, skip_ptr, ckpt_ptr, g
                          du_ptr, dproj_ptr, ddt_ptr, dlam_ptr, dskip_ptr, T, D, N, P, NC,
                          HAS_DT: tl.constexpr, K: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr):
     b = tl.program_id(0)
-    d = tl.arange(0, BD)
-    n = tl.arange(0, BN)
-    dm, nm = d < D, n < N
-    m2 = dm[:, None] & nm[None, :]
-    state = d[:, None] * N + n[None, :]
-    lam = tl.load(lam_ptr + state, mask=m2, other=1.0)
-    skip = tl.load(skip_ptr + d, mask=dm, other=0.0)
+    d, n, dm, nm, m2, state, lam, skip = _channels(lam_ptr, skip_ptr, D, N, BD, BN)
     nil = -1.0 / lam
     carry = tl.zeros((BD, BN), dtype=lam.dtype)  # a_{t+1} g_{t+1}
     dlam = tl.zeros((BD, BN), dtype=lam.dtype)

@@ -41,7 +41,7 @@ from operators.training import LoaderConfig, Splits, TrainConfig, epoch_order, e
 from pde_data import atomic_path
 from pde_data.model import SAMPLE, TIME
 
-__all__ = ["parser", "setup", "settings", "training_seeds", "seed_summary", "summary_means", "mean_predictor",
+__all__ = ["parser", "setup", "settings", "start", "training_seeds", "seed_summary", "summary_means", "mean_predictor",
            "in_order", "save_in_order", "Trained", "train_models", "evaluate",
            "fields", "n_params", "SelfAttention", "fit_regression", "predict_regression", "write_results",
            "print_table", "ratios", "finite", "positive_int"]
@@ -115,6 +115,15 @@ def settings(table: dict[str, dict], args: argparse.Namespace) -> dict:
     if args.epochs is not None:
         chosen["epochs"] = args.epochs
     return chosen
+
+
+def start(doc: str, script: str, scales: dict[str, dict]) -> tuple[argparse.Namespace, Path, dict, tuple[int, ...]]:
+    """Every example's start: parse the shared options, set up the scale and output folder, and return
+    ``(args, out, settings, training seeds)``."""
+    args = parser(doc).parse_args()
+    out = setup(args, script)
+    cfg = settings(scales, args)
+    return args, out, cfg, training_seeds(cfg, args)
 
 
 def training_seeds(cfg: dict, args: argparse.Namespace) -> tuple[int, ...]:

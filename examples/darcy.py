@@ -77,10 +77,7 @@ def one_seed(seed: int, specs: dict, cfg: dict, data, splits, args, out) -> dict
 
 
 def main() -> None:
-    args = _common.parser(__doc__).parse_args()
-    out = _common.setup(args, SCRIPT)
-    cfg = _common.settings(SCALES, args)
-    seeds = _common.training_seeds(cfg, args)
+    args, out, cfg, seeds = _common.start(__doc__, SCRIPT, SCALES)
 
     # Data: one seeded set in one file, split in order (samples are independent draws).
     n_train, n_val, n_test = cfg["sizes"]

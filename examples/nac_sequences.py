@@ -139,10 +139,7 @@ def one_seed(seed: int, cfg: dict, data: dict, args) -> dict[str, dict[str, floa
 
 
 def main() -> None:
-    args = _common.parser(__doc__).parse_args()
-    out = _common.setup(args, SCRIPT)
-    cfg = _common.settings(SCALES, args)
-    seeds = _common.training_seeds(cfg, args)
+    args, out, cfg, seeds = _common.start(__doc__, SCRIPT, SCALES)
     n_train, n_val, n_test = cfg["sizes"]
     sets = {name: degradation_set(n, cfg["length"], args.seed * 10 + k)
             for k, (name, n) in enumerate(zip(("train", "val", "test"), cfg["sizes"]))}

@@ -109,10 +109,7 @@ def one_seed(seed: int, specs: dict, cfg: dict, files: dict, splits, args, out) 
 
 
 def main() -> None:
-    args = _common.parser(__doc__).parse_args()
-    out = _common.setup(args, SCRIPT)
-    cfg = _common.settings(SCALES, args)
-    seeds = _common.training_seeds(cfg, args)
+    args, out, cfg, seeds = _common.start(__doc__, SCRIPT, SCALES)
     if cfg["given"] + cfg["n_steps"] > cfg["records"] or max(cfg["windows"]) > cfg["given"]:
         raise SystemExit(f"settings: need windows <= given and given + n_steps <= records, found {cfg}")
     files = write_windows(cfg, args.seed, out)

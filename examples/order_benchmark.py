@@ -126,10 +126,7 @@ def one_seed(seed: int, cfg: dict, files: dict, args, runs) -> dict:
 
 
 def main() -> None:
-    args = _common.parser(__doc__).parse_args()
-    out = _common.setup(args, SCRIPT)
-    cfg = _common.settings(SCALES, args)
-    seeds = _common.training_seeds(cfg, args)
+    args, out, cfg, seeds = _common.start(__doc__, SCRIPT, SCALES)
     data_seeds = {name: (size, seed) for name, size, seed in zip(("train", "val", "test"), cfg["sizes"], SEEDS)}
     sets = generate_order_splits(orders=cfg["targets"], n_points=cfg["n_points"], splits=data_seeds)
     files = {n: _common.save_in_order({split: sets[(split, n)] for split in data_seeds}, out / f"data_T{n}.nc")

@@ -106,10 +106,7 @@ def one_seed(seed: int, specs: dict, cfg: dict, data, ood, splits, args, out) ->
 
 
 def main() -> None:
-    args = _common.parser(__doc__).parse_args()
-    out = _common.setup(args, SCRIPT)
-    cfg = _common.settings(SCALES, args)
-    seeds = _common.training_seeds(cfg, args)
+    args, out, cfg, seeds = _common.start(__doc__, SCRIPT, SCALES)
 
     data, ood, splits = write_sets(cfg, args.seed, out)
     baseline = {"in distribution": _common.mean_predictor(data, splits, "u")}

@@ -168,29 +168,29 @@ def _claim_lines(r: dict, ours: str, baselines: list[str], claim: str) -> list[s
     return lines
 
 
-def darcy(results: dict) -> list[str]:
+def _field_comparison(results: dict, intro: str, baselines: list[str], claim: str) -> list[str]:
+    """A PDEBench-metrics table of one field comparison, whether every model trained, and the claim."""
     r = results["results"]
-    cfg = r["settings"]
-    bar = r["mean_predictor"]["rel_l2"]
-    lines = [f"Darcy flow (β = 1), {cfg['n_grid']}², {' / '.join(map(str, cfg['sizes']))} samples, "
-             f"{cfg['epochs']} epochs, batch {cfg['batch_size']}, AdamW 1e-3 with StepLR({cfg['step_size']}, 0.5) for "
-             f"all models. " + header(results), "",
-             *_field_table(r, PDEBENCH, {"rel_l2": "rel. L2"}), "",
-             trained_line({k: m["rel_l2"]["mean"] for k, m in r["metrics"].items()}, bar, "rel. L2"), ""]
-    return lines + _claim_lines(r, "CHONN", ["U-Net", "FNO"], "Claim 4a, Darcy")
+    return [intro + header(results), "", *_field_table(r, PDEBENCH, {"rel_l2": "rel. L2"}), "",
+            trained_line({k: m["rel_l2"]["mean"] for k, m in r["metrics"].items()}, r["mean_predictor"]["rel_l2"],
+                         "rel. L2"), "", *_claim_lines(r, "CHONN", baselines, claim)]
+
+
+def darcy(results: dict) -> list[str]:
+    cfg = results["results"]["settings"]
+    return _field_comparison(results, f"Darcy flow (β = 1), {cfg['n_grid']}², {' / '.join(map(str, cfg['sizes']))} "
+                             f"samples, {cfg['epochs']} epochs, batch {cfg['batch_size']}, AdamW 1e-3 with "
+                             f"StepLR({cfg['step_size']}, 0.5) for all models. ", ["U-Net", "FNO"], "Claim 4a, Darcy")
 
 
 def shallow_water(results: dict) -> list[str]:
-    r = results["results"]
-    cfg = r["settings"]
-    bar = r["mean_predictor"]["rel_l2"]
-    lines = [f"Shallow water (radial dam break), {cfg['n_grid']}², {cfg['frames']} frames, {cfg['given']} given, "
-             f"{' / '.join(map(str, cfg['sizes']))} train / test trajectories, {cfg['epochs']} epochs; CHONN is the "
-             f"FNO host with order-{cfg['ckb']['order']} CKBs in place of the w0 branch on a "
-             f"{cfg['ckb'].get('downsample', 1)}× coarsened grid (the paper's). " + header(results), "",
-             *_field_table(r, PDEBENCH, {"rel_l2": "rel. L2"}), "",
-             trained_line({k: m["rel_l2"]["mean"] for k, m in r["metrics"].items()}, bar, "rel. L2"), ""]
-    return lines + _claim_lines(r, "CHONN", ["FNO host", "U-Net", "FNO"], "Claim 4b, shallow water")
+    cfg = results["results"]["settings"]
+    return _field_comparison(
+        results, f"Shallow water (radial dam break), {cfg['n_grid']}², {cfg['frames']} frames, {cfg['given']} given, "
+        f"{' / '.join(map(str, cfg['sizes']))} train / test trajectories, {cfg['epochs']} epochs; CHONN is the FNO "
+        f"host with order-{cfg['ckb']['order']} CKBs in place of the w0 branch on a "
+        f"{cfg['ckb'].get('downsample', 1)}× coarsened grid (the paper's). ", ["FNO host", "U-Net", "FNO"],
+        "Claim 4b, shallow water")
 
 
 def navier_stokes_rollout(results: dict) -> list[str]:

@@ -98,10 +98,7 @@ def one_seed(seed: int, specs: dict, cfg: dict, data, splits, args, out) -> dict
 
 
 def main() -> None:
-    args = _common.parser(__doc__).parse_args()
-    out = _common.setup(args, SCRIPT)
-    cfg = _common.settings(SCALES, args)
-    seeds = _common.training_seeds(cfg, args)
+    args, out, cfg, seeds = _common.start(__doc__, SCRIPT, SCALES)
     data, splits = write_data(cfg, args.seed, out)
     m = cfg["given"]
     baseline = _common.mean_predictor(data, splits, "h", frames=cfg["frames"] - m)
