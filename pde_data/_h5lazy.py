@@ -139,7 +139,9 @@ def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[
         name, lead = f"{src.groups[i]}/{src.key}", ()
         dset = open_file(src.path, src.stamp)[name]
     target = block = out[where]
-    if src.swap_xy:
+    if channel and not src.swap_xy:  # one contiguous read of every channel, kept for the next component
+        block = _all_channels(src, dset, name, lead + rest)[(Ellipsis, *channel)]
+    elif src.swap_xy:
         file_rest = rest[:-2] + (rest[-1], rest[-2])
         block = np.swapaxes(dset[lead + file_rest + channel], -1, -2)
     elif target.flags.c_contiguous and target.size:
@@ -151,6 +153,22 @@ def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[
         raise ValueError(f"{src.path}: key '{name}', sample {i}: expected finite values, found NaN")
     if block is not target:
         target[...] = block
+
+
+_LAST_BLOCK: list = [None, None]  # (key, block) of the last all-channel read in this process
+
+
+def _all_channels(src: H5Source, dset: h5py.Dataset, name: str, selection: tuple) -> np.ndarray:
+    """``dset[selection]`` with every trailing channel, one contiguous read: a channel alone is a strided
+    selection, which HDF5 reads about 10x slower than the whole block. The last block is kept, so the
+    next component of the same vector or tensor field (read right after by the datasets) costs nothing."""
+    key = (src.path, src.stamp, name, tuple((k.start, k.stop, k.step) if isinstance(k, slice) else k
+                                            for k in selection))
+    cached_key, block = _LAST_BLOCK
+    if cached_key != key:
+        block = dset[selection]
+        _LAST_BLOCK[:] = [key, block]
+    return block
 
 
 def _read_permuted(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[slice, ...]) -> None:
