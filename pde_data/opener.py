@@ -85,8 +85,8 @@ def _check_known(path: str) -> None:
     try:
         check_file(path)
     except ValueError as err:
-        raise ValueError(str(err).replace("expected a NetCDF or HDF5 file", "expected a NetCDF, HDF5 (PDEBench), "
-                                          "torch .pt (neuraloperator) or MATLAB .mat (FNO) file")) from None
+        known = "a NetCDF, HDF5 (PDEBench, The Well), torch .pt (neuraloperator) or MATLAB .mat (FNO) file"
+        raise ValueError(str(err).replace("a NetCDF or HDF5 file", known)) from None
 
 
 def open_data(path: str | os.PathLike) -> xr.Dataset:

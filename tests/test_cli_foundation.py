@@ -44,7 +44,7 @@ def _assert_one_line_error(result, *fragments):
 def test_bad_inputs_give_one_line_errors(tmp_path):
     _assert_one_line_error(circuitop("info", str(tmp_path / "missing.nc")), "no such file", "missing.nc")
     (tmp_path / "notes.nc").write_text("not a netcdf file")
-    _assert_one_line_error(circuitop("info", str(tmp_path / "notes.nc")), "expected a NetCDF or HDF5 file")
+    _assert_one_line_error(circuitop("info", str(tmp_path / "notes.nc")), "expected a NetCDF, HDF5 (PDEBench, The Well), torch")
     xr.Dataset({"q": (("a", "b"), np.zeros((2, 2)))}).to_netcdf(tmp_path / "odd.nc")
     _assert_one_line_error(circuitop("info", str(tmp_path / "odd.nc")), "expected a 'sample' dim", "('a', 'b')")
 

@@ -92,7 +92,7 @@ def test_not_hdf5_and_truncated(tmp_path):
     (tmp_path / "notes.h5").write_text("hello\nworld\n")
     with pytest.raises(ValueError) as err:
         open_data(tmp_path / "notes.h5")
-    _one_line(err, "notes.h5", "expected a NetCDF or HDF5 file")
+    _one_line(err, "notes.h5", "expected a NetCDF, HDF5 (PDEBench, The Well), torch .pt (neuraloperator) or MATLAB .mat")
     good = write_pdebench(field(), tmp_path / "good.h5", layout="group")
     (tmp_path / "cut.h5").write_bytes(good.read_bytes()[:64])
     with pytest.raises(ValueError) as err:
