@@ -121,17 +121,17 @@ def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[
     """Sample ``i``'s block ``rest`` (slices of the axes after ``sample``, data-model order) into ``out[where]``.
 
     ``out`` is C-contiguous and ``out[where]`` has the block's shape (any strides): h5py reads straight
-    into it, one copy, when it is contiguous and the file does not store ``(..., y, x)``; otherwise
-    through a temporary block. The NaN check is a sum, and an elementwise search only when the sum is
+    into it, one copy, when it is contiguous and the file stores the block as it is laid out in memory;
+    otherwise through a temporary block: a file storing ``(..., y, x)`` or MATLAB's reversed axes
+    (``src.axes``) is read in its own order and transposed, and a channel of a ``(..., channels)``
+    dataset comes from one contiguous read of every channel, kept for the next component
+    (:func:`_all_channels`). The NaN check is a sum, and an elementwise search only when the sum is
     NaN; ``out[where]`` is left unwritten when it fails on a temporary block.
 
     Raises:
         ValueError: the block holds a NaN (naming the file, key and sample).
     """
     channel = () if src.channel is None else tuple(np.atleast_1d(src.channel).tolist())
-    if src.axes is not None:  # a permuted layout: read the block in the file's order, then transpose
-        _read_permuted(src, out, where, i, rest)
-        return
     if src.groups is None:  # one dataset per variable: kept open (with its chunk cache)
         name, lead = src.key, (i,) + src.lead
         dset = open_dataset(src.path, src.stamp, name)
@@ -139,16 +139,18 @@ def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[
         name, lead = f"{src.groups[i]}/{src.key}", ()
         dset = open_file(src.path, src.stamp)[name]
     target = block = out[where]
-    if channel and not src.swap_xy:  # one contiguous read of every channel, kept for the next component
-        block = _all_channels(src, dset, name, lead + rest)[(Ellipsis, *channel)]
+    if src.axes is not None:
+        block = _permuted_block(src.axes, dset, i, rest)
     elif src.swap_xy:
         file_rest = rest[:-2] + (rest[-1], rest[-2])
         block = np.swapaxes(dset[lead + file_rest + channel], -1, -2)
+    elif channel:
+        block = _all_channels(src, dset, name, lead + rest)[(Ellipsis, *channel)]
     elif target.flags.c_contiguous and target.size:
-        dset.read_direct(out, lead + rest + channel, where)
+        dset.read_direct(out, lead + rest, where)
     elif target.size:  # HDF5 scatters into strided memory ~100x slower than a read plus a numpy copy
         block = _scratch(target.shape, out.dtype)
-        dset.read_direct(block, lead + rest + channel)
+        dset.read_direct(block, lead + rest)
     if _has_nan(block):  # checked where the values are contiguous, before they are copied on
         raise ValueError(f"{src.path}: key '{name}', sample {i}: expected finite values, found NaN")
     if block is not target:
@@ -171,18 +173,15 @@ def _all_channels(src: H5Source, dset: h5py.Dataset, name: str, selection: tuple
     return block
 
 
-def _read_permuted(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[slice, ...]) -> None:
-    """:func:`read_into` for a file whose axes are a permutation ``src.axes`` of the data model's."""
-    selection: list = [None] * len(src.axes)
-    selection[src.axes[0]] = i
-    for axis, part in zip(src.axes[1:], rest):
+def _permuted_block(axes: tuple[int, ...], dset: h5py.Dataset, i: int, rest: tuple[slice, ...]) -> np.ndarray:
+    """Sample ``i``'s block of a dataset whose axes are the permutation ``axes`` of the data model's
+    (``axes[k]``: the file's axis of data-model axis ``k``), read in the file's order and transposed."""
+    selection: list = [None] * len(axes)
+    selection[axes[0]] = i
+    for axis, part in zip(axes[1:], rest):
         selection[axis] = part
-    block = open_dataset(src.path, src.stamp, src.key)[tuple(selection)]
-    kept = sorted(src.axes[1:])  # the file's axes left after the sample index, in file order
-    block = np.transpose(block, [kept.index(axis) for axis in src.axes[1:]])
-    if _has_nan(block):
-        raise ValueError(f"{src.path}: key '{src.key}', sample {i}: expected finite values, found NaN")
-    out[where] = block
+    kept = sorted(axes[1:])  # the file's axes left after the sample index, in file order
+    return np.transpose(dset[tuple(selection)], [kept.index(axis) for axis in axes[1:]])
 
 
 def _has_nan(block: np.ndarray) -> bool:

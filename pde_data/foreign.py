@@ -84,7 +84,7 @@ def open_torch_pt(path: str) -> xr.Dataset:
     arrays = {}
     for role, key in (("input", "x"), ("target", "y")):
         values = obj[key]
-        if values.ndim in (3, 4) and values.shape[1] == 1 and values.ndim - 1 >= 2:
+        if values.ndim in (3, 4) and values.shape[1] == 1:
             values = values[:, 0]  # (sample, 1, *spatial): one channel
         arrays[role] = values.numpy()
     dims = _spatial_dims(path, "x", arrays["input"].shape)

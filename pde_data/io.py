@@ -127,8 +127,9 @@ def save(ds: xr.Dataset, path: str | os.PathLike, *, complevel: int = 4) -> Path
     return Path(path)
 
 
-def check_file(path: str | os.PathLike) -> Path:
-    """Return ``path`` as a Path if it exists and starts like NetCDF/HDF5; else raise a clear error.
+def check_file(path: str | os.PathLike, *, expected: str = "a NetCDF or HDF5 file") -> Path:
+    """Return ``path`` as a Path if it exists and starts like NetCDF/HDF5; else raise a clear error
+    (``expected`` names what the caller reads, in that error).
 
     Raises:
         FileNotFoundError: the file does not exist.
@@ -140,7 +141,7 @@ def check_file(path: str | os.PathLike) -> Path:
     with p.open("rb") as fh:
         head = fh.read(8)
     if not (head.startswith(HDF5_MAGIC) or head.startswith(NETCDF3_MAGIC)):
-        raise ValueError(f"{p}: expected a NetCDF or HDF5 file, found leading bytes {head!r}")
+        raise ValueError(f"{p}: expected {expected}, found leading bytes {head!r}")
     return p
 
 

@@ -80,13 +80,8 @@ def _is_netcdf3(path: str) -> bool:
         return fh.read(len(NETCDF3_MAGIC)) == NETCDF3_MAGIC
 
 
-def _check_known(path: str) -> None:
-    """One line naming every format the opener reads, for a file that starts like none of them."""
-    try:
-        check_file(path)
-    except ValueError as err:
-        known = "a NetCDF, HDF5 (PDEBench, The Well), torch .pt (neuraloperator) or MATLAB .mat (FNO) file"
-        raise ValueError(str(err).replace("a NetCDF or HDF5 file", known)) from None
+#: every format the opener reads, for the one line about a file that starts like none of them
+_KNOWN = "a NetCDF, HDF5 (PDEBench, The Well), torch .pt (neuraloperator) or MATLAB .mat (FNO) file"
 
 
 def open_data(path: str | os.PathLike) -> xr.Dataset:
@@ -111,7 +106,7 @@ def open_data(path: str | os.PathLike) -> xr.Dataset:
             raise FileNotFoundError(f"no such file: {text}")
         foreign = sniff(text)
         if foreign is None:
-            _check_known(text)
+            check_file(text, expected=_KNOWN)
         if foreign == "pt":
             ds, fmt = open_torch_pt(text), "neuraloperator-pt"
         elif foreign in ("mat73", "mat5"):

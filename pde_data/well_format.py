@@ -25,6 +25,7 @@ The optional ``stats.yaml`` beside the file (The Well's per-field ``mean`` and `
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -116,8 +117,7 @@ def _field(path, stamp, name, dset, rank, spatial, expected) -> dict[str, xr.Var
         raise ValueError(f"{path}: {FIELD_GROUPS[rank]}/{name}: expected shape {want}, found {dset.shape}")
     dims = (SAMPLE, TIME, *_MODEL_DIMS[:n_dims])
     out = {}
-    for component in _components(rank, n_dims, len(tail)):
-        label = name + ("_" + "".join(spatial[k] for k in component) if component else "")
+    for component, label in _components(name, rank, spatial):
         channel = component if len(tail) == len(component) else (component[0] * n_dims + component[1],)
         source = H5Source(path, dset.name.lstrip("/"), expected, dset.dtype, stamp=stamp,
                           channel=channel or None)
@@ -125,12 +125,11 @@ def _field(path, stamp, name, dset, rank, spatial, expected) -> dict[str, xr.Var
     return out
 
 
-def _components(rank: int, n_dims: int, tail: int) -> list[tuple[int, ...]]:
-    if rank == 0:
-        return [()]
-    if rank == 1:
-        return [(i,) for i in range(n_dims)]
-    return [(i, j) for i in range(n_dims) for j in range(n_dims)]
+def _components(name: str, rank: int, spatial: list[str]) -> list[tuple[tuple[int, ...], str]]:
+    """``(component index, variable name)`` of every component of a rank-``rank`` field, row-major:
+    ``density``; ``velocity_x``, ``velocity_y``; ``stress_xx``, ``stress_xy``, ..."""
+    return [(c, name + ("_" + "".join(spatial[k] for k in c) if c else ""))
+            for c in itertools.product(range(len(spatial)), repeat=rank)]
 
 
 def _stats(path: Path, variables: list[str], spatial: list[str]) -> dict[str, dict[str, float]]:
@@ -148,10 +147,8 @@ def _stats(path: Path, variables: list[str], spatial: list[str]) -> dict[str, di
             if flat.size == 1 and field in variables:
                 stats.setdefault(field, {})[key] = float(flat[0])
                 continue
-            n = len(spatial)
-            labels = [field + "_" + a for a in spatial] if flat.size == n else \
-                [field + "_" + a + b for a in spatial for b in spatial]
-            for label, v in zip(labels, flat):
+            rank = 1 if flat.size == len(spatial) else 2
+            for (_, label), v in zip(_components(field, rank, spatial), flat):
                 if label in variables:
                     stats.setdefault(label, {})[key] = float(v)
     return {k: v for k, v in stats.items() if {"mean", "std"} <= set(v)}
