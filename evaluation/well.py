@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from evaluation._inputs import as_pair, check_reduce
+from evaluation._inputs import as_pair, check_reduce, finish
 
 __all__ = ["EPS", "vmse", "vrmse", "nmse_well", "nrmse_well", "linf", "pearson", "binned_spectral_mse",
            "spectral_bin_edges"]
@@ -35,8 +35,10 @@ __all__ = ["EPS", "vmse", "vrmse", "nmse_well", "nrmse_well", "linf", "pearson",
 EPS = 1e-7
 
 
-def _fields(pred, true):
-    """``(pred, true, spatial axes, caller passed tensors)`` with the channel axis before the spatial ones."""
+def _fields(pred, true, reduce: str):
+    """``(pred, true, spatial axes, caller passed tensors)`` with the channel axis before the spatial ones;
+    ``reduce`` is checked first, before any computation."""
+    check_reduce(reduce)
     pair = as_pair(pred, true, min_ndim=3)
     n_spatial = pair.n_spatial if pair.has_time is not None else pair.pred.ndim - 2
     if n_spatial < 1:
@@ -46,57 +48,55 @@ def _fields(pred, true):
 
 
 def _reduce(values: torch.Tensor, reduce: str, is_torch: bool, *, keep_last: bool = False):
-    check_reduce(reduce)
+    """``finish`` over every value (``keep_last``: every value of each index of the last axis, the bins)."""
     if reduce != "none":
-        flat = values.reshape(-1, values.shape[-1]) if keep_last else values.reshape(-1)
-        values = flat.mean(0) if reduce == "mean" else torch.quantile(flat, 0.5, dim=0)
-    if is_torch:
-        return values
-    return values.item() if values.ndim == 0 else values.detach().cpu().numpy()
+        values = values.reshape(-1, values.shape[-1]) if keep_last else values.reshape(-1)
+    return finish(values, reduce, is_torch)
 
 
-def _mse(x, y, dims):
-    return (x - y).square().mean(dim=dims)
+def _ratio(x, y, dims, norm: str) -> torch.Tensor:
+    """MSE over The Well's normalizer: mean_s y² (``"norm"``, NMSE) or the unbiased var_s(y) (``"std"``,
+    VMSE), plus ε, per sample and channel."""
+    mse = (x - y).square().mean(dim=dims)
+    if norm == "norm":
+        return mse / (y.square().mean(dim=dims) + EPS)
+    return mse / (y.flatten(start_dim=y.ndim - len(dims)).var(dim=-1) + EPS)  # unbiased, as torch.std there
 
 
 def nmse_well(pred, true, *, reduce: str = "mean"):
     """The Well's NMSE: MSE / (mean_s y² + ε), per sample and channel (module docstring)."""
-    x, y, dims, is_torch = _fields(pred, true)
-    return _reduce(_mse(x, y, dims) / (y.square().mean(dim=dims) + EPS), reduce, is_torch)
+    x, y, dims, is_torch = _fields(pred, true, reduce)
+    return _reduce(_ratio(x, y, dims, "norm"), reduce, is_torch)
 
 
 def nrmse_well(pred, true, *, reduce: str = "mean"):
     """The Well's NRMSE: √NMSE (the square root over the whole ratio, ε included)."""
-    x, y, dims, is_torch = _fields(pred, true)
-    return _reduce((_mse(x, y, dims) / (y.square().mean(dim=dims) + EPS)).sqrt(), reduce, is_torch)
+    x, y, dims, is_torch = _fields(pred, true, reduce)
+    return _reduce(_ratio(x, y, dims, "norm").sqrt(), reduce, is_torch)
 
 
 def vmse(pred, true, *, reduce: str = "mean"):
     """The Well's VMSE: MSE / (var_s(y) + ε) with the unbiased variance (module docstring)."""
-    x, y, dims, is_torch = _fields(pred, true)
-    return _reduce(_mse(x, y, dims) / (_var(y, dims) + EPS), reduce, is_torch)
+    x, y, dims, is_torch = _fields(pred, true, reduce)
+    return _reduce(_ratio(x, y, dims, "std"), reduce, is_torch)
 
 
 def vrmse(pred, true, *, reduce: str = "mean"):
     """The Well's VRMSE: √VMSE; 1 for the predictor of the field's own spatial mean (up to (N−1)/N)."""
-    x, y, dims, is_torch = _fields(pred, true)
-    return _reduce((_mse(x, y, dims) / (_var(y, dims) + EPS)).sqrt(), reduce, is_torch)
-
-
-def _var(y, dims):
-    return y.flatten(start_dim=y.ndim - len(dims)).var(dim=-1)  # unbiased, as torch.std in The Well
+    x, y, dims, is_torch = _fields(pred, true, reduce)
+    return _reduce(_ratio(x, y, dims, "std").sqrt(), reduce, is_torch)
 
 
 def linf(pred, true, *, reduce: str = "mean"):
     """The Well's L∞: max_s |x − y| per sample and channel."""
-    x, y, dims, is_torch = _fields(pred, true)
+    x, y, dims, is_torch = _fields(pred, true, reduce)
     return _reduce((x - y).abs().flatten(start_dim=x.ndim - len(dims)).amax(dim=-1), reduce, is_torch)
 
 
 def pearson(pred, true, *, reduce: str = "mean"):
     """The Well's Pearson r over space: biased covariance over unbiased standard deviations plus ε
     (so a perfect correlation reads (N−1)/N, as in The Well)."""
-    x, y, dims, is_torch = _fields(pred, true)
+    x, y, dims, is_torch = _fields(pred, true, reduce)
     xf, yf = x.flatten(start_dim=x.ndim - len(dims)), y.flatten(start_dim=y.ndim - len(dims))
     covariance = ((xf - xf.mean(-1, keepdim=True)) * (yf - yf.mean(-1, keepdim=True))).mean(-1)
     return _reduce(covariance / (xf.std(dim=-1) * yf.std(dim=-1) + EPS), reduce, is_torch)
@@ -115,7 +115,7 @@ def binned_spectral_mse(pred, true, *, normalized: bool = False, reduce: str = "
     """The Well's binned spectral MSE (module docstring): ``(..., 3)`` per sample, channel and bin (low,
     mid, high frequency); ``normalized`` divides each bin by the true field's energy there (+ ε), The
     Well's ``spectral_error_nmse_per_bin``."""
-    x, y, dims, is_torch = _fields(pred, true)
+    x, y, dims, is_torch = _fields(pred, true, reduce)
     shape = x.shape[x.ndim - len(dims):]
     grids = torch.meshgrid(*(2 * math.pi * torch.fft.fftfreq(n, dtype=torch.float64) for n in shape), indexing="ij")
     wavenumber = torch.sqrt(sum(g.square() for g in grids)).flatten().to(x.device)
@@ -125,9 +125,11 @@ def binned_spectral_mse(pred, true, *, normalized: bool = False, reduce: str = "
     counts = members.sum(0)
     # The Well: mean power per bin (sum / (count + ε)) times the count, over N²
     scale = counts / (counts + EPS) / float(math.prod(shape)) ** 2
-    residual = torch.fft.fftn(x - y, dim=dims).abs().square().flatten(start_dim=x.ndim - len(dims))
-    per_bin = residual @ members * scale
+
+    def binned(field: torch.Tensor) -> torch.Tensor:  # (..., 3): the field's spectral energy per bin
+        return torch.fft.fftn(field, dim=dims).abs().square().flatten(start_dim=field.ndim - len(dims)) @ members * scale
+
+    per_bin = binned(x - y)
     if normalized:
-        energy = torch.fft.fftn(y, dim=dims).abs().square().flatten(start_dim=y.ndim - len(dims)) @ members * scale
-        per_bin = per_bin / (energy + EPS)
+        per_bin = per_bin / (binned(y) + EPS)
     return _reduce(per_bin, reduce, is_torch, keep_last=True)
