@@ -21,6 +21,7 @@ building them. Compiler flags follow the compiler found (``$CXX``, else ``c++``)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -187,29 +188,22 @@ def _build(stem: str):
         return module
 
 
-class _os_lock:
+@contextlib.contextmanager
+def _os_lock(path: Path, stem: str):
     """An exclusive ``lockf`` on ``path`` (POSIX; elsewhere no lock): the kernel's build is serialised
     between processes, and the lock goes with its process if that is killed."""
-
-    def __init__(self, path: Path, stem: str):
-        self.path, self.stem, self.handle = path, stem, None
-
-    def __enter__(self):
+    try:
+        import fcntl
+    except ImportError:  # Windows: torch's own file lock only
+        yield
+        return
+    with open(path, "a+") as handle:  # closing the file releases the lock
         try:
-            import fcntl
-        except ImportError:  # Windows: torch's own file lock only
-            return self
-        self.handle = open(self.path, "a+")
-        try:
-            fcntl.lockf(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            _say(f"waiting for another process's build of {self.stem}.cpp ({self.path})")
-            fcntl.lockf(self.handle, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        if self.handle is not None:
-            self.handle.close()  # releases the lock
+            _say(f"waiting for another process's build of {stem}.cpp ({path})")
+            fcntl.lockf(handle, fcntl.LOCK_EX)
+        yield
 
 
 def build_native_kernels(stems: tuple[str, ...] = STEMS) -> dict[str, str | None]:

@@ -41,7 +41,8 @@ from operators.training import LoaderConfig, Splits, TrainConfig, epoch_order, e
 from pde_data import atomic_path
 from pde_data.model import SAMPLE, TIME
 
-__all__ = ["parser", "setup", "settings", "start", "training_seeds", "seed_summary", "summary_means", "mean_predictor",
+__all__ = ["parser", "setup", "settings", "start", "training_seeds", "seed_summary", "summary_means", "mean_curves",
+           "mean_predictor",
            "in_order", "save_in_order", "Trained", "train_models", "evaluate",
            "fields", "n_params", "SelfAttention", "fit_regression", "predict_regression", "write_results",
            "print_table", "ratios", "finite", "positive_int"]
@@ -151,6 +152,12 @@ def seed_summary(per_seed: dict[int, dict[str, dict[str, float]]]) -> dict[str, 
 def summary_means(summary: dict[str, dict[str, dict]]) -> dict[str, dict[str, float]]:
     """The means of a :func:`seed_summary`, as ``{label: {metric: mean}}`` (for tables and plots)."""
     return {label: {m: v["mean"] for m, v in row.items()} for label, row in summary.items()}
+
+
+def mean_curves(per_seed: dict[int, dict[str, list[float]]]) -> dict[str, list[float]]:
+    """``{seed: {label: per-step values}}`` → ``{label: per-step mean over seeds}``."""
+    seeds = list(per_seed)
+    return {label: np.mean([per_seed[s][label] for s in seeds], axis=0).tolist() for label in per_seed[seeds[0]]}
 
 
 def mean_predictor(data: Path, splits: Splits, variable: str, *, frames: int | None = None,

@@ -125,17 +125,16 @@ def main() -> None:
              "CHONN": ("chonn_fno", {**cfg["fno"], **cfg["ckb"], "placement": "replace"})}
     per_seed = {seed: one_seed(seed, specs, cfg, files, splits, args, out) for seed in seeds}
     summary = _common.seed_summary({s: r["rows"] for s, r in per_seed.items()})
-    curves = _common.summary_means(_common.seed_summary(
-        {s: {k: dict(enumerate(v)) for k, v in r["curves"].items()} for s, r in per_seed.items()}))
+    curves = _common.mean_curves({s: r["curves"] for s, r in per_seed.items()})
     rows = _common.summary_means(summary)
     _common.print_table(rows, f"rollout rel. L2 over {cfg['n_steps']} steps ({n_test} test samples, {cfg['n_out']}²), "
                               f"mean over seeds {seeds}")
     print(f"FNO paper (FNO-2D, 64², 1000 train, 40 steps, 10→1): {FNO_PAPER}", flush=True)
-    plots.plot_rollout({k: list(v.values()) for k, v in curves.items()}, path=out / "rollout.png")
+    plots.plot_rollout(curves, path=out / "rollout.png")
     plots.plot_metric_bars(rows, log=True, path=out / "windows.png")
     _common.write_results(out, SCRIPT, args, {
         "settings": cfg, "seeds": seeds, "viscosity": VISC, "mean_predictor": baseline, "rollout_rel_l2": summary,
-        "per_step_mean": {k: list(v.values()) for k, v in curves.items()}, "per_seed": per_seed,
+        "per_step_mean": curves, "per_seed": per_seed,
         "fno_paper_rel_l2": FNO_PAPER, "comparable_with_paper": args.scale == "full",
         "claim": "CHONN lower rollout error than FNO for 3->1, 5->1, 10->1 (CHONN, Fig. 5e-f); tested against "
                  "the same FNO host without the CKB (neuraloperator's fno is a row of its own)",

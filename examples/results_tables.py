@@ -108,19 +108,18 @@ def order_benchmark(results: dict) -> list[str]:
                  f"(largest: {worst}, {derivative[worst]:.3g}).")
     lines.append("")
     ratio = r["derivative_ratio_chain_over_depth"]
-    verdicts = []
+    verdicts, wins = [], []
     for key, stat in ratio.items():
         target, k = key.split()
         chain = r["targets"][target][f"chain {k[2:]}"]["rel_l2_derivative"]
         depth = r["targets"][target][f"depth {k[2:]}"]["rel_l2_derivative"]
+        verdict = compare(chain, depth)
+        wins.append(verdict == "lower")
         verdicts.append(f"{target}: chain / depth derivative rel. L2 {pm(stat)}; chain {pm(chain)} vs depth "
-                        f"{pm(depth)}: the chain's is {compare(chain, depth).replace('within', 'the same within')}")
+                        f"{pm(depth)}: the chain's is {verdict.replace('within', 'the same within')}")
     s, d = r["scaling"]["2x2"]["rel_l2_derivative"], r["scaling"]["D3"]["rel_l2_derivative"]
     verdicts.append(f"{t}: 2×2 vs depth 3 derivative rel. L2 {pm(s)} vs {pm(d)}: 2×2 {compare(s, d)}")
     lines += [f"- {v}." for v in verdicts]
-    wins = [compare(r["targets"][k.split()[0]][f"chain {k.split()[1][2:]}"]["rel_l2_derivative"],
-                    r["targets"][k.split()[0]][f"depth {k.split()[1][2:]}"]["rel_l2_derivative"]) == "lower"
-            for k in ratio]
     means = [stat["mean"] for stat in ratio.values()]
     growing = all(later < earlier for earlier, later in zip(means, means[1:]))
     claim1 = all(wins) and growing

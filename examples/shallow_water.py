@@ -90,7 +90,7 @@ def one_seed(seed: int, specs: dict, cfg: dict, data, splits, args, out) -> dict
         result = _common.evaluate(run, data)
         rows[label] = {**{k: result["metrics"].get(k, math.nan) for k in (*PDEBENCH_KEYS, "rel_l2")},  # empty band: NaN
                        "params": run.n_params, "train_s": run.seconds}
-        curves[label] = dict(enumerate(result["rollout"]["per_step_rel_l2"]))
+        curves[label] = list(result["rollout"]["per_step_rel_l2"])
         pred, true = _common.fields(run, data, "h")
         plots.plot_fields(pred, true, title=f"dam break, last frame, {label}, seed {seed}",
                           path=out / f"fields_{label.replace(' ', '_')}.png")
@@ -110,7 +110,7 @@ def main() -> None:
              "CHONN": ("chonn_fno", {**cfg["fno"], **cfg["ckb"], "placement": "replace"})}
     per_seed = {seed: one_seed(seed, specs, cfg, data, splits, args, out) for seed in seeds}
     summary = _common.seed_summary({s: r["rows"] for s, r in per_seed.items()})
-    curves = _common.summary_means(_common.seed_summary({s: r["curves"] for s, r in per_seed.items()}))
+    curves = _common.mean_curves({s: r["curves"] for s, r in per_seed.items()})
     means = _common.summary_means(summary)
     rows = {label: {k: row[k] for k in (*PDEBENCH_KEYS, "rel_l2")} for label, row in means.items()}
     _common.print_table(rows, f"shallow-water test metrics ({len(splits.test)} samples), mean over seeds {seeds}")
@@ -118,10 +118,10 @@ def main() -> None:
     _common.print_table(gains, "error ratios of the means (< 1: CHONN better)", fmt="{:.3f}")
     plots.plot_metric_bars(_common.finite(rows), log=True, path=out / "metrics.png")
     plots.plot_metric_bars(_common.finite(gains), path=out / "gain.png")
-    plots.plot_rollout({k: list(v.values()) for k, v in curves.items()}, path=out / "rollout.png")
+    plots.plot_rollout(curves, path=out / "rollout.png")
     _common.write_results(out, SCRIPT, args, {
         "settings": cfg, "seeds": seeds, "mean_predictor": baseline, "metrics": summary, "error_ratios": gains,
-        "per_step_rel_l2_mean": {k: list(v.values()) for k, v in curves.items()}, "per_seed": per_seed,
+        "per_step_rel_l2_mean": curves, "per_seed": per_seed,
         "claim": "CHONN lower than FNO and U-Net on every metric (CHONN, Fig. 5b-c); tested against its own host "
                  "without the CKB and the U-Net",
         "claim_holds": all(v < 1 for name, g in _common.finite(gains).items() if name != "CHONN/FNO"

@@ -1,9 +1,6 @@
 """``circuitop train`` / ``circuitop evaluate --run``: real runs in subprocesses, errors, NaN stop."""
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import xarray as xr
@@ -15,14 +12,9 @@ from operators.cli import main
 from operators.cli.train import parse_config
 from operators.training import load_checkpoint
 from test_trainer import poisson_dataset, write_poisson
+from cli_run import run_cli as _cli
 
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 TINY = ["--config", "n_modes=4", "width=8", "n_layers=2", "--threads", "1", "--no-progress"]
-
-
-def _cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "operators.cli", *map(str, args)], env=ENV, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def test_train_then_evaluate_a_steady_run(tmp_path, capsys):

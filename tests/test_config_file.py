@@ -2,22 +2,12 @@
 (into another ``--out``) trains the same run again, to identical weights; flags on the command line win;
 a bad file is one line naming what is wrong."""
 
-import os
-import subprocess
-import sys
-
 import torch
 import yaml
 
 from operators.training import load_checkpoint
 from test_trainer import write_poisson
-
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-
-
-def _cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "operators.cli", *map(str, args)], env=ENV, capture_output=True,
-                          text=True, timeout=300)
+from cli_run import run_cli as _cli
 
 
 def test_a_runs_config_file_trains_it_again(tmp_path):

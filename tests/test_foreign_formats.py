@@ -5,9 +5,6 @@ opener's detection, one-line errors for bad files, and a one-epoch ``circuitop t
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import h5py
@@ -17,9 +14,8 @@ import scipy.io
 import torch
 
 import pde_data
+from cli_run import run_cli as _cli
 
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 RNG = np.random.default_rng(0)
 N, NX, NY, NT = 12, 8, 6, 4
 A = RNG.normal(size=(N, NX, NY)).astype(np.float32)
@@ -34,11 +30,6 @@ def write_mat73(path: Path, variables: dict[str, np.ndarray]) -> Path:
     with open(path, "r+b") as fh:
         fh.write(b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created by circuitop's tests".ljust(116))
     return path
-
-
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "operators.cli", *map(str, args)], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=300)
 
 
 def test_mat73_reads_lazily_in_the_right_orientation(tmp_path):

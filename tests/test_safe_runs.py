@@ -17,14 +17,10 @@ from pathlib import Path
 import pytest
 
 from test_trainer import write_poisson
+from cli_run import run_cli as _cli
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 TINY = ["--config", "n_modes=4", "width=8", "n_layers=2", "--threads", "1", "--no-progress", "--workers", "0"]
-
-
-def _cli(*args, timeout=300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "operators.cli", *map(str, args)], env=ENV, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def _train(data, out, *extra, epochs=1):

@@ -6,9 +6,6 @@ train and evaluate run on one."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import h5py
@@ -18,9 +15,8 @@ import torch
 
 import pde_data
 from operators.training import load_run
+from cli_run import run_cli as _cli
 
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 RNG = np.random.default_rng(0)
 B, T, W, H = 10, 5, 8, 6
 RHO = RNG.normal(size=(B, T, W, H)).astype(np.float32)
@@ -33,11 +29,6 @@ def _write(path: Path, **extra) -> Path:
     return pde_data.write_well(path, fields={"density": RHO, "velocity": VEL, "stress": STRESS},
                                time=np.arange(T) * 0.25, coords={"x": np.linspace(0, 1, W), "y": np.linspace(0, 2, H)},
                                dataset_name="test_flow", parameters={"Reynolds": 100.0}, **extra)
-
-
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "operators.cli", *map(str, args)], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=300)
 
 
 def test_the_writer_follows_the_format(tmp_path):
