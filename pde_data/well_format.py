@@ -34,7 +34,7 @@ import numpy as np
 import xarray as xr
 
 from pde_data._h5lazy import H5Source, file_stamp, lazy_variable
-from pde_data.io import atomic_path
+from pde_data.io import atomic_path, check_output
 from pde_data.model import SAMPLE, TIME, X, Y, Z
 
 __all__ = ["FIELD_GROUPS", "is_well", "open_well", "write_well"]
@@ -156,7 +156,7 @@ def _stats(path: Path, variables: list[str], spatial: list[str]) -> dict[str, di
 
 def write_well(path: str | Path, *, fields: dict[str, np.ndarray], time: np.ndarray, coords: dict[str, np.ndarray],
                dataset_name: str = "circuitop", parameters: dict[str, float] | None = None,
-               stats: dict[str, dict[str, object]] | None = None) -> Path:
+               stats: dict[str, dict[str, object]] | None = None, overwrite: bool = False) -> Path:
     """Write a small file in The Well's format (atomically), for tests and examples.
 
     Args:
@@ -165,8 +165,14 @@ def write_well(path: str | Path, *, fields: dict[str, np.ndarray], time: np.ndar
         time: ``(time,)``; coords: ``{spatial dim name: values}`` in axis order.
         parameters: simulation parameters (root attributes, listed in ``simulation_parameters``).
         stats: ``{"mean": {field: value or list}, "std": {...}}``, written as ``stats.yaml`` beside the file.
+        overwrite: replace an existing file (and ``stats.yaml``); without it they are refused.
+
+    Raises:
+        FileExistsError: the file, or ``stats.yaml`` when ``stats`` is given, exists and not ``overwrite``.
     """
-    path = Path(path)
+    path = check_output(path, overwrite=overwrite)
+    if stats is not None:
+        check_output(path.with_name("stats.yaml"), overwrite=overwrite)
     spatial = list(coords)
     n_dims = len(spatial)
     n_samples = next(iter(fields.values())).shape[0]

@@ -32,7 +32,13 @@ def _write(path: Path, **extra) -> Path:
 
 
 def test_the_writer_follows_the_format(tmp_path):
-    path = _write(tmp_path / "flow.hdf5")
+    path = _write(tmp_path / "flow.hdf5", stats=STATS)
+    with pytest.raises(FileExistsError, match="pass --overwrite"):  # nothing is replaced without the flag
+        _write(path)
+    path.unlink()
+    with pytest.raises(FileExistsError, match="stats.yaml"):  # nor the statistics beside it
+        _write(path, stats=STATS)
+    _write(path, stats=STATS, overwrite=True)
     with h5py.File(path, "r") as f:
         assert {"dimensions", "boundary_conditions", "scalars", "t0_fields", "t1_fields", "t2_fields"} <= set(f)
         assert f.attrs["n_spatial_dims"] == 2 and f.attrs["n_trajectories"] == B
