@@ -32,6 +32,8 @@ __all__ = [
     "CascadedKirchhoffBlock2d",
     "causal_depthwise_conv",
     "gated_sum",
+    "to_scan_sequences",
+    "from_scan_sequences",
 ]
 
 
@@ -237,20 +239,53 @@ class _FieldBlock(nn.Module):
         if x.dim() != 2 + n or x.shape[1] != d_model:
             dims = ", ".join(["batch", str(d_model)] + [f"s{i}" for i in range(n)])
             raise ValueError(f"x: expected shape ({dims}), found {tuple(x.shape)}")
-        axes = list(range(2, 2 + n))
-        orders = [axes] + ([axes[::-1]] if self.transpose and n > 1 else [])
-        outputs = []
-        for order in orders:
-            perm = [0] + order + [1]
-            # one explicit copy into the sequence layout: the block's norm would otherwise make its
-            # own contiguous copy in the forward and again in the backward
-            seq = x.permute(perm).reshape(x.shape[0], -1, d_model).contiguous()
-            flips = [False, True] if self.bidirectional else [False]
-            for flip in flips:
-                y = self.block(seq.flip(1)).flip(1) if flip else self.block(seq)
-                shape = [x.shape[i] for i in perm]
-                outputs.append(y.reshape(shape).permute(_inverse(perm)))
-        return outputs[0] if len(outputs) == 1 else torch.stack(outputs).mean(0)
+        orders = dict(transpose=self.transpose, bidirectional=self.bidirectional)
+        # every scan order in one call of the block (stacked along the batch): the block treats each
+        # sequence on its own, so this is the same as one call per order
+        fields = from_scan_sequences(self.block(to_scan_sequences(x, **orders)), x.shape, **orders)
+        return fields[0] if len(fields) == 1 else fields.mean(0)
+
+
+def _axis_orders(n_spatial: int, transpose: bool) -> list[list[int]]:
+    axes = list(range(2, 2 + n_spatial))
+    return [axes] + ([axes[::-1]] if transpose and n_spatial > 1 else [])
+
+
+def to_scan_sequences(x: torch.Tensor, *, transpose: bool = False, bidirectional: bool = False) -> torch.Tensor:
+    """The scan orders of a field as sequences stacked along the batch, in one contiguous tensor.
+
+    Orders: row-major (last spatial axis fastest); with ``transpose`` also the reversed axis order
+    (column-major in 2D); with ``bidirectional`` each order is followed by itself backwards. So 2D with
+    both gives rows, rows reversed, columns, columns reversed (the four scans of visual state-space models).
+
+    Args:
+        x: ``(batch, channels, *spatial)``.
+
+    Returns:
+        ``(orders · batch, prod(spatial), channels)``, order-major.
+    """
+    batch, channels = x.shape[:2]
+    sequences = []
+    for axes in _axis_orders(x.dim() - 2, transpose):
+        seq = x.permute([0, *axes, 1]).reshape(batch, -1, channels)
+        sequences += [seq, seq.flip(1)] if bidirectional else [seq]
+    return torch.cat(sequences)
+
+
+def from_scan_sequences(y: torch.Tensor, shape: torch.Size, *, transpose: bool = False,
+                        bidirectional: bool = False) -> torch.Tensor:
+    """Inverse of :func:`to_scan_sequences`: ``y (orders · batch, length, channels)`` back to fields
+    ``(orders, batch, channels, *spatial)`` of the field shape ``shape``, each order in place."""
+    batch, n_spatial = shape[0], len(shape) - 2
+    chunks = iter(y.split(batch))
+    fields = []
+    for axes in _axis_orders(n_spatial, transpose):
+        perm = [0, *axes, 1]
+        for flip in ([False, True] if bidirectional else [False]):
+            seq = next(chunks)
+            seq = seq.flip(1) if flip else seq
+            fields.append(seq.reshape([shape[i] for i in perm]).permute(_inverse(perm)))
+    return torch.stack(fields)
 
 
 def _inverse(perm: list[int]) -> list[int]:

@@ -32,7 +32,11 @@ from torch.nn import functional as F
 from . import _native
 from .scan import _chunk_length, _forward_scan, _reverse_scan, selective_scan
 
-__all__ = ["KirchhoffCell", "zoh_coefficients"]
+__all__ = ["KirchhoffCell", "zoh_coefficients", "LAMBDA_MIN"]
+
+#: the smallest decay rate λ of a cell with ``positive_decay`` (a time scale of 10⁴ steps of Δ = 1)
+LAMBDA_MIN = 1e-4
+_LOG_LAMBDA_MIN = math.log(LAMBDA_MIN)
 
 
 def zoh_coefficients(delta: torch.Tensor, lam: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -60,6 +64,10 @@ class KirchhoffCell(nn.Module):
         d_inner: channels of the input and output.
         d_state: latent potentials per channel.
         dt_min, dt_max: range of the initial step sizes Δ = softplus(b_Δ) (log-uniform).
+        positive_decay: store log λ and read λ = exp(max(log λ, log LAMBDA_MIN)), so that λ >=
+            LAMBDA_MIN > 0 (hence 0 < ᾱ < 1: the stable, dissipative RC cell) under any update, even
+            one that would make exp(log λ) underflow to 0; ``False`` stores λ itself, unconstrained (only the routing
+            ablation of the vision backbone uses it, as the variant without the circuit constraints).
 
     Example:
         >>> cell = KirchhoffCell(8, d_state=4)
@@ -67,7 +75,8 @@ class KirchhoffCell(nn.Module):
         torch.Size([2, 100, 8])
     """
 
-    def __init__(self, d_inner: int, *, d_state: int = 16, dt_min: float = 1e-3, dt_max: float = 1e-1):
+    def __init__(self, d_inner: int, *, d_state: int = 16, dt_min: float = 1e-3, dt_max: float = 1e-1,
+                 positive_decay: bool = True):
         super().__init__()
         if d_inner < 1 or d_state < 1:
             raise ValueError(f"d_inner, d_state: expected positive sizes, found {d_inner}, {d_state}")
@@ -79,8 +88,12 @@ class KirchhoffCell(nn.Module):
         self.c_proj = nn.Linear(d_inner, d_state, bias=False)  # W_c
         # S4D-real initialisation λ_n = n (n = 1..d_state): a spread of time scales per channel;
         # storing log λ keeps λ > 0 under any update.
-        log_lam = torch.log(torch.arange(1, d_state + 1, dtype=torch.float32))
-        self.log_lam = nn.Parameter(log_lam.repeat(d_inner, 1))
+        lam0 = torch.arange(1, d_state + 1, dtype=torch.float32).repeat(d_inner, 1)
+        self.positive_decay = positive_decay
+        if positive_decay:
+            self.log_lam = nn.Parameter(torch.log(lam0))
+        else:
+            self.raw_lam = nn.Parameter(lam0)
         self.d = nn.Parameter(torch.ones(d_inner))  # skip readout d, starting as a pass-through
         self._init_delta(dt_min, dt_max)
 
@@ -94,8 +107,8 @@ class KirchhoffCell(nn.Module):
 
     @property
     def lam(self) -> torch.Tensor:
-        """Decay rates λ > 0, ``(d_inner, d_state)``."""
-        return torch.exp(self.log_lam)
+        """Decay rates λ, ``(d_inner, d_state)``: > 0 with ``positive_decay`` (the default)."""
+        return torch.exp(self.log_lam.clamp_min(_LOG_LAMBDA_MIN)) if self.positive_decay else self.raw_lam
 
     def coefficients(self, u: torch.Tensor, dt: torch.Tensor | None = None):
         """Discretised coefficients for every step (Eqs. 33–34).

@@ -1,5 +1,5 @@
 """Backbones: the FNO baseline, the SpectralConv host FNO, the U-Net, their CKB/NAC variants and the
-1D order-benchmark models, with an explicit registry."""
+1D order-benchmark models, the image classifiers, with an explicit registry."""
 
 from operators.models.chonn import ChonnFNOConfig, ChonnUNetConfig
 from operators.models.fno import FNOConfig
@@ -8,10 +8,12 @@ from operators.models.nac import NACFNOConfig, NACUNetConfig
 from operators.models.order_models import CascadeStack, CKBChainConfig, CKBStackConfig, DepthStackConfig
 from operators.models.registry import MODELS, build, make_config, model_spec, rebuild
 from operators.models.unet import UNet, UNetConfig
+from operators.models.vision import ConvVisionConfig, VisionConfig, count_flops
 
 __all__ = [
     "MODELS", "build", "make_config", "model_spec", "rebuild",
     "FNOConfig", "SpectralFNO", "SpectralFNOConfig", "UNet", "UNetConfig",
     "ChonnFNOConfig", "ChonnUNetConfig", "NACFNOConfig", "NACUNetConfig",
     "CascadeStack", "CKBChainConfig", "DepthStackConfig", "CKBStackConfig",
+    "VisionConfig", "ConvVisionConfig", "count_flops",
 ]

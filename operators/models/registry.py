@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from torch import nn
 
-from operators.models import chonn, nac, order_models
+from operators.models import chonn, nac, order_models, vision
 from operators.models.fno import FNOConfig, build_fno
 from operators.models.unet import UNet, UNetConfig
 
@@ -42,6 +42,10 @@ MODELS: dict[str, ModelEntry] = {
     "ckb_chain": ModelEntry(order_models.CKBChainConfig, order_models.build_ckb_chain, "1D: one CKB of n serial KNCs"),
     "depth_stack": ModelEntry(order_models.DepthStackConfig, order_models.build_depth_stack, "1D: n stacked 1st-order CKBs"),
     "ckb_stack": ModelEntry(order_models.CKBStackConfig, order_models.build_ckb_stack, "1D: k stacked CKBs of m KNCs each"),
+    "chonn_vision": ModelEntry(vision.VisionConfig, vision.build_chonn_vision,
+                               "image classifier: four-stage backbone with Kirchhoff routing (size, routing)"),
+    "conv_vision": ModelEntry(vision.ConvVisionConfig, vision.build_conv_vision,
+                              "image classifier: chonn_vision's backbone with a convolutional mixer (baseline)"),
 }
 
 
@@ -82,7 +86,8 @@ def _check_type(name: str, key: str, value: Any, annotation: str) -> None:
 
 
 def build(name: str, in_channels: int, out_channels: int, **config: Any) -> nn.Module:
-    """Build model ``name`` for ``(batch, in_channels, *spatial)`` → ``(batch, out_channels, *spatial)``.
+    """Build model ``name`` for ``(batch, in_channels, *spatial)`` → ``(batch, out_channels, *spatial)``
+    (the image classifiers: → logits ``(batch, out_channels)``, ``out_channels`` the number of classes).
 
     Example:
         >>> model = build("chonn_fno", 1, 1, n_modes=12, width=20, order=2)

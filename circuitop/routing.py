@@ -1,0 +1,112 @@
+"""The Kirchhoff routing module of CHONN's vision blocks, and the four routings of its ablation.
+
+CHONN (Methods, "Large-scale visual recognition") replaces the first-order routing module of a
+hierarchical visual state-space backbone by a Cascaded Kirchhoff Block: a lightweight depthwise
+convolution, then two Kirchhoff cells in series, "the second cell receives the current block input
+together with the response produced by the previous cell", and "the two stage responses are then
+merged". On an (already normalised) field X ``(batch, d_model, h, w)``:
+
+    u = SiLU(DWConv₃ₓ₃(W_u X)),   g = W_g X                                   (CHONN Eq. 31, in 2D)
+    y⁽¹⁾ = K₁(u)                                                                (Eq. 35)
+    ȳ = routing(u, y⁽¹⁾)                                                        (below)
+    Y = W_out(LN(ȳ) ⊙ SiLU(g))                                                  (Eqs. 37–38; the host adds X)
+
+The routings of the ablation (CHONN Fig. 5i), each differing from the one before in one thing:
+
+============================  ========================================================  ===========
+routing                       ȳ                                                         λ
+============================  ========================================================  ===========
+``first_order``               y⁽¹⁾ (one cell: the original first-order routing)          free
+``parallel``                  y⁽¹⁾ + K₂(u) (a second branch, no stage-to-stage path)     free
+``serial``                    y⁽¹⁾ + K₂(u + y⁽¹⁾)                                        free
+``serial_constrained``        ½ (y⁽¹⁾ + K₂((1 − γ) u + γ y⁽¹⁾)),  γ = σ(a) ∈ (0, 1)      λ > 0
+============================  ========================================================  ===========
+
+The circuit constraints of the last row are the KNC's stability and dissipation conditions made
+structural: λ = exp(log λ) > 0 (the RC cell's retention 0 < ᾱ ≤ 1 for every step size, CHONN Eq. 20)
+and bounded gains (per channel): the interconnection injects no energy: the second cell's
+input is a convex combination of its two sources and the merge a mean, so neither exceeds the larger of
+its parts. The unconstrained rows store λ itself (initialised at the same λ_n = n), which an update may
+drive through zero; their couplings are plain sums. The paper names the constraints but not their form;
+this is our reading of them.
+
+The cells scan ``u`` in four orders (rows, rows reversed, columns, columns reversed;
+:func:`circuitop.ckb.to_scan_sequences`), as visual state-space models do: a causal scan only sees
+what precedes a pixel in its order, and the four orders together let every pixel see the whole image.
+The cells' weights are shared by the four orders, which run as one batch through the fused kernel;
+their mean is ȳ.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .ckb import from_scan_sequences, to_scan_sequences
+from .knc import KirchhoffCell
+
+__all__ = ["ROUTINGS", "KirchhoffRouting2d"]
+
+#: the routings of the ablation (CHONN Fig. 5i), the paper's final model last
+ROUTINGS = ("first_order", "parallel", "serial", "serial_constrained")
+_ORDERS = dict(transpose=True, bidirectional=True)
+
+
+class KirchhoffRouting2d(nn.Module):
+    """Routing module ``(batch, d_model, h, w)`` → same shape (module docstring).
+
+    Args:
+        d_model: channels in and out (the cells keep this hidden width).
+        routing: one of :data:`ROUTINGS`.
+        d_state: latent potentials per channel in each cell.
+        conv_kernel: kernel of the depthwise convolution.
+
+    Example:
+        >>> routing = KirchhoffRouting2d(16, routing="serial_constrained", d_state=4)
+        >>> routing(torch.randn(2, 16, 8, 8)).shape
+        torch.Size([2, 16, 8, 8])
+    """
+
+    def __init__(self, d_model: int, *, routing: str = "serial_constrained", d_state: int = 16,
+                 conv_kernel: int = 3):
+        super().__init__()
+        if routing not in ROUTINGS:
+            raise ValueError(f"routing: expected one of {ROUTINGS}, found {routing!r}")
+        if d_model < 1 or d_state < 1 or conv_kernel < 1 or conv_kernel % 2 == 0:
+            raise ValueError(f"d_model, d_state, conv_kernel: expected positive sizes and an odd kernel, "
+                             f"found {d_model}, {d_state}, {conv_kernel}")
+        self.routing, self.d_model = routing, d_model
+        constrained = routing == "serial_constrained"
+        self.in_proj = nn.Conv2d(d_model, 2 * d_model, 1)  # W_u and W_g
+        self.conv = nn.Conv2d(d_model, d_model, conv_kernel, padding=conv_kernel // 2, groups=d_model)
+        n_cells = 1 if routing == "first_order" else 2
+        self.cells = nn.ModuleList(KirchhoffCell(d_model, d_state=d_state, positive_decay=constrained)
+                                   for _ in range(n_cells))
+        if constrained:
+            self.coupling = nn.Parameter(torch.zeros(d_model))  # γ = σ(a), ½ at initialisation
+        self.out_norm = nn.LayerNorm(d_model)
+        self.out_proj = nn.Conv2d(d_model, d_model, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x (batch, d_model, h, w)`` → ``(batch, d_model, h, w)``."""
+        if x.dim() != 4 or x.shape[1] != self.d_model:
+            raise ValueError(f"x: expected shape (batch, {self.d_model}, h, w), found {tuple(x.shape)}")
+        u, g = self.in_proj(x).chunk(2, dim=1)
+        u = F.silu(self.conv(u))
+        merged = self.merge(to_scan_sequences(u, **_ORDERS))
+        y = from_scan_sequences(merged, u.shape, **_ORDERS).mean(0)
+        y = self.out_norm(y.movedim(1, -1)).movedim(-1, 1)
+        return self.out_proj(y * F.silu(g))
+
+    def merge(self, u: torch.Tensor) -> torch.Tensor:
+        """ȳ of the routing (module docstring) on sequences ``u (batch, length, d_model)``."""
+        first = self.cells[0]._run(u, None)
+        if self.routing == "first_order":
+            return first
+        if self.routing == "parallel":
+            return first + self.cells[1]._run(u, None)
+        if self.routing == "serial":
+            return first + self.cells[1]._run(u + first, None)
+        gain = torch.sigmoid(self.coupling)
+        return 0.5 * (first + self.cells[1]._run(u + gain * (first - u), None))  # (1 - γ) u + γ y⁽¹⁾
