@@ -12,6 +12,7 @@ from evaluation.rollout import rollout_errors
 from evaluation.summary import summarize
 from evaluation.accumulate import MetricAccumulator
 from evaluation.gapped import GAP_LEVELS, apply_gap, gap_mask, gapped_evaluation
+from evaluation.classification import cross_entropy, top_k_accuracy
 from evaluation.well import binned_spectral_mse, linf, nmse_well, nrmse_well, pearson, vmse, vrmse
 
 __all__: list[str] = []
@@ -21,3 +22,4 @@ __all__ += ["pdebench_metrics", "PDEBenchAccumulator", "PDEBENCH_KEYS", "frequen
 __all__ += ["summarize", "MetricAccumulator"]
 __all__ += ["gap_mask", "apply_gap", "gapped_evaluation", "GAP_LEVELS"]
 __all__ += ["vrmse", "vmse", "nmse_well", "nrmse_well", "linf", "pearson", "binned_spectral_mse"]
+__all__ += ["top_k_accuracy", "cross_entropy"]

@@ -15,6 +15,7 @@ from pde_data.pdebench_read import open_pdebench
 from pde_data.pdebench_write import write_pdebench
 from pde_data.opener import open_data
 from pde_data.datasets import PairDataset, WindowDataset, item_bytes, split_indices
+from pde_data.labels import LabelDataset, is_label, n_classes, read_labels
 from pde_data.reading import DataReadError, read_samples
 from pde_data.normalize import Normalizer, fit_normalizer, normalizer_from_stats
 from pde_data.fingerprint import Fingerprint, fingerprint
@@ -37,4 +38,5 @@ __all__ = [
     "generate_order_benchmark", "generate_order_splits",
     "generate_poisson", "generate_poisson_splits", "solve_poisson",
     "generate_darcy", "solve_darcy", "retain_freed_memory", "open_well", "write_well",
+    "LabelDataset", "is_label", "n_classes", "read_labels",
 ]

@@ -159,6 +159,32 @@ class _SampleItems(Dataset):
     def _rows(self, samples: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.cached_samples, samples)
 
+    def _read_groups(self, groups: list[list[str]]) -> tuple[torch.Tensor, ...]:
+        """The cache of groups of variables: the split's samples of each, ``(samples, C, *spatial)``, one read."""
+        every = self._read([v for group in groups for v in group], self.cached_samples)
+        return tuple(part.clone() for part in every.split([len(group) for group in groups], dim=1))
+
+    def _gather(self, groups: list[list[str]], samples: np.ndarray) -> list[torch.Tensor]:
+        """Samples ``samples`` (any order, repeats allowed) of each group of variables, ``(len(samples),
+        C, *spatial)`` each: sliced from the cache, read straight from a PDEBench file, or through xarray."""
+        if self._cache is not None:
+            rows = torch.as_tensor(self._rows(samples))
+            return [part[rows] for part in self._cache]
+        every = [v for group in groups for v in group]
+        sources = direct_sources(self.ds, every)
+        if sources is not None:  # PDEBench HDF5: each sample read straight into the batch tensors
+            out, first = [], 0
+            for group in groups:
+                batch = _batch_tensor((len(samples), *self.item_shape(group)), self.dtype)
+                for k, sample in enumerate(samples):
+                    self._read_into(sources[first:first + len(group)], batch, (k,), int(sample))
+                out.append(batch)
+                first += len(group)
+            return out
+        distinct = np.unique(samples)
+        every = self._read(every, distinct)[torch.as_tensor(np.searchsorted(distinct, samples))]
+        return list(every.split([len(group) for group in groups], dim=1))
+
     def __getitems__(self, items: Sequence[int]):
         """A DataLoader's batch fetch: ``read_batch(items)``, or a :class:`ReadFailure` naming the error."""
         try:
@@ -195,27 +221,12 @@ class PairDataset(_SampleItems):
         return len(self.indices)
 
     def _load_cache(self) -> tuple[torch.Tensor, torch.Tensor]:
-        both = self._read(self.inputs + self.outputs, self.cached_samples)
-        return both[:, :len(self.inputs)].clone(), both[:, len(self.inputs):].clone()
+        return self._read_groups([self.inputs, self.outputs])
 
     def read_batch(self, items: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Items ``items`` stacked: ``(batch, in_channels, *spatial)``, ``(batch, out_channels, *spatial)``."""
         samples = self.indices[np.asarray(items, dtype=np.int64)]
-        sources = None if self._cache is not None else direct_sources(self.ds, self.inputs + self.outputs)
-        if self._cache is not None:
-            rows = torch.as_tensor(self._rows(samples))
-            x, y = self._cache[0][rows], self._cache[1][rows]
-        elif sources is not None:  # PDEBench HDF5: each sample read straight into the batch tensors
-            n_in = len(self.inputs)
-            x = _batch_tensor((len(samples), *self.item_shape(self.inputs)), self.dtype)
-            y = _batch_tensor((len(samples), *self.item_shape(self.outputs)), self.dtype)
-            for k, sample in enumerate(samples):
-                self._read_into(sources[:n_in], x, (k,), int(sample))
-                self._read_into(sources[n_in:], y, (k,), int(sample))
-        else:
-            distinct = np.unique(samples)
-            both = self._read(self.inputs + self.outputs, distinct)[torch.as_tensor(np.searchsorted(distinct, samples))]
-            x, y = both[:, :len(self.inputs)], both[:, len(self.inputs):]
+        x, y = self._gather([self.inputs, self.outputs], samples)
         return _encode_(x, self.input_normalizer), _encode_(y, self.output_normalizer)
 
 

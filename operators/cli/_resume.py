@@ -22,9 +22,9 @@ def _stored_values(state: dict) -> dict[str, object]:
               "unroll": data["horizon"], "split": [len(splits[k]) for k in ("train", "val", "test")],
               "split_seed": data["split_seed"], "normalize": data["normalize"] or "none",
               "scheduler": train["scheduler"]}
-    for key in ("batch_size", "lr", "weight_decay", "optimizer", "step_size", "gamma", "loss", "grad_clip",
+    for key in ("batch_size", "lr", "weight_decay", "optimizer", "step_size", "gamma", "loss", "label_smoothing", "shift", "grad_clip",
                 "amp", "seed", "pushforward"):
-        values[key] = train[key]
+        values[key] = train.get(key)  # (label_smoothing and shift: absent from older runs)
     return values
 
 

@@ -1,6 +1,8 @@
 """``circuitop train --data FILE --model NAME --out RUN_DIR``: train a neural operator on a data file.
 
 Steady problems pick variables with ``--input``/``--target`` (e.g. Darcy ``--input a --target u``);
+an integer target of dims ``(sample,)`` makes a classification run (images → class, cross-entropy,
+top-1/top-5; e.g. ``--model chonn_vision --config size=cpu``);
 time-dependent data trains ``m`` frames → next frame with ``--window m`` (``--unroll k`` trains on
 ``k``-step rollouts). Model sizes go in ``--config KEY=VALUE`` (e.g. ``--config width=20 n_modes=12``).
 Works under ``torchrun`` (DDP). ``--resume`` continues ``RUN_DIR/last.pt`` to the same result as an
@@ -51,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "config.yaml); flags on the command line win")
     p.add_argument("--data", required=True, help="NetCDF file, shard glob or PDEBench .h5/.hdf5 file")
     p.add_argument("--model", help="backbone: fno, chonn_fno, nac_fno, unet, chonn_unet, nac_unet, ckb_chain, "
-                   "depth_stack, ckb_stack (required unless --resume)")
+                   "depth_stack, ckb_stack; image classifiers chonn_vision, conv_vision (required unless --resume)")
     p.add_argument("--out", required=True, help="run folder (checkpoints, history.json, run.json)")
     p.add_argument("--config", nargs="*", metavar="KEY=VALUE", help="model config values")
     p.add_argument("--input", nargs="+", help="input variables (steady) or the variables (time windows)")
@@ -94,7 +96,11 @@ def _optimisation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", choices=["step", "cosine", "none"], default="step")
     p.add_argument("--step-size", type=int, default=100, help="StepLR step in epochs")
     p.add_argument("--gamma", type=float, default=0.5, help="StepLR decay")
-    p.add_argument("--loss", choices=["rel_l2", "rel_l1"], default="rel_l2")
+    p.add_argument("--loss", choices=["auto", "rel_l2", "rel_l1", "cross_entropy"], default="auto",
+                   help="auto (default): cross_entropy when the target is a class label, else rel_l2")
+    p.add_argument("--label-smoothing", type=float, default=0.0, help="classification: cross-entropy label smoothing")
+    p.add_argument("--shift", type=int, default=0, metavar="PIXELS",
+                   help="classification: random translations of the training images by up to PIXELS per axis")
     p.add_argument("--grad-clip", type=float, help="clip the gradient norm to this value")
     p.add_argument("--amp", action="store_true", help="bfloat16 autocast on GPU")
     p.add_argument("--seed", type=int, default=0)
@@ -118,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         epochs=stored_epochs if args.epochs is None else args.epochs, batch_size=args.batch_size, lr=args.lr,
         weight_decay=args.weight_decay,
         optimizer=args.optimizer, scheduler=args.scheduler, step_size=args.step_size, gamma=args.gamma,
-        loss=args.loss, grad_clip=args.grad_clip, amp=args.amp, seed=args.seed, pushforward=args.pushforward,
+        loss=args.loss, label_smoothing=args.label_smoothing, shift=args.shift, grad_clip=args.grad_clip, amp=args.amp, seed=args.seed, pushforward=args.pushforward,
         progress=not args.no_progress,
     )
     args.epochs = config.epochs

@@ -67,7 +67,7 @@ class LoaderConfig:
 def fit_normalizers(ds: xr.Dataset, rd: RunData) -> dict:
     """``{"input", "output"}`` → :class:`pde_data.Normalizer` (or ``None``): from the statistics shipped
     with the data when it has them for every variable (The Well's ``stats.yaml``), else fitted on the
-    training split."""
+    training split. Class labels have no normalizer."""
     if rd.normalize is None:
         return {"input": None, "output": None}
     train = list(rd.splits.train)
@@ -79,12 +79,16 @@ def fit_normalizers(ds: xr.Dataset, rd: RunData) -> dict:
     if rd.windowed:
         norm = fit(rd.inputs)
         return {"input": norm, "output": norm}
-    return {"input": fit(rd.inputs), "output": fit(rd.targets)}
+    return {"input": fit(rd.inputs), "output": None if rd.classifying else fit(rd.targets)}
 
 
 def make_dataset(source, rd: RunData, indices, normalizers: dict, *, cache: bool = False,
                  dtype: torch.dtype = torch.float32) -> Dataset:
-    """The dataset of ``indices``: windows ``(m, C, *s)`` → ``(horizon, C, *s)``, or steady pairs."""
+    """The dataset of ``indices``: windows ``(m, C, *s)`` → ``(horizon, C, *s)``, steady pairs, or
+    images ``(C, *s)`` → labels."""
+    if rd.classifying:
+        return pde_data.LabelDataset(source, rd.inputs, rd.targets[0], indices=list(indices), cache=cache, dtype=dtype,
+                                     input_normalizer=normalizers["input"])
     if rd.windowed:
         return pde_data.WindowDataset(source, rd.inputs, m=rd.m, horizon=rd.horizon, indices=list(indices),
                                       normalizer=normalizers["output"], stack=False, cache=cache, dtype=dtype)

@@ -28,6 +28,7 @@ import xarray as xr
 import evaluation
 import pde_data
 from operators.rollout import rollout as autoregress
+from operators.training.evaluate_classes import evaluate_classifier
 from operators.training.run import LoadedRun, check_source, load_run
 from pde_data import atomic_path
 from pde_data.model import SAMPLE, TIME
@@ -121,7 +122,8 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike, *, rollout
     ``rollout`` steps (default: to the end of the data) from their first ``m`` frames.
 
     The model runs on ``device`` (default: CUDA if available, else CPU); data are read, and metrics
-    computed, on the CPU. Returns ``{"data", "samples", "n_samples", "epoch", "metrics", ["rollout"],
+    computed, on the CPU. Classification runs report top-1/top-5 accuracy and cross-entropy
+    (:mod:`operators.training.evaluate_classes`). Returns ``{"data", "samples", "n_samples", "epoch", "metrics", ["rollout"],
     "files"}``; with ``write`` the same goes to ``run_dir/metrics.json`` next to ``pred.nc`` (and
     ``rollout.csv``, PNGs).
     """
@@ -131,6 +133,10 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike, *, rollout
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     run, ds = load_run(run_dir, which=which, device=device), pde_data.open_data(data)
     idx, split = _samples(run, ds, data, all_samples)
+    if run.data.classifying:
+        if rollout is not None:
+            raise ValueError("--rollout: the run is a classifier, not a time-stepper")
+        return evaluate_classifier(run, run_dir, ds, data, idx, split, write=write, batch_size=batch_size, device=device)
     evaluator = _Evaluator(run, ds, rollout, device)
     m = run.data.m if run.data.windowed else 0
     acc = evaluation.MetricAccumulator(initial_step=m)

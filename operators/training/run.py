@@ -27,7 +27,7 @@ from operators.training import data as data_mod
 from operators.training import distributed, runfolder
 from operators.training.data import LoaderConfig
 from operators.training.rundata import RunData, Splits, describe
-from operators.training.trainer import TrainConfig, Trainer
+from operators.training.trainer import TrainConfig, Trainer, loss_name
 from pde_data import atomic_path
 from pde_data.model import spatial_dims
 
@@ -119,6 +119,7 @@ def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, mo
             else:
                 rd = describe(ds, inputs=inputs, targets=targets, window=window, horizon=horizon, sizes=sizes,
                               seed=split_seed, normalize=normalize, splits=splits)
+                loss_name(train_config.loss, rd.classifying)  # a field loss on labels fails before anything is written
                 meta = {"model": _model_spec(model, ds, rd, model_config or {}), "data": rd.to_state()}
                 normalizers = data_mod.fit_normalizers(ds, rd)
             torch.manual_seed(train_config.seed)
@@ -131,7 +132,7 @@ def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, mo
                                                "data_file": str(data), "loader": dataclasses.asdict(loader)})
                 _write_files(out, files or {})
             trainer = Trainer(net, train, val, train_config, out, meta=meta, normalizers=normalizers, dist=info,
-                              windowed=rd.windowed)
+                              windowed=rd.windowed, classify=rd.classifying)
             return trainer.fit(resume_from=out / "last.pt" if resume else None)
     finally:
         distributed.cleanup()

@@ -20,11 +20,11 @@ import xarray as xr
 
 import pde_data
 from pde_data.fingerprint import Fingerprint
-from pde_data.model import SAMPLE, TIME
+from pde_data.model import SAMPLE, TIME, spatial_dims
 
 __all__ = ["RunData", "Splits", "describe", "STATE_FORMAT"]
 
-KINDS = ("steady", "window")
+KINDS = ("steady", "window", "classify")
 #: Version of :meth:`RunData.to_state`; checkpoints of older versions are refused with a clear message.
 STATE_FORMAT = 2
 
@@ -45,8 +45,9 @@ class Splits:
 
 @dataclass(frozen=True)
 class RunData:
-    """A run's data: ``kind`` ``steady`` (``inputs`` → ``targets``) or ``window`` (``m`` frames of
-    ``inputs`` → the next ``horizon`` frames of the same variables, ``targets == inputs``)."""
+    """A run's data: ``kind`` ``steady`` (``inputs`` → ``targets``), ``window`` (``m`` frames of
+    ``inputs`` → the next ``horizon`` frames of the same variables, ``targets == inputs``) or
+    ``classify`` (image ``inputs`` → the label variable ``targets[0]`` of ``classes`` classes)."""
 
     kind: str
     inputs: tuple[str, ...]
@@ -57,16 +58,23 @@ class RunData:
     horizon: int = 1
     normalize: str | None = "gaussian"
     split_seed: int = 0
+    classes: int = 0
 
     @property
     def windowed(self) -> bool:
         return self.kind == "window"
 
     @property
+    def classifying(self) -> bool:
+        return self.kind == "classify"
+
+    @property
     def channels(self) -> tuple[int, int]:
         """``(in_channels, out_channels)`` of a one-step model for this data."""
         if self.windowed:
             return self.m * len(self.inputs), len(self.inputs)
+        if self.classifying:
+            return len(self.inputs), self.classes
         return len(self.inputs), len(self.targets)
 
     def to_state(self) -> dict:
@@ -74,7 +82,7 @@ class RunData:
         return {"format": STATE_FORMAT, "kind": self.kind, "inputs": list(self.inputs), "targets": list(self.targets),
                 "splits": {k: list(getattr(self.splits, k)) for k in ("train", "val", "test")},
                 "source": self.source.to_state(), "m": self.m, "horizon": self.horizon,
-                "normalize": self.normalize, "split_seed": self.split_seed}
+                "normalize": self.normalize, "split_seed": self.split_seed, "classes": self.classes}
 
     @classmethod
     def from_state(cls, state: dict) -> "RunData":
@@ -87,7 +95,7 @@ class RunData:
         splits = Splits(*(tuple(int(i) for i in state["splits"][k]) for k in ("train", "val", "test")))
         return cls(str(state["kind"]), tuple(state["inputs"]), tuple(state["targets"]), splits,
                    Fingerprint.from_state(state["source"]), int(state["m"]), int(state["horizon"]),
-                   state["normalize"], int(state["split_seed"]))
+                   state["normalize"], int(state["split_seed"]), int(state.get("classes", 0)))
 
 
 def _default_sizes(n: int) -> list[int]:
@@ -107,6 +115,24 @@ def _window_variables(ds: xr.Dataset, inputs, targets) -> list[str]:
     if missing:
         raise ValueError(f"--input: expected variables with a '{TIME}' dim among {names}; not found or without time: {missing}")
     return variables
+
+
+def _label_variables(ds: xr.Dataset, inputs, targets) -> list[str] | None:
+    """The target when it is (or, with no targets named, when the data has) one label variable, else None."""
+    if targets:
+        return list(targets) if len(targets) == 1 and targets[0] in ds.data_vars and pde_data.is_label(ds[targets[0]]) else None
+    labels = [v for v in ds.data_vars if pde_data.is_label(ds[v]) and v not in (inputs or ())]
+    return labels[:1] or None
+
+
+def _image_variables(ds: xr.Dataset, inputs, label: str) -> list[str]:
+    names = list(ds.data_vars)
+    images = list(inputs) if inputs else [v for v in names if spatial_dims(ds[v]) and TIME not in ds[v].dims]
+    bad = [v for v in images if v not in names or not spatial_dims(ds[v]) or TIME in ds[v].dims]
+    if bad or not images:
+        raise ValueError(f"--input: expected image variables (fields without '{TIME}') to classify by {label!r}; "
+                         f"found {bad or 'none'} among {names}")
+    return images
 
 
 def _steady_variables(ds: xr.Dataset, inputs, targets) -> tuple[list[str], list[str]]:
@@ -146,6 +172,8 @@ def describe(ds: xr.Dataset, *, inputs: Sequence[str] | None = None, targets: Se
 
     Steady (``window`` None): ``inputs`` → ``targets`` (defaults: the first variable → the others with
     the same dims).
+    Classification (a label variable, integer of dims ``(sample,)``, as the target or, with no targets
+    named, in the data): image ``inputs`` (default: every field variable without time) → the label.
     Time-dependent (``window = m``): ``m`` frames of ``inputs`` (default: every variable with time)
     → the next ``horizon`` frames of the same variables. The split is drawn with ``seed`` from
     ``sizes`` (default 80/10/10 %), or given explicitly as ``splits`` (e.g. a benchmark's fixed sets).
@@ -164,5 +192,9 @@ def describe(ds: xr.Dataset, *, inputs: Sequence[str] | None = None, targets: Se
             raise ValueError(f"--window/--unroll: expected m >= 1, k >= 1 and m + k <= {n_time} frames; "
                              f"found m={window}, k={horizon}")
         return RunData("window", variables, variables, m=int(window), horizon=int(horizon), **common)
+    label = _label_variables(ds, inputs, targets)
+    if label is not None:  # an integer (sample,) target: classification
+        images = _image_variables(ds, inputs, label[0])
+        return RunData("classify", tuple(images), tuple(label), classes=pde_data.n_classes(ds, label[0]), **common)
     ins, outs = _steady_variables(ds, inputs, targets)
     return RunData("steady", tuple(ins), tuple(outs), **common)

@@ -16,6 +16,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -24,20 +25,27 @@ from tqdm import tqdm
 
 import evaluation
 from operators.rollout import rollout
+from operators.training.augment import random_shift
 from operators.training import checkpoint as ckpt
 from operators.training.distributed import DistInfo, all_reduce_sum, unwrap, wrap
 from operators.training.loader import Loader, TensorPairs, epoch_order
 from operators.training.optim import make_optimizer, make_scheduler
 from pde_data import atomic_path
 
-__all__ = ["TrainConfig", "Trainer", "NonFiniteLossError", "epoch_order"]
+__all__ = ["TrainConfig", "Trainer", "NonFiniteLossError", "epoch_order", "loss_name"]
 
 LOSSES = {"rel_l2": evaluation.rel_l2, "rel_l1": evaluation.rel_l1}
+#: ``--loss`` values: ``auto`` is cross-entropy for classification runs and rel_l2 otherwise
+LOSS_CHOICES = ("auto", *LOSSES, "cross_entropy")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Optimisation settings (the CHONN paper's per-benchmark values are in CHONN, Methods)."""
+    """Optimisation settings (the CHONN paper's per-benchmark values are in CHONN, Methods).
+
+    Classification runs only: ``label_smoothing`` of the cross-entropy, and ``shift``, the largest
+    random translation (pixels, per sample and axis, border pixels repeated) of the training images.
+    """
 
     epochs: int = 10
     batch_size: int = 20
@@ -47,7 +55,9 @@ class TrainConfig:
     scheduler: str = "step"
     step_size: int = 100
     gamma: float = 0.5
-    loss: str = "rel_l2"
+    loss: str = "auto"
+    label_smoothing: float = 0.0
+    shift: int = 0
     grad_clip: float | None = None
     amp: bool = False
     seed: int = 0
@@ -55,21 +65,24 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self):
-        positive_ints = {"epochs": self.epochs, "batch_size": self.batch_size, "step_size": self.step_size}
-        for name, value in positive_ints.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"--{name.replace('_', '-')}: expected a positive integer, found {value!r}")
+        ints = {"epochs": 1, "batch_size": 1, "step_size": 1, "shift": 0}  # name -> smallest value
+        for name, least in ints.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                expected = "a positive integer" if least else "an integer >= 0"
+                raise ValueError(f"--{name.replace('_', '-')}: expected {expected}, found {value!r}")
         checks = (("lr", self.lr, "a positive number", lambda v: v > 0),
                   ("weight_decay", self.weight_decay, "a number >= 0", lambda v: v >= 0),
                   ("gamma", self.gamma, "a number in (0, 1]", lambda v: 0 < v <= 1),
+                  ("label_smoothing", self.label_smoothing, "a number in [0, 1)", lambda v: 0 <= v < 1),
                   ("grad_clip", self.grad_clip, "a positive number (or none)", lambda v: v > 0))
         for name, value, expected, ok in checks:
             if value is None and name == "grad_clip":
                 continue
             if not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):
                 raise ValueError(f"--{name.replace('_', '-')}: expected {expected}, found {value!r}")
-        if self.loss not in LOSSES:
-            raise ValueError(f"--loss: expected one of {sorted(LOSSES)}, found {self.loss!r}")
+        if self.loss not in LOSS_CHOICES:
+            raise ValueError(f"--loss: expected one of {list(LOSS_CHOICES)}, found {self.loss!r}")
 
 
 #: training stops when a step's mean loss exceeds this multiple of the run's first step's
@@ -109,14 +122,18 @@ class Trainer:
         normalizers: ``{"input", "output"}`` → :class:`pde_data.Normalizer` or ``None``.
         dist: this process's :class:`DistInfo` (default: single CPU process).
         windowed: the model is a one-step model rolled out over ``horizon`` target frames.
+        classify: the targets are class labels ``(n,)`` and the model returns logits ``(n, classes)``:
+            cross-entropy loss, validation cross-entropy and top-1/top-5 accuracy.
     """
 
     def __init__(self, model: nn.Module, train, val, config: TrainConfig, out_dir, *, meta: dict,
-                 normalizers: dict | None = None, dist: DistInfo | None = None, windowed: bool = False):
+                 normalizers: dict | None = None, dist: DistInfo | None = None, windowed: bool = False,
+                 classify: bool = False):
         self.dist = dist or DistInfo()
         self.config, self.meta, self.out = config, meta, Path(out_dir)
         self.normalizers = normalizers or {"input": None, "output": None}
-        self.windowed = windowed
+        self.windowed, self.classify = windowed, classify
+        self.loss = loss_name(config.loss, classify)
         self.model = wrap(model.to(self.dist.device), self.dist)
         self.train = _as_loader(train, config, self.dist, shuffle=True)
         self.val = _as_loader(val, config, self.dist, shuffle=False)
@@ -138,12 +155,16 @@ class Trainer:
         return pred.float() if pred.dtype in (torch.float16, torch.bfloat16) else pred
 
     def _sample_losses(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.classify:
+            x = random_shift(x, self.config.shift)
         pred = self._predict(x, y, pushforward=self.config.pushforward)
-        if not (torch.isfinite(pred).all() and torch.isfinite(y).all()):
+        if not (torch.isfinite(pred).all() and (self.classify or torch.isfinite(y).all())):
             # the metrics refuse non-finite input; a NaN loss makes every process stop together
             return torch.full((len(y),), math.nan, device=y.device)
+        if self.classify:
+            return evaluation.cross_entropy(pred, y, reduce="none", label_smoothing=self.config.label_smoothing)
         out = self.normalizers.get("output")
-        return LOSSES[self.config.loss](_decode(out, pred), _decode(out, y), reduce="none")
+        return LOSSES[self.loss](_decode(out, pred), _decode(out, y), reduce="none")
 
     # -- one epoch -------------------------------------------------------------------------------
     def _step(self, x: torch.Tensor, y: torch.Tensor, n_global: int, where: str) -> float:
@@ -186,11 +207,12 @@ class Trainer:
         if self.val is None or len(self.val) == 0:
             return {}
         module, out = unwrap(self.model).eval(), self.normalizers.get("output")
-        values = {name: [] for name in _METRICS}
+        metrics = _CLASS_METRICS if self.classify else _METRICS
+        values = {name: [] for name in metrics}
         for batch in self.val.epoch(0):
             pred = _decode(out, self._predict(batch.x, batch.y, module=module))
             true = _decode(out, batch.y)
-            for name, fn in _METRICS.items():
+            for name, fn in metrics.items():
                 values[name].append(fn(pred, true, reduce="none").cpu())
         return {f"val_{name}": float(torch.cat(v).mean()) for name, v in values.items()}
 
@@ -237,7 +259,7 @@ class Trainer:
         plot_training_curves(self.history, path=self.out / "curves.png").clear()
 
     def _checkpoint(self, record: dict) -> None:
-        score = record.get("val_rel_l2", record["train_loss"])
+        score = 1.0 - record["val_top1"] if "val_top1" in record else record.get("val_rel_l2", record["train_loss"])
         improved = score < self.best
         self.best = min(self.best, score)
         state = self.state_dict()
@@ -278,6 +300,17 @@ class Trainer:
 
 _METRICS = {"rel_l2": evaluation.rel_l2, "rel_l1": evaluation.rel_l1,
             "rel_l2_spectral": evaluation.rel_l2_spectral, "nrmse_range": evaluation.nrmse_range}
+_CLASS_METRICS = {"cross_entropy": evaluation.cross_entropy, "top1": partial(evaluation.top_k_accuracy, k=1),
+                  "top5": partial(evaluation.top_k_accuracy, k=5)}
+
+
+def loss_name(loss: str, classify: bool) -> str:
+    """The loss ``loss`` names (``auto``: cross-entropy for classification, else rel_l2), checked against the task."""
+    name = ("cross_entropy" if classify else "rel_l2") if loss == "auto" else loss
+    if (name == "cross_entropy") != classify:
+        expected = "cross_entropy (or auto) for class labels" if classify else f"one of {sorted(LOSSES)} (or auto) for fields"
+        raise ValueError(f"--loss: expected {expected}, found {loss!r}")
+    return name
 
 
 def _write_csv(path: Path, history: list[dict]) -> None:

@@ -1,0 +1,103 @@
+"""Classification through the run layer: labels in the data model, cross-entropy, top-1/top-5, the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+import evaluation
+import pde_data
+from cli_run import run_cli
+from operators.training import TrainConfig
+from operators.training.augment import random_shift
+from operators.training.rundata import describe
+
+VISION = ["--model", "conv_vision", "--config", "size=cpu", "drop_path=0.0", "--threads", "1", "--no-progress"]
+
+
+def bright_quadrant_images(n: int = 48, seed: int = 0) -> xr.Dataset:
+    """Images whose class (0..3) is the quadrant holding a bright square, with noise: learnable in a few epochs."""
+    rng = np.random.default_rng(seed)
+    labels = np.arange(n) % 4
+    images = rng.normal(0.0, 0.1, (n, 16, 16)).astype(np.float32)
+    for k, c in enumerate(labels):
+        r, q = divmod(int(c), 2)
+        images[k, 8 * r + 2:8 * r + 6, 8 * q + 2:8 * q + 6] += 1.0
+    ds = xr.Dataset({"image": (("sample", "x", "y"), images), "label": (("sample",), labels.astype(np.int64))})
+    ds["label"].attrs["n_classes"] = 4
+    return ds
+
+
+def test_top_k_and_cross_entropy_by_hand():
+    logits = torch.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 1.0]])
+    labels = torch.tensor([2, 1])
+    assert evaluation.top_k_accuracy(logits, labels, 1, reduce="none").tolist() == [0.0, 1.0]
+    assert evaluation.top_k_accuracy(logits, labels, 2).item() == 1.0
+    assert evaluation.top_k_accuracy(logits, labels, 5).item() == 1.0  # k capped at the classes
+    expect = -(torch.log_softmax(logits, 1)[torch.arange(2), labels]).mean()
+    assert evaluation.cross_entropy(logits, labels).item() == pytest.approx(expect.item())
+    with pytest.raises(ValueError, match=r"labels: expected integers in \[0, 3\)"):
+        evaluation.top_k_accuracy(logits, torch.tensor([0, 3]))
+
+
+def test_labels_in_the_data_model(tmp_path):
+    ds = bright_quadrant_images(12)
+    path = pde_data.save(ds, tmp_path / "img.nc")
+    assert pde_data.n_classes(ds, "label") == 4 and pde_data.is_label(ds["label"]) and not pde_data.is_label(ds["image"])
+    streamed = pde_data.LabelDataset(str(path), ["image"], "label", indices=[1, 4, 7, 9])
+    cached = pde_data.LabelDataset(str(path), ["image"], "label", indices=[1, 4, 7, 9], cache=True)
+    for x, y in (streamed.read_batch([3, 0, 0]), cached.read_batch([3, 0, 0])):
+        assert x.shape == (3, 1, 16, 16) and y.dtype == torch.int64 and y.tolist() == [1, 1, 1]
+        assert torch.equal(x[0], torch.as_tensor(ds["image"].values[9])[None])
+    floats = ds.assign(label=ds["label"].astype(np.float32))
+    with pytest.raises(ValueError, match="expected integer class labels"):
+        pde_data.read_labels(floats, "label")
+    rd = describe(ds, sizes=(8, 2, 2))
+    assert (rd.kind, rd.inputs, rd.targets, rd.classes, rd.channels) == ("classify", ("image",), ("label",), 4, (1, 4))
+
+
+def test_random_shift_moves_each_image_by_its_own_offset():
+    x = torch.arange(2 * 1 * 5 * 6, dtype=torch.float32).reshape(2, 1, 5, 6)
+    assert random_shift(x, 0) is x
+    torch.manual_seed(3)
+    shifted = random_shift(x, 2)
+    torch.manual_seed(3)
+    start = torch.randint(0, 5, (2, 2))
+    padded = torch.nn.functional.pad(x, (2, 2, 2, 2), mode="replicate")
+    for b in range(2):
+        r, c = int(start[0, b]), int(start[1, b])
+        assert torch.equal(shifted[b], padded[b, :, r:r + 5, c:c + 6])
+
+
+def test_train_and_evaluate_a_classifier_through_the_cli(tmp_path):
+    data = pde_data.save(bright_quadrant_images(48), tmp_path / "img.nc")
+    out = tmp_path / "run"
+    train = run_cli("train", "--data", data, "--out", out, "--split", "32,8,8", "--epochs", "10", "--batch-size", "8",
+                    "--lr", "1e-3", "--scheduler", "none", "--label-smoothing", "0.05", "--shift", "1", *VISION)
+    assert train.returncode == 0, train.stderr
+    history = json.loads((out / "history.json").read_text())
+    assert {"val_top1", "val_top5", "val_cross_entropy"} <= set(history[-1])
+    assert max(r["val_top1"] for r in history) >= 0.75 and history[-1]["train_loss"] < history[0]["train_loss"]
+    run = json.loads((out / "run.json").read_text())
+    assert run["data"]["kind"] == "classify" and run["model"]["out_channels"] == 4 and run["train"]["loss"] == "auto"
+    evaluate = run_cli("evaluate", "--run", out, "--data", data)
+    assert evaluate.returncode == 0, evaluate.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    pred = xr.open_dataset(out / "pred.nc")
+    true = bright_quadrant_images(48)["label"].values[pred["sample"].values]
+    assert metrics["n_samples"] == 8 and metrics["metrics"]["top1"] == pytest.approx(np.mean(pred["label"].values == true))
+    assert "top5" in evaluate.stdout and metrics["metrics"]["top5"] == 1.0  # 4 classes: always among the top 5
+
+
+def test_a_field_loss_on_labels_is_one_line(tmp_path):
+    data = pde_data.save(bright_quadrant_images(12), tmp_path / "img.nc")
+    result = run_cli("train", "--data", data, "--out", tmp_path / "r", "--loss", "rel_l2", "--epochs", "1", *VISION)
+    assert result.returncode == 1 and not (tmp_path / "r").exists()
+    last = result.stderr.strip().splitlines()[-1]
+    assert "--loss: expected cross_entropy (or auto) for class labels, found 'rel_l2'" in last
+    with pytest.raises(ValueError, match="--label-smoothing: expected a number in"):
+        TrainConfig(label_smoothing=1.0)
+    with pytest.raises(ValueError, match="--shift: expected an integer >= 0"):
+        TrainConfig(shift=-1)
