@@ -16,7 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import xarray as xr
 
 import pde_data
 
@@ -46,6 +48,8 @@ COMMANDS = {
     "circuitop train --config-file runs/ns/config.yaml --out runs/ns2": ["--no-progress"],
     "circuitop train --data ns.h5 --model nac_fno --window 10 --config tokens=time --out runs/ns_nac":
         [*FAST, "--config", "tokens=time", *SMALL_MODEL],
+    "circuitop train --data digits.nc --model chonn_vision --config size=cpu --out runs/digits":
+        [*FAST, "--config", "size=cpu", "d_state=2"],
     "circuitop evaluate --run runs/ns --data ns.h5 --rollout 40": ["--rollout", "2"],
     "circuitop evaluate --pred pred.nc --true true.nc": ["--initial-step", "10"],
     "circuitop bench": ["--quick", "--only", "bench_metrics"],
@@ -69,6 +73,10 @@ def _prepare(command: str, folder: Path) -> None:
     """Files a command reads that no earlier README line writes."""
     if command == "circuitop info data.nc":
         pde_data.save(pde_data.generate_poisson(2, K=2, n_grid=8), folder / "data.nc")
+    if "digits.nc" in command:  # a tiny image set: images (sample, x, y) and integer labels (sample,)
+        images = xr.Dataset({"image": (("sample", "x", "y"), np.random.default_rng(0).random((10, 16, 16))),
+                             "label": (("sample",), np.arange(10) % 3)})
+        pde_data.save(images, folder / "digits.nc")
     if command.startswith("circuitop evaluate --pred"):  # a run's predictions, and the data as NetCDF
         shutil.copy(folder / "runs" / "ns" / "pred.nc", folder / "pred.nc")
         pde_data.save(pde_data.open_data(folder / "ns.h5").load(), folder / "true.nc")
