@@ -101,3 +101,18 @@ def test_a_field_loss_on_labels_is_one_line(tmp_path):
         TrainConfig(label_smoothing=1.0)
     with pytest.raises(ValueError, match="--shift: expected an integer >= 0"):
         TrainConfig(shift=-1)
+
+
+def test_a_resumed_classification_run_ends_with_the_same_weights(tmp_path):
+    """Drop-path and the random shifts draw from torch's generator, which checkpoints store: 1 + 1 resumed
+    epochs give the weights of 2 uninterrupted ones."""
+    from operators.training import load_checkpoint, train_run
+
+    data = pde_data.save(bright_quadrant_images(16), tmp_path / "img.nc")
+    common = dict(model_config={"size": "cpu"}, sizes=(12, 4, 0))
+    config = dict(batch_size=4, shift=1, label_smoothing=0.1, progress=False)
+    train_run(data, "conv_vision", tmp_path / "whole", train_config=TrainConfig(epochs=2, **config), **common)
+    train_run(data, "conv_vision", tmp_path / "split", train_config=TrainConfig(epochs=1, **config), **common)
+    train_run(data, "conv_vision", tmp_path / "split", train_config=TrainConfig(epochs=2, **config), resume=True, **common)
+    whole, split = (load_checkpoint(tmp_path / name / "last.pt")["model"] for name in ("whole", "split"))
+    assert all(torch.equal(whole[k], split[k]) for k in whole)
