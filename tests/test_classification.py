@@ -56,6 +56,9 @@ def test_labels_in_the_data_model(tmp_path):
         pde_data.read_labels(floats, "label")
     rd = describe(ds, sizes=(8, 2, 2))
     assert (rd.kind, rd.inputs, rd.targets, rd.classes, rd.channels) == ("classify", ("image",), ("label",), 4, (1, 4))
+    unmarked = ds.assign(target=ds["image"] * 2, label=(("sample",), ds["label"].values))  # no n_classes
+    assert describe(unmarked, sizes=(8, 2, 2)).kind == "steady"  # an integer per-sample setting is not a label
+    assert describe(unmarked, targets=["label"], sizes=(8, 2, 2)).kind == "classify"
 
 
 def test_random_shift_moves_each_image_by_its_own_offset():

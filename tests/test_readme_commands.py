@@ -48,7 +48,7 @@ COMMANDS = {
     "circuitop train --config-file runs/ns/config.yaml --out runs/ns2": ["--no-progress"],
     "circuitop train --data ns.h5 --model nac_fno --window 10 --config tokens=time --out runs/ns_nac":
         [*FAST, "--config", "tokens=time", *SMALL_MODEL],
-    "circuitop train --data digits.nc --model chonn_vision --config size=cpu --out runs/digits":
+    "circuitop train --data digits.nc --model chonn_vision --config size=cpu --target label --out runs/digits":
         [*FAST, "--config", "size=cpu", "d_state=2"],
     "circuitop evaluate --run runs/ns --data ns.h5 --rollout 40": ["--rollout", "2"],
     "circuitop evaluate --pred pred.nc --true true.nc": ["--initial-step", "10"],

@@ -118,10 +118,12 @@ def _window_variables(ds: xr.Dataset, inputs, targets) -> list[str]:
 
 
 def _label_variables(ds: xr.Dataset, inputs, targets) -> list[str] | None:
-    """The target when it is (or, with no targets named, when the data has) one label variable, else None."""
+    """The target when it is one label variable (or, with no targets named, the data's label variable with
+    an ``n_classes`` attribute), else None."""
     if targets:
         return list(targets) if len(targets) == 1 and targets[0] in ds.data_vars and pde_data.is_label(ds[targets[0]]) else None
-    labels = [v for v in ds.data_vars if pde_data.is_label(ds[v]) and v not in (inputs or ())]
+    # unnamed: only a label that says so (an n_classes attribute), not, e.g., an integer per-sample setting
+    labels = [v for v in ds.data_vars if pde_data.is_label(ds[v]) and "n_classes" in ds[v].attrs and v not in (inputs or ())]
     return labels[:1] or None
 
 
@@ -173,7 +175,7 @@ def describe(ds: xr.Dataset, *, inputs: Sequence[str] | None = None, targets: Se
     Steady (``window`` None): ``inputs`` → ``targets`` (defaults: the first variable → the others with
     the same dims).
     Classification (a label variable, integer of dims ``(sample,)``, as the target or, with no targets
-    named, in the data): image ``inputs`` (default: every field variable without time) → the label.
+    named, one with an ``n_classes`` attribute in the data): image ``inputs`` (default: every field variable without time) → the label.
     Time-dependent (``window = m``): ``m`` frames of ``inputs`` (default: every variable with time)
     → the next ``horizon`` frames of the same variables. The split is drawn with ``seed`` from
     ``sizes`` (default 80/10/10 %), or given explicitly as ``splits`` (e.g. a benchmark's fixed sets).
