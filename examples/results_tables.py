@@ -294,6 +294,12 @@ def vision(results: dict) -> list[str]:
     lines.append(f"- Claim (Fig. 5j, the final model ahead at an early epoch; here against the first-order routing, "
                  f"top-1 at epoch {early}): **{'reproduced' if compare(m['serial_constrained'][key], m['first_order'][key]) == 'higher' else 'not reproduced at this scale'}** "
                  f"({pm(m['serial_constrained'][key])} vs {pm(m['first_order'][key])}).")
+    if r.get("paper_sizes"):
+        lines += ["", "The paper's sizes with the final routing, 3×224² input, 1,000 classes (counted, not trained; "
+                  "a multiply-add counts 2 FLOPs, so halve them to compare with fvcore's numbers):", "",
+                  *table(["size", "parameters (M)", "GFLOPs", "of which scans"],
+                         [[size, f"{v['params_m']:.1f}", f"{v['gflops']:.1f}", f"{v['gflops_scan']:.2f}"]
+                          for size, v in r["paper_sizes"].items()]), ""]
     if "conv" in m:
         lines.append(f"- serial_constrained vs the convolutional baseline: top-1 "
                      f"{compare(m['serial_constrained']['top1'], m['conv']['top1'])}; "

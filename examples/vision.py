@@ -16,7 +16,8 @@ drop-path 0.2, batch 64): the four routings (``first_order``, ``parallel``, ``se
 Reported: test top-1 and top-5 accuracy of the last epoch (mean ± std over training seeds), the
 validation top-1 at the early epoch (a tenth of training, as 30 of 300), parameters, forward FLOPs of one
 32² image (``operators.models.count_flops``: convolutions and matrix products by
-``torch.utils.flop_counter``, plus the scans) and training images/s.
+``torch.utils.flop_counter``, plus the scans) and training images/s; and the parameters and FLOPs of the
+paper's Tiny, Small and Base sizes at 224² (not trained here).
 
 Scales (the data split, 1,257 / 180 / 360, is drawn with ``--seed``):
 
@@ -100,8 +101,21 @@ def one_seed(seed: int, cfg: dict, data, splits: Splits, args, out) -> tuple[dic
     return rows, curves
 
 
+def paper_sizes() -> dict[str, dict[str, float]]:
+    """Parameters and forward GFLOPs (a multiply-add counted as 2, as ``count_flops`` does) of the paper's
+    sizes with the final routing, for 3×224² ImageNet images and 1,000 classes."""
+    sizes = {}
+    for size in ("tiny", "small", "base"):
+        model = models.build("chonn_vision", 3, 1000, size=size)
+        flops = models.count_flops(model, (1, 3, 224, 224))
+        sizes[size] = {"params_m": _common.n_params(model) / 1e6, "gflops": flops.total / 1e9,
+                       "gflops_scan": flops.scan / 1e9}
+    return sizes
+
+
 def main() -> None:
     args, out, cfg, seeds = _common.start(__doc__, SCRIPT, SCALES)
+    sizes = paper_sizes() if args.scale != "smoke" else {}
     data, splits = write_digits(cfg, args.seed, out)
     per_seed, curves = {}, {}
     for seed in seeds:
@@ -119,7 +133,7 @@ def main() -> None:
     _common.write_results(out, SCRIPT, args, {
         "settings": cfg, "seeds": seeds, "metrics": summary, "per_seed": per_seed, "flops": flops,
         "val_top1_curves": _common.mean_curves(curves), "chance_top1": 0.1, "paper": PAPER,
-        "early_epoch": max(1, cfg["epochs"] // 10),
+        "early_epoch": max(1, cfg["epochs"] // 10), "paper_sizes": sizes,
     })
 
 
