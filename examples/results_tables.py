@@ -59,7 +59,8 @@ def header(results: dict) -> str:
     args, env = results["args"], results["environment"]
     seeds = results["results"]["seeds"]
     minutes = results["wall_s"] / 60
-    return (f"`python examples/{results['script']}.py --medium --threads {args['threads']}` "
+    threads = f" --threads {args['threads']}" if args["threads"] else ""
+    return (f"`python examples/{results['script']}.py --medium{threads}` "
             f"({env['device']}, {env['threads']} thread(s), torch {env['torch']}); training seeds "
             f"{', '.join(map(str, seeds))}; data seed {args['seed']}; **{minutes:.0f} min** wall time for the "
             f"whole run on this 2-core machine. Mean ± standard deviation over the seeds.")
