@@ -32,10 +32,11 @@ demo: $(STAMP)
 # One torch thread per pytest worker, one worker per core: small tensors run faster this way than
 # with two processes each spinning two threads.
 TEST_WORKERS ?= 2
-# The suite, then the cell and block tests again on the pure-torch path (native kernels off).
+# The suite, then the cell, block and shallow-water tests again on the pure-torch paths (native kernels off).
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25
-	CIRCUITOP_NATIVE_SCAN=0 OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) tests/test_knc.py tests/test_ckb.py
+	CIRCUITOP_NATIVE_SCAN=0 OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) tests/test_knc.py tests/test_ckb.py \
+	  tests/test_shallow_water.py
 
 bench: $(STAMP)
 	$(PY) -m bench

@@ -6,9 +6,12 @@ samples with numpy FFTs) and against the FFT floor (the step's five FFTs alone o
 interleaved in one process; a check row gives the two trajectories' largest difference (round-off).
 
 Shallow water: SSP-RK2 steps of ``pde_data.shallow_water`` at 128² (two MUSCL + HLL evaluations),
-reported as cell updates per second, float32 and float64, in this process (freed blocks reused, as the
-solver runs) and in a subprocess with malloc's defaults (the solver before that change), with the
-step's distance from a memory-traffic floor.
+reported as cell updates per second, float32 and float64, 1 and 2 threads: the fused C++ kernel
+(``shallow_water.step`` on CPU) against the eager torch step it replaced (``ssp_rk2_step``, its
+reference twin; issue #21: ≥ 3×), interleaved in one process, each with its distance from a
+memory-traffic floor; a check row gives the two trajectories' largest difference (round-off). At 1
+thread the eager step also runs in a subprocess with malloc's defaults (before
+``retain_freed_memory``).
 
 Run: ``python -m bench.bench_solvers [--quick]``.
 """
@@ -28,7 +31,7 @@ from bench._util import Row, best_time, best_times_interleaved, print_table
 from pde_data import retain_freed_memory
 from pde_data.grf import gaussian_random_field_2d
 from pde_data.navier_stokes import fno_forcing, make_step
-from pde_data.shallow_water import make_rhs, ssp_rk2_step
+from pde_data.shallow_water import SWE_KERNEL, make_rhs, ssp_rk2_step, step
 
 __all__ = ["run", "NumpyPort"]
 
@@ -125,25 +128,38 @@ def _ns_rows(n: int, batch: int, dtype: torch.dtype, n_steps: int, rounds: int, 
 
 
 def _swe_case(n: int, batch: int, dtype: torch.dtype):
-    """A radial dam break state (batch, 3, n, n), its operator and a CFL-0.4 step size per sample."""
+    """A radial dam break state (batch, 3, n, n), its cell width and a CFL-0.4 step size per sample."""
     length = 5.0
     x = (torch.arange(n, dtype=torch.float64) + 0.5) * (length / n) - length / 2
     r2 = x[:, None] ** 2 + x[None, :] ** 2
     h = torch.where(r2 < 0.25, 2.0, 1.0).to(dtype).expand(batch, n, n)
     q = torch.stack([h, torch.zeros_like(h), torch.zeros_like(h)], dim=1)
-    return q, make_rhs(dx=length / n, g=1.0), torch.full((batch,), 0.4 * length / n / 3.0, dtype=torch.float64)
+    return q, length / n, torch.full((batch,), 0.4 * length / n / 3.0, dtype=torch.float64)
 
 
-def _swe_steps(n: int, batch: int, dtype: torch.dtype, n_steps: int, repeat: int) -> float:
-    """Best time of ``n_steps`` SSP-RK2 steps."""
-    q, rhs, dt = _swe_case(n, batch, dtype)
+def _swe_runs(n: int, batch: int, dtype: torch.dtype, n_steps: int) -> dict[str, Callable[[], torch.Tensor]]:
+    """``n_steps`` SSP-RK2 steps from the dam break: the fused kernel and the eager torch step."""
+    q, dx, dt = _swe_case(n, batch, dtype)
+    rhs = make_rhs(dx=dx, g=1.0)
 
-    def steps():
+    def fused():
+        state = q
+        for _ in range(n_steps):
+            state = step(state, dt, dx=dx, g=1.0)
+        return state
+
+    def eager():
         state = q
         for _ in range(n_steps):
             state = ssp_rk2_step(rhs, state, dt)
+        return state
 
-    return best_time(steps, repeat=repeat, warmup=1)
+    return {"fused": fused, "eager": eager}
+
+
+def _swe_steps(n: int, batch: int, dtype: torch.dtype, n_steps: int, repeat: int) -> float:
+    """Best time of ``n_steps`` eager SSP-RK2 steps."""
+    return best_time(_swe_runs(n, batch, dtype, n_steps)["eager"], repeat=repeat, warmup=1)
 
 
 _DEFAULT_ALLOCATOR = """
@@ -155,7 +171,7 @@ print(_swe_steps(*map(int, sys.argv[1:3]), getattr(torch, sys.argv[3]), *map(int
 
 
 def _swe_default_allocator(n: int, batch: int, dtype: torch.dtype, n_steps: int, repeat: int) -> float:
-    """The same steps in a fresh process whose malloc keeps its defaults: the solver as it ran before
+    """The eager steps in a fresh process whose malloc keeps its defaults: the solver as it ran before
     :func:`pde_data.retain_freed_memory` (which cannot be undone within a process)."""
     args = [str(n), str(batch), str(dtype).removeprefix("torch."), str(n_steps), str(repeat)]
     out = subprocess.run([sys.executable, "-c", _DEFAULT_ALLOCATOR, *args], capture_output=True, text=True,
@@ -171,27 +187,49 @@ def _bandwidth(dtype: torch.dtype) -> float:
     return 3 * a.numel() * a.element_size() / seconds
 
 
-def _swe_rows(n: int, batch: int, dtype: torch.dtype, n_steps: int, repeat: int) -> list[Row]:
-    """Ours (this process, freed blocks reused) against the default allocator (a subprocess, run before
-    and after ours, best kept), and the memory-traffic floor of one step."""
+def _swe_rows(n: int, batch: int, dtype: torch.dtype, n_steps: int, rounds: int, threads: int) -> list[Row]:
+    """The fused kernel and the eager torch step, interleaved at ``threads`` torch threads, against each
+    other and the memory-traffic floor of one step; the same trajectory from both."""
+    torch.set_num_threads(threads)
+    retain_freed_memory()
+    runs = _swe_runs(n, batch, dtype, n_steps)
+    t = best_times_interleaved(runs, rounds=rounds, repeat={"fused": 5, "eager": 1})
+    cells = n * n * batch * n_steps
+    # a fused step must at least read q and write the new state in each of its two stages
+    floor = 2 * 2 * 3 * n * n * batch * (torch.finfo(dtype).bits // 8) * n_steps / _bandwidth(dtype)
+    q0 = _swe_case(n, batch, dtype)[0]
+    gap = float((runs["fused"]() - runs["eager"]()).abs().max() / q0.abs().max())
+    case = f"{n}^2 batch {batch} {str(dtype).removeprefix('torch.')}, {threads} thread{'s' if threads > 1 else ''}"
+    name = "shallow_water"
+    return [
+        Row(name, f"{case}: cell updates/s fused / eager", cells / t["fused"], "cells/s",
+            f"eager torch {cells / t['eager']:.3g} cells/s; SSP-RK2 step = 2 MUSCL-HLL evaluations"),
+        Row(name, f"{case}: speed-up of the fused kernel over eager torch", t["eager"] / t["fused"], "x",
+            "target >= 3 (issue #21)"),
+        Row(name, f"{case}: fused step / memory floor", t["fused"] / floor, "x",
+            "floor: read q and write q per stage at the measured bandwidth of torch.add"),
+        Row(name, f"{case}: eager step / memory floor", t["eager"] / floor, "x", "the same floor"),
+        Row(name, f"{case}: max |fused - eager| / max|q0|", gap, "", f"after {n_steps} steps: round-off"),
+    ]
+
+
+def _swe_allocator_rows(n: int, batch: int, dtype: torch.dtype, n_steps: int, repeat: int) -> list[Row]:
+    """The eager step in this process (freed blocks reused) against the default allocator (a subprocess,
+    run before and after, best kept), 1 thread."""
+    torch.set_num_threads(1)
     retain_freed_memory()
     before = _swe_default_allocator(n, batch, dtype, n_steps, repeat)
     ours = _swe_steps(n, batch, dtype, n_steps, repeat)
     default = min(before, _swe_default_allocator(n, batch, dtype, n_steps, repeat))
-    cells = n * n * batch * n_steps
-    # a fused step must at least read q and write the new state in each of its two stages
-    floor = 2 * 2 * 3 * n * n * batch * (torch.finfo(dtype).bits // 8) * n_steps / _bandwidth(dtype)
-    case = f"{n}^2 batch {batch} {str(dtype).removeprefix('torch.')}"
-    return [Row("shallow_water", f"{case} cell updates/s", cells / ours, "cells/s",
-                f"default allocator {cells / default:.3g} cells/s; SSP-RK2 step = 2 MUSCL-HLL evaluations"),
-            Row("shallow_water", f"{case} speed-up over the default allocator", default / ours, "x", "target >= 3"),
-            Row("shallow_water", f"{case} step / memory floor", ours / floor, "x",
-                "floor: read q and write q per stage at the measured bandwidth of torch.add")]
+    case = f"{n}^2 batch {batch} {str(dtype).removeprefix('torch.')}, 1 thread"
+    return [Row("shallow_water", f"{case}: eager speed-up over the default allocator", default / ours, "x",
+                f"eager {n * n * batch * n_steps / ours:.3g} cells/s, default allocator "
+                f"{n * n * batch * n_steps / default:.3g} cells/s")]
 
 
 def run(quick: bool = False) -> list[Row]:
-    """Benchmark rows (``quick``: a few steps per case). Navier–Stokes at 1 and 2 torch threads, shallow
-    water at 1; the thread count is restored afterwards."""
+    """Benchmark rows (``quick``: a few steps per case). Navier–Stokes and shallow water at 1 and 2
+    torch threads; the thread count is restored afterwards."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -205,12 +243,15 @@ def _rows(steps: int, repeat: int) -> list[Row]:
     for dtype in (torch.float64, torch.float32):
         for threads in (1, 2):
             rows += _ns_rows(64, 16, dtype, steps, repeat, threads)
-    torch.set_num_threads(1)
+    if SWE_KERNEL.load() is None:
+        rows.append(Row("shallow_water", "fused kernel unavailable: 'fused' rows time the eager step", float("nan"),
+                        "", SWE_KERNEL.error or "disabled by CIRCUITOP_NATIVE_SCAN=0"))
     for dtype in (torch.float32, torch.float64):
-        rows += _swe_rows(128, 4, dtype, max(2, steps // 4), repeat)
-    ours = {r.case: r.value for r in rows if r.benchmark == "shallow_water" and r.unit == "cells/s"}
-    f32, f64 = ours.values()
-    rows.append(Row("shallow_water", "128^2 float32 / float64 throughput", f32 / f64, "x", "1 thread"))
+        for threads in (1, 2):
+            rows += _swe_rows(128, 4, dtype, max(2, steps // 4), repeat, threads)
+        rows += _swe_allocator_rows(128, 4, dtype, max(2, steps // 4), repeat)
+    fused = [r.value for r in rows if r.benchmark == "shallow_water" and r.unit == "cells/s" and ", 1 thread" in r.case]
+    rows.append(Row("shallow_water", "128^2 float32 / float64 fused throughput", fused[0] / fused[1], "x", "1 thread"))
     return rows
 
 

@@ -11,11 +11,21 @@ integrated by SSP-RK2 (Heun; Shu & Osher 1988): q¹ = q + Δt L(q), qⁿ⁺¹ = 
 Each sample takes its own steps Δt = cfl / max((|u| + c)/Δx + (|v| + c)/Δy), cut to land exactly on
 the frame times, so a sample's trajectory does not depend on the rest of its batch. With cfl ≤ ½ the
 limited reconstruction and HLL keep h positive.
+
+On CPU a whole step of every sample is one call of a hand-written C++ kernel (``pde_data/csrc/swe.cpp``,
+:data:`SWE_KERNEL`, built by :mod:`pde_data.native`): each stage is one pass over the grid, row by row
+with the faces' states and fluxes in small per-thread buffers, where the torch formulation below
+(:func:`make_rhs`, :func:`ssp_rk2_step`) runs ~250 small operations per step, about 50× its
+memory-traffic floor; ``torch.compile`` of that step was measured slower in float32 (0.66×, README).
+The torch formulation stays as the kernel's reference twin (the two agree to round-off: torch takes
+its square roots from MKL, not correctly rounded) and runs on other devices, with
+``CIRCUITOP_NATIVE_SCAN=0``, or when the kernel cannot be built (one warning).
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -23,8 +33,15 @@ import torch.nn.functional as F
 
 from pde_data._allocator import retain_freed_memory
 from pde_data._swe_flux import LIMITERS, face_states, hll_flux, max_rate
+from pde_data.native import NativeKernel
 
-__all__ = ["make_rhs", "ssp_rk2_step", "simulate_shallow_water", "cell_centres"]
+__all__ = ["make_rhs", "ssp_rk2_step", "step", "cfl_rate", "simulate_shallow_water", "cell_centres", "SWE_KERNEL"]
+
+#: the fused step and CFL rate (``ssp_rk2_step`` and ``max_rate``). The flags change no result: nothing
+#: here enables floating-point traps or reads errno, and products and sums stay separately rounded as in
+#: torch; the first two let GCC vectorise the min/max selects and square roots.
+SWE_KERNEL = NativeKernel(Path(__file__).with_name("csrc") / "swe.cpp",
+                          extra_cflags=("-fno-trapping-math", "-fno-math-errno", "-ffp-contract=off"))
 
 
 def cell_centres(n: int, length: float, *, dtype=torch.float64, device=None) -> torch.Tensor:
@@ -49,6 +66,39 @@ def ssp_rk2_step(rhs: Callable[[torch.Tensor], torch.Tensor], q: torch.Tensor, d
     dt = dt.to(q.dtype)[:, None, None, None]
     stage = q + dt * rhs(q)
     return 0.5 * (q + stage + dt * rhs(stage))
+
+
+def step(q: torch.Tensor, dt: torch.Tensor, *, dx: float, g: float, limiter: str = "mc") -> torch.Tensor:
+    """One SSP-RK2 step of every sample: the fused kernel of :data:`SWE_KERNEL` on CPU, else its torch
+    twin ``ssp_rk2_step(make_rhs(dx=dx, g=g, limiter=limiter), q, dt)``.
+
+    Args:
+        q: states (batch, 3, n, n) = (h, hu, hv), float32 or float64.
+        dt: step sizes (batch,) float64; ``dt = 0`` leaves a sample as it is.
+        dx: cell width (= Δy); g: gravitational acceleration; limiter: ``"mc"`` or ``"minmod"``.
+
+    Returns:
+        The new states (batch, 3, n, n), q's dtype.
+    """
+    ops = _native_ops(q)
+    if ops is None:
+        return ssp_rk2_step(make_rhs(dx=dx, g=g, limiter=limiter), q, dt)
+    return ops.ssp_rk2_step(q.contiguous(), dt.to(torch.float64).contiguous(), dx, g, limiter)
+
+
+def cfl_rate(q: torch.Tensor, *, dx: float, g: float) -> torch.Tensor:
+    """Per-sample max over cells of (|u| + c)/Δx + (|v| + c)/Δy, (batch,) in q's dtype: the fused kernel
+    of :data:`SWE_KERNEL` on CPU, else its torch twin :func:`pde_data._swe_flux.max_rate`."""
+    ops = _native_ops(q)
+    return max_rate(q, dx, g) if ops is None else ops.max_rate(q.contiguous(), dx, g)
+
+
+def _native_ops(q: torch.Tensor):
+    """The compiled kernel for a CPU float32/float64 state, else None (a failed build warns once, at the
+    caller of :func:`step` or :func:`cfl_rate`)."""
+    if q.device.type != "cpu" or q.dtype not in (torch.float32, torch.float64):
+        return None
+    return SWE_KERNEL.load(stacklevel=2)
 
 
 def simulate_shallow_water(
@@ -91,13 +141,12 @@ def simulate_shallow_water(
     retain_freed_memory()  # every stage allocates its temporaries afresh: reuse the blocks (pde_data._allocator)
     _check_options(length=length, t_final=t_final, n_frames=n_frames, g=g, cfl=cfl, limiter=limiter)
     batch, n = q.shape[0], q.shape[-1]
-    rhs = make_rhs(dx=length / n, g=g, limiter=limiter)
     frames = torch.empty(batch, n_frames, 3 if store_momenta else 1, n, n, dtype=q.dtype, device=q.device)
     frames[:, 0] = q[:, : frames.shape[2]]
     t = torch.zeros(batch, dtype=torch.float64, device=q.device)
     for k in range(1, n_frames):
         t_frame = t_final * k / (n_frames - 1)
-        q = _advance_to(q, t, t_frame, rhs, dx=length / n, g=g, cfl=cfl)
+        q = _advance_to(q, t, t_frame, dx=length / n, g=g, cfl=cfl, limiter=limiter)
         _check_frame(q, t_prev=t_final * (k - 1) / (n_frames - 1), t=t_frame)
         frames[:, k] = q[:, : frames.shape[2]]
         if callback is not None:
@@ -107,7 +156,7 @@ def simulate_shallow_water(
     return frames[:, :, 0], frames[:, :, 1], frames[:, :, 2]
 
 
-def _advance_to(q, t, t_frame, rhs, *, dx, g, cfl) -> torch.Tensor:
+def _advance_to(q, t, t_frame, *, dx, g, cfl, limiter) -> torch.Tensor:
     """Step every sample until its time ``t`` (updated in place) equals ``t_frame`` exactly."""
     while True:
         remaining = t_frame - t
@@ -115,10 +164,10 @@ def _advance_to(q, t, t_frame, rhs, *, dx, g, cfl) -> torch.Tensor:
         if not bool(active.any()):
             t.fill_(t_frame)
             return q
-        dt_cfl = cfl / max_rate(q, dx, g).to(torch.float64)
+        dt_cfl = cfl / cfl_rate(q, dx=dx, g=g).to(torch.float64)
         last = dt_cfl >= remaining
         dt = torch.where(active, torch.minimum(dt_cfl, remaining), torch.zeros_like(remaining))
-        q = ssp_rk2_step(rhs, q, dt)
+        q = step(q, dt, dx=dx, g=g, limiter=limiter)
         t.copy_(torch.where(last | ~active, torch.full_like(t, t_frame), t + dt))
 
 

@@ -138,8 +138,8 @@ def test_zoh_build_failure_warns_once_and_falls_back(monkeypatch):
         raise RuntimeError("no compiler")
 
     monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "1")
-    monkeypatch.setattr(_native, "_ops", {})
-    monkeypatch.setattr(_native, "_failed", {})
+    monkeypatch.setattr(_native.KERNELS["kirchhoff"], "_module", None)
+    monkeypatch.setattr(_native.KERNELS["kirchhoff"], "error", None)
     monkeypatch.setattr(cpp_extension, "load", broken_load)
     torch.manual_seed(0)
     cell = KirchhoffCell(3, d_state=2).double()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 
 import circuitop
+from pde_data.native import build_kernels
+from pde_data.shallow_water import SWE_KERNEL
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    failed = {stem: why for stem, why in circuitop.build_native_kernels().items() if why is not None}
+    built = {**circuitop.build_native_kernels(), **build_kernels([SWE_KERNEL])}
+    failed = {stem: why for stem, why in built.items() if why is not None}
     if failed and args.require:
         raise RuntimeError(f"native kernels not built: {', '.join(sorted(failed))} (see the lines above)")
     return 0

@@ -79,8 +79,8 @@ def _up_axis_adjoint(grad: torch.Tensor, axis: int) -> torch.Tensor:
 def _native_or(name: str, torch_fn):
     """The map ``name`` of ``circuitop/csrc/resample.cpp`` on CPU float32/float64 fields with 1 or 2
     spatial axes (one pass over the data), else its torch formulation ``torch_fn``; further tensor
-    arguments are passed to either. (``circuitop``'s native module is the project's one builder of native
-    kernels, so this host-side module uses it too.)"""
+    arguments are passed to either. (The kernel is ``circuitop``'s, built by ``pde_data.native``, the
+    project's one builder of native kernels.)"""
 
     def apply(x: torch.Tensor, *more: torch.Tensor) -> torch.Tensor:
         ops = circuitop.resample_kernels(x, *more) if x.ndim in (3, 4) else None

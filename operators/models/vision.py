@@ -34,7 +34,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
 
 from circuitop.routing import ROUTINGS, KirchhoffRouting2d
 
@@ -200,6 +199,10 @@ class Flops:
 
 def count_flops(model: nn.Module, input_shape: tuple[int, ...]) -> Flops:
     """The forward :class:`Flops` of ``model`` on zeros of ``input_shape`` (e.g. ``(1, 3, 224, 224)``)."""
+    # imported here: the counter imports triton, which must not be loaded before a test or user sets
+    # TRITON_INTERPRET (the Triton kernels' CPU interpreter)
+    from torch.utils.flop_counter import FlopCounterMode
+
     scan = 0
 
     def count_scan(module: KirchhoffRouting2d, args, _output) -> None:
