@@ -41,8 +41,7 @@ MODELS = {
     # the image classifiers without drop-path (its random draws differ between devices)
     "chonn_vision": ({"size": "cpu", "drop_path": 0.0}, 2), "conv_vision": ({"size": "cpu", "drop_path": 0.0}, 2),
 }
-#: models whose output is class logits (batch, classes): their loss is the cross-entropy
-CLASSIFIERS = {"chonn_vision", "conv_vision"}
+
 #: the largest relative difference a check accepts (float32 models, float64 solvers, bf16 autocast)
 TOLERANCE = {"float32": 1e-4, "float64": 1e-10, "bfloat16": 5e-2}
 
@@ -72,7 +71,7 @@ def _model_checks(name: str, config: dict, n_dim: int, device: str) -> list[Chec
     reference = operators.build(name, 3, 2, **config)
     model = copy.deepcopy(reference).to(device)
     x = torch.randn(2, 3, *([16] * n_dim))
-    classify = name in CLASSIFIERS
+    classify = operators.MODELS[name].task == "classify"  # logits (batch, classes): cross-entropy
     target = torch.tensor([0, 1]) if classify else torch.randn(2, 2, *([16] * n_dim))
     loss_fn = evaluation.cross_entropy if classify else evaluation.rel_l2
     outputs, losses = [], []

@@ -20,7 +20,7 @@ from pde_data.native import NativeKernel, NativeKernelWarning, build_kernels, co
 from pde_data.native import native_enabled as native_scan_enabled
 
 __all__ = [
-    "NativeKernelWarning", "KERNELS", "STEMS", "build_native_kernels", "build_directory", "compiler_flags",
+    "NativeKernelWarning", "KERNELS", "STEMS", "build_native_kernels",
     "compiler_kind", "native_scan_enabled", "scan_build_error", "kirchhoff_ops", "kirchhoff_for", "resample_for",
 ]
 
@@ -40,19 +40,19 @@ def kirchhoff_ops():
     """The compiled Kirchhoff kernels (``csrc/kirchhoff.cpp``: ``zoh_forward``/``zoh_backward``, the
     cell's fused scan; ``conv_forward``/``conv_backward`` and ``gate_forward``/``gate_backward``, the
     block's), or None when they are disabled or cannot be built (then a single warning says why)."""
-    return KERNELS["kirchhoff"].load(stacklevel=1)
+    return KERNELS["kirchhoff"].load(stacklevel=2)
 
 
 def kirchhoff_for(*tensors: torch.Tensor | None):
     """:func:`kirchhoff_ops` when the given tensors (None entries skipped) suit its kernels (see
     :func:`_suit`), else None (then the caller takes its torch path)."""
-    return KERNELS["kirchhoff"].load(stacklevel=1) if _suit(tensors) else None
+    return KERNELS["kirchhoff"].load(stacklevel=2) if _suit(tensors) else None
 
 
 def resample_for(*tensors: torch.Tensor | None):
     """The compiled 2× resampling (``csrc/resample.cpp``: ``pool2x``, ``upsample2x`` and their
     ``*_adjoint``) when the given tensors suit its kernels (see :func:`_suit`), else None."""
-    return KERNELS["resample"].load(stacklevel=1) if _suit(tensors) else None
+    return KERNELS["resample"].load(stacklevel=2) if _suit(tensors) else None
 
 
 def _suit(tensors) -> bool:
@@ -62,17 +62,6 @@ def _suit(tensors) -> bool:
     present = [t for t in tensors if t is not None]
     dtype = present[0].dtype
     return dtype in (torch.float32, torch.float64) and all(t.device.type == "cpu" and t.dtype == dtype for t in present)
-
-
-def compiler_flags(stem: str, kind: str | None = None) -> tuple[list[str], list[str]]:
-    """``(cflags, ldflags)`` of kernel ``stem`` for the compiler family ``kind`` (default: the one found);
-    see :func:`pde_data.native.compiler_flags`."""
-    return KERNELS[stem].flags(kind)
-
-
-def build_directory(stem: str) -> Path:
-    """Where kernel ``stem`` is built and cached (:meth:`pde_data.native.NativeKernel.build_directory`)."""
-    return KERNELS[stem].build_directory()
 
 
 def build_native_kernels(stems: tuple[str, ...] = STEMS) -> dict[str, str | None]:

@@ -7,7 +7,8 @@ i.e. dv/dt = -α v + β u. Under zero-order hold (Eq. 20) the exact step is
 
 read out as y_k = c v_k + d u_k (Eq. 22). The neural realization (Eqs. 32–34) makes the step size,
 injection and readout input-dependent: Δ_k = softplus(W_Δ u_k + b_Δ), b_k = W_b u_k, c_k = W_c u_k,
-ᾱ_k = exp(-Δ_k λ), β̄_k = (1 - exp(-Δ_k λ)) / λ · b_k, with a learned decay λ > 0 per channel and state.
+ᾱ_k = exp(-Δ_k λ), β̄_k = (1 - exp(-Δ_k λ)) / λ · b_k, with a learned decay λ > 0 per channel and state
+(floored at LAMBDA_MIN; the vision routing ablation also has cells with λ unconstrained, ``positive_decay``).
 Unlike Mamba's reference (Euler injection Δ·b) the injection factor here is the exact ZOH one.
 With irregular sampling the real step Δt_k multiplies Δ_k.
 
@@ -65,8 +66,9 @@ class KirchhoffCell(nn.Module):
         d_state: latent potentials per channel.
         dt_min, dt_max: range of the initial step sizes Δ = softplus(b_Δ) (log-uniform).
         positive_decay: store log λ and read λ = exp(max(log λ, log LAMBDA_MIN)), so that λ >=
-            LAMBDA_MIN > 0 (hence 0 < ᾱ < 1: the stable, dissipative RC cell) under any update, even
-            one that would make exp(log λ) underflow to 0; ``False`` stores λ itself, unconstrained (only the routing
+            LAMBDA_MIN > 0 (hence 0 < ᾱ <= 1: the stable, dissipative RC cell) under any update, even
+            one that would make exp(log λ) underflow to 0 (below the floor log λ gets no gradient
+            but weight decay's); ``False`` stores λ itself, unconstrained (only the routing
             ablation of the vision backbone uses it, as the variant without the circuit constraints).
 
     Example:
@@ -87,7 +89,7 @@ class KirchhoffCell(nn.Module):
         self.b_proj = nn.Linear(d_inner, d_state, bias=False)  # W_b
         self.c_proj = nn.Linear(d_inner, d_state, bias=False)  # W_c
         # S4D-real initialisation λ_n = n (n = 1..d_state): a spread of time scales per channel;
-        # storing log λ keeps λ > 0 under any update.
+        # with positive_decay, log λ is stored and floored, so λ >= LAMBDA_MIN under any update.
         lam0 = torch.arange(1, d_state + 1, dtype=torch.float32).repeat(d_inner, 1)
         self.positive_decay = positive_decay
         if positive_decay:
@@ -155,8 +157,13 @@ class KirchhoffCell(nn.Module):
 
     def _run(self, u: torch.Tensor, dt: torch.Tensor | None) -> torch.Tensor:
         """:meth:`forward` from zero state without the input checks (for callers that checked their
-        input once, as the block does): ``u (batch, time, d_inner)`` -> ``y`` of the same shape."""
-        return _fused_zoh_scan(u, self._projections(u), dt, self.lam, self.d)
+        input once, as the block does): ``u (batch, time, d_inner)`` -> ``y`` of the same shape.
+        An unconstrained cell whose decays are not all positive takes the torch formulation: the fused
+        kernels assume λ > 0 (their exponentials are written for -Δλ <= 0)."""
+        lam = self.lam
+        if not self.positive_decay and bool((lam <= 0).any()):
+            return _torch_zoh_scan(u, self._projections(u), dt, lam, self.d)
+        return _fused_zoh_scan(u, self._projections(u), dt, lam, self.d)
 
     def _projections(self, u: torch.Tensor) -> torch.Tensor:
         """``[z | b | c] (batch, time, d_inner + 2 d_state)``: z = W_Δ u + b_Δ, b = W_b u, c = W_c u

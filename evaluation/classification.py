@@ -19,9 +19,12 @@ def _check(logits: torch.Tensor, labels: torch.Tensor, reduce: str) -> None:
     if logits.dim() != 2 or labels.shape != logits.shape[:1]:
         raise ValueError(f"expected logits (batch, classes) and labels (batch,), found {tuple(logits.shape)} "
                          f"and {tuple(labels.shape)}")
-    if labels.dtype not in (torch.int32, torch.int64) or (labels.numel() and not 0 <= int(labels.min()) <= int(labels.max()) < logits.shape[1]):
-        raise ValueError(f"labels: expected integers in [0, {logits.shape[1]}), found {labels.dtype} "
-                         f"{[int(labels.min()), int(labels.max())] if labels.numel() else []}")
+    if labels.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"labels: expected integers, found {labels.dtype}")
+    if labels.numel():
+        low, high = (int(v) for v in torch.aminmax(labels))  # one device sync
+        if low < 0 or high >= logits.shape[1]:
+            raise ValueError(f"labels: expected integers in [0, {logits.shape[1]}), found [{low}, {high}]")
 
 
 def top_k_accuracy(logits: torch.Tensor, labels: torch.Tensor, k: int = 1, *, reduce: str = "mean") -> torch.Tensor:

@@ -45,12 +45,12 @@ from torch.nn import functional as F
 
 import _common
 import pde_data
+from circuitop import ROUTINGS
 from evaluation import plots
 from operators import models
 from operators.training import Splits, TrainConfig
 
 SCRIPT = "vision"
-ROUTINGS = ("first_order", "parallel", "serial", "serial_constrained")
 COMMON = dict(size=32, sizes=(1257, 180, 360), batch_size=64, lr=2e-3, shift=2, few=100, few_epochs=60)
 SCALES = {
     "full": dict(COMMON, epochs=100, seeds=(0, 1, 2), models=ROUTINGS + ("conv",)),

@@ -110,7 +110,7 @@ def item_bytes(ds: xr.Dataset, variables: Sequence[str], dtype: torch.dtype = to
 
 
 class _SampleItems(Dataset):
-    """What both datasets share: the source handle, the split's samples, the cache and error wrapping."""
+    """What the datasets (here and :class:`pde_data.labels.LabelDataset`) share: the source handle, the split's samples, the cache and error wrapping."""
 
     def _setup(self, source: Source, variables: Sequence[str], indices, dtype: torch.dtype, cache: bool) -> None:
         self.handle, self.dtype = SourceHandle(source), dtype

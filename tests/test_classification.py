@@ -38,7 +38,7 @@ def test_top_k_and_cross_entropy_by_hand():
     assert evaluation.top_k_accuracy(logits, labels, 5).item() == 1.0  # k capped at the classes
     expect = -(torch.log_softmax(logits, 1)[torch.arange(2), labels]).mean()
     assert evaluation.cross_entropy(logits, labels).item() == pytest.approx(expect.item())
-    with pytest.raises(ValueError, match=r"labels: expected integers in \[0, 3\)"):
+    with pytest.raises(ValueError, match=r"labels: expected integers in \[0, 3\), found \[0, 3\]"):
         evaluation.top_k_accuracy(logits, torch.tensor([0, 3]))
 
 
@@ -119,3 +119,18 @@ def test_a_resumed_classification_run_ends_with_the_same_weights(tmp_path):
     train_run(data, "conv_vision", tmp_path / "split", train_config=TrainConfig(epochs=2, **config), resume=True, **common)
     whole, split = (load_checkpoint(tmp_path / name / "last.pt")["model"] for name in ("whole", "split"))
     assert all(torch.equal(whole[k], split[k]) for k in whole)
+
+
+def test_a_model_or_flag_that_does_not_fit_the_task_is_one_line_before_anything_is_written(tmp_path, capsys):
+    from operators.cli import main
+
+    images = pde_data.save(bright_quadrant_images(12), tmp_path / "img.nc")
+    fields = pde_data.save(xr.Dataset({"a": (("sample", "x", "y"), np.ones((6, 8, 8))),
+                                       "u": (("sample", "x", "y"), np.ones((6, 8, 8)))}), tmp_path / "f.nc")
+    cases = [(["--data", images, "--model", "fno"], "--model: expected a model that predicts class labels"),
+             (["--data", fields, "--model", "conv_vision"], "--model: expected a model that predicts fields"),
+             (["--data", fields, "--model", "fno", "--shift", "2"], "--shift: expected only in classification runs")]
+    for k, (args, message) in enumerate(cases):
+        assert main(["train", *map(str, args), "--out", str(tmp_path / f"r{k}"), "--epochs", "1", "--no-progress"]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0] and not (tmp_path / f"r{k}").exists()

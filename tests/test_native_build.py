@@ -34,7 +34,7 @@ def _can_compile() -> bool:
 ])
 def test_compiler_family_and_flags(text, kind):
     assert _native.compiler_kind(text) == kind
-    cflags, ldflags = _native.compiler_flags("kirchhoff", kind)
+    cflags, ldflags = _native.KERNELS["kirchhoff"].flags(kind)
     if kind == "other":
         assert (cflags, ldflags) == ([], [])
     else:

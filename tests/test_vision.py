@@ -110,3 +110,65 @@ def test_flops_count_convolutions_and_the_scans():
     assert one.scan == sum(9 * 4 * 2 * t * w * d_state * d for t, w, d in zip(tokens, widths, depths))
     assert count_flops(operators.build("conv_vision", 1, 10, size="cpu"), (1, 1, 32, 32)).scan == 0
     assert model.training  # count_flops restores the mode
+
+
+def _routing_ref(routing: KirchhoffRouting2d, x: torch.Tensor) -> torch.Tensor:
+    """The routing written out: each scan order on its own, the cells' step-by-step reference twins."""
+    u, g = routing.in_proj(x).chunk(2, dim=1)
+    u = torch.nn.functional.silu(routing.conv(u))
+    b, c, h, w = u.shape
+    rows = lambda f: f.permute(0, 2, 3, 1).reshape(b, h * w, c)  # noqa: E731
+    cols = lambda f: f.permute(0, 3, 2, 1).reshape(b, w * h, c)  # noqa: E731
+    unrows = lambda s: s.reshape(b, h, w, c).permute(0, 3, 1, 2)  # noqa: E731
+    uncols = lambda s: s.reshape(b, w, h, c).permute(0, 3, 2, 1)  # noqa: E731
+    orders = [(rows, unrows, False), (rows, unrows, True), (cols, uncols, False), (cols, uncols, True)]
+    k1, k2 = routing.cells[0].forward_ref, (routing.cells[1].forward_ref if len(routing.cells) > 1 else None)
+    fields = []
+    for to_seq, to_field, backwards in orders:
+        seq = to_seq(u).flip(1) if backwards else to_seq(u)
+        y1 = k1(seq)
+        if routing.routing == "first_order":
+            merged = y1
+        elif routing.routing == "parallel":
+            merged = y1 + k2(seq)
+        elif routing.routing == "serial":
+            merged = y1 + k2(seq + y1)
+        else:
+            gain = torch.sigmoid(routing.coupling)
+            merged = 0.5 * (y1 + k2((1 - gain) * seq + gain * y1))
+        fields.append(to_field(merged.flip(1) if backwards else merged))
+    y = torch.stack(fields).mean(0)
+    y = torch.nn.functional.layer_norm(y.movedim(1, -1), (c,), routing.out_norm.weight, routing.out_norm.bias)
+    return routing.out_proj(y.movedim(-1, 1) * torch.nn.functional.silu(g))
+
+
+@pytest.mark.parametrize("kind", ROUTINGS)
+def test_the_routing_matches_its_written_out_reference_in_values_and_gradients(kind):
+    torch.manual_seed(4)
+    routing = KirchhoffRouting2d(6, routing=kind, d_state=3).double()
+    if kind == "serial_constrained":
+        with torch.no_grad():
+            routing.coupling.normal_()
+    x = torch.randn(2, 6, 3, 5, dtype=torch.float64, requires_grad=True)
+    fast, ref = routing(x), _routing_ref(routing, x)
+    assert torch.allclose(fast, ref, rtol=1e-10, atol=1e-12)
+    params = [x, *routing.parameters()]
+    grads_fast = torch.autograd.grad(fast.square().sum(), params)
+    grads_ref = torch.autograd.grad(ref.square().sum(), params)
+    assert all(torch.allclose(a, b, rtol=1e-9, atol=1e-11) for a, b in zip(grads_fast, grads_ref))
+
+
+def test_an_unconstrained_cell_with_a_negative_decay_takes_the_torch_path():
+    """The fused kernels assume λ > 0 (their exponential is written for -Δλ <= 0, and wraps far beyond it);
+    a free λ driven below zero runs the torch formulation instead, whose overflow is a visible inf/NaN
+    (which stops training) rather than finite garbage."""
+    from circuitop.knc import KirchhoffCell, _torch_zoh_scan
+
+    torch.manual_seed(5)
+    cell = KirchhoffCell(4, d_state=2, positive_decay=False)
+    with torch.no_grad():
+        cell.raw_lam[0, 0] = -1e7
+    u = torch.randn(1, 8, 4)
+    expect = _torch_zoh_scan(u, cell._projections(u), None, cell.lam, cell.d)
+    assert not torch.isfinite(expect).all()
+    assert torch.allclose(cell._run(u, None), expect, equal_nan=True)

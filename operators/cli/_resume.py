@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from operators.training.trainer import TrainConfig
+
 __all__ = ["check_resume"]
 
 
@@ -22,9 +24,11 @@ def _stored_values(state: dict) -> dict[str, object]:
               "unroll": data["horizon"], "split": [len(splits[k]) for k in ("train", "val", "test")],
               "split_seed": data["split_seed"], "normalize": data["normalize"] or "none",
               "scheduler": train["scheduler"]}
-    for key in ("batch_size", "lr", "weight_decay", "optimizer", "step_size", "gamma", "loss", "label_smoothing", "shift", "grad_clip",
-                "amp", "seed", "pushforward"):
-        values[key] = train.get(key)  # (label_smoothing and shift: absent from older runs)
+    for key in ("batch_size", "lr", "weight_decay", "optimizer", "step_size", "gamma", "loss", "grad_clip", "amp",
+                "seed", "pushforward"):
+        values[key] = train[key]
+    for key in ("label_smoothing", "shift"):  # absent from runs trained before classification existed
+        values[key] = train.get(key, getattr(TrainConfig, key))
     return values
 
 

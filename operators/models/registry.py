@@ -16,16 +16,22 @@ from operators.models import chonn, nac, order_models, vision
 from operators.models.fno import FNOConfig, build_fno
 from operators.models.unet import UNet, UNetConfig
 
-__all__ = ["ModelEntry", "MODELS", "build", "make_config", "model_spec", "rebuild"]
+__all__ = ["ModelEntry", "MODELS", "TASKS", "build", "make_config", "model_spec", "rebuild"]
+
+
+#: what a model maps: fields to fields, or images to class logits
+TASKS = ("fields", "classify")
 
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """One registered model: its frozen config class, ``build(in, out, config)`` and a summary."""
+    """One registered model: its frozen config class, ``build(in, out, config)``, a summary and its task
+    (:data:`TASKS`)."""
 
     config: type
     build: Callable[[int, int, Any], nn.Module]
     summary: str
+    task: str = "fields"
 
 
 def _build_unet(in_channels: int, out_channels: int, config: UNetConfig) -> nn.Module:
@@ -43,9 +49,10 @@ MODELS: dict[str, ModelEntry] = {
     "depth_stack": ModelEntry(order_models.DepthStackConfig, order_models.build_depth_stack, "1D: n stacked 1st-order CKBs"),
     "ckb_stack": ModelEntry(order_models.CKBStackConfig, order_models.build_ckb_stack, "1D: k stacked CKBs of m KNCs each"),
     "chonn_vision": ModelEntry(vision.VisionConfig, vision.build_chonn_vision,
-                               "image classifier: four-stage backbone with Kirchhoff routing (size, routing)"),
+                               "image classifier: four-stage backbone with Kirchhoff routing (size, routing)", "classify"),
     "conv_vision": ModelEntry(vision.ConvVisionConfig, vision.build_conv_vision,
-                              "image classifier: chonn_vision's backbone with a convolutional mixer (baseline)"),
+                              "image classifier: chonn_vision's backbone with a convolutional mixer (baseline)",
+                              "classify"),
 }
 
 

@@ -111,9 +111,11 @@ class HierarchicalClassifier(nn.Module):
     """Images ``(batch, in_channels, h, w)`` → logits ``(batch, num_classes)`` (module docstring).
 
     Args:
+        in_channels, num_classes: image channels in, classes out.
         width: the first stage's width (the embedding dimension); stage ``s`` has ``width · 2^s``.
         depths: blocks per stage (four stages).
         mixer: ``mixer(dim)`` builds a block's routing module ``(batch, dim, h, w)`` → same.
+        mlp_ratio, drop_path: the MLP's hidden width over the block's; the largest drop-path rate.
     """
 
     def __init__(self, in_channels: int, num_classes: int, *, width: int, depths: tuple[int, ...], mixer,
@@ -176,6 +178,8 @@ def build_chonn_vision(in_channels: int, num_classes: int, config: VisionConfig)
 def build_conv_vision(in_channels: int, num_classes: int, config: ConvVisionConfig) -> HierarchicalClassifier:
     """``conv_vision``: the same backbone with the convolutional mixer (the baseline)."""
     width, depths, _ = _size(config.size)
+    if config.kernel < 1 or config.kernel % 2 == 0:
+        raise ValueError(f"kernel: expected an odd positive size (the mixer keeps the map's size), found {config.kernel}")
     return HierarchicalClassifier(in_channels, num_classes, width=width, depths=depths,
                                   mixer=lambda dim: ConvMixer2d(dim, config.kernel), mlp_ratio=config.mlp_ratio,
                                   drop_path=config.drop_path)

@@ -28,7 +28,7 @@ import xarray as xr
 import evaluation
 import pde_data
 from operators.rollout import rollout as autoregress
-from operators.training.evaluate_classes import evaluate_classifier
+from operators.training.evaluate_classes import classify_samples, write_predicted_classes
 from operators.training.run import LoadedRun, check_source, load_run
 from pde_data import atomic_path
 from pde_data.model import SAMPLE, TIME
@@ -133,10 +133,16 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike, *, rollout
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     run, ds = load_run(run_dir, which=which, device=device), pde_data.open_data(data)
     idx, split = _samples(run, ds, data, all_samples)
+    head = {"data": os.fspath(data), "samples": split, "n_samples": int(len(idx)), "epoch": run.epoch}
     if run.data.classifying:
         if rollout is not None:
             raise ValueError("--rollout: the run is a classifier, not a time-stepper")
-        return evaluate_classifier(run, run_dir, ds, data, idx, split, write=write, batch_size=batch_size, device=device)
+        metrics, predicted = classify_samples(run, ds, data, idx, batch_size=batch_size, device=device)
+        result = _json_safe({**head, "metrics": metrics})
+        if write:
+            write_predicted_classes(run_dir / "pred.nc", idx, predicted, run.data.targets[0])
+        result["files"] = _write(run_dir, result, None, plots=False) if write else []
+        return result
     evaluator = _Evaluator(run, ds, rollout, device)
     m = run.data.m if run.data.windowed else 0
     acc = evaluation.MetricAccumulator(initial_step=m)
@@ -148,8 +154,7 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike, *, rollout
             acc.update(out.pred, out.true)
             writer.write(start, out.pred, sample_ids=samples)
             first = first or _Batch(out.pred.isel({SAMPLE: [0]}), out.true.isel({SAMPLE: [0]}))
-    result = {"data": os.fspath(data), "samples": split, "n_samples": int(len(idx)), "epoch": run.epoch,
-              "metrics": acc.result()}
+    result = {**head, "metrics": acc.result()}
     if run.data.windowed:
         per_step, mean = acc.per_step()
         result["rollout"] = {"steps": evaluator.n_steps, "per_step_rel_l2": [float(v) for v in per_step],
@@ -176,7 +181,7 @@ def _predictions(path: Path, evaluator: _Evaluator, idx: np.ndarray, write: bool
     return pde_data.PredictionWriter(path, evaluator.like(idx[:1]), evaluator.variables, len(idx))
 
 
-def _write(out: Path, result: dict, first: _Batch, plots: bool) -> list[str]:
+def _write(out: Path, result: dict, first: _Batch | None, plots: bool) -> list[str]:
     files = [out / "pred.nc", out / "metrics.json"]
     with atomic_path(out / "metrics.json") as tmp:
         tmp.write_text(json.dumps({**result, "files": [str(f) for f in files]}, indent=1))

@@ -1,10 +1,9 @@
-"""Evaluate a trained classification run: top-1/top-5 accuracy and cross-entropy on its stored test
-split (or every sample with ``all_samples``), streamed in batches; the predicted classes go to
-``pred.nc`` (variable ``label`` of dims ``(sample,)``, the source's sample indices as coordinate)."""
+"""Evaluate a trained classification run (called by :func:`operators.training.evaluate.evaluate_run`):
+top-1/top-5 accuracy and cross-entropy over the chosen samples, streamed in batches, and the predicted
+classes as ``pred.nc`` (the label variable, dims ``(sample,)``, the source's sample indices as coordinate)."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -15,20 +14,29 @@ import xarray as xr
 import evaluation
 import pde_data
 from operators.training.run import LoadedRun
-from pde_data import atomic_path
 from pde_data.model import SAMPLE
 
-__all__ = ["evaluate_classifier"]
+__all__ = ["classify_samples", "write_predicted_classes"]
 
 
 @torch.no_grad()
-def evaluate_classifier(run: LoadedRun, run_dir: Path, ds: xr.Dataset, data, idx: np.ndarray, split: str, *,
-                        write: bool, batch_size: int, device: torch.device) -> dict:
-    """``{"data", "samples", "n_samples", "epoch", "metrics": {top1, top5, cross_entropy}, "files"}``."""
+def classify_samples(run: LoadedRun, ds: xr.Dataset, data, idx: np.ndarray, *, batch_size: int,
+                     device: torch.device) -> tuple[dict[str, float], np.ndarray]:
+    """``({"top1", "top5", "cross_entropy"}, predicted classes (len(idx),))`` of the run's model on the
+    samples ``idx`` of ``ds``.
+
+    Raises:
+        ValueError: the data lack the run's variables, or hold labels beyond the run's classes.
+    """
     rd, norm = run.data, run.normalizers["input"]
+    missing = [v for v in (*rd.inputs, *rd.targets) if v not in ds.data_vars]
+    if missing:
+        raise ValueError(f"{os.fspath(data)}: expected the run's variables {[*rd.inputs, *rd.targets]}; missing "
+                         f"{missing}, found {list(ds.data_vars)}")
     labels = torch.as_tensor(pde_data.read_labels(ds, rd.targets[0], idx))
     if labels.numel() and int(labels.max()) >= rd.classes:
-        raise ValueError(f"{os.fspath(data)}: expected labels below the run's {rd.classes} classes, found {int(labels.max())}")
+        raise ValueError(f"{os.fspath(data)}: expected labels below the run's {rd.classes} classes, "
+                         f"found {int(labels.max())}")
     sums, predicted = {"top1": 0.0, "top5": 0.0, "cross_entropy": 0.0}, []
     for start in range(0, len(idx), batch_size):
         x = pde_data.read_samples(ds, rd.inputs, idx[start:start + batch_size])
@@ -38,15 +46,9 @@ def evaluate_classifier(run: LoadedRun, run_dir: Path, ds: xr.Dataset, data, idx
         sums["top5"] += float(evaluation.top_k_accuracy(logits, y, 5, reduce="none").sum())
         sums["cross_entropy"] += float(evaluation.cross_entropy(logits, y, reduce="none").sum())
         predicted.append(logits.argmax(dim=1))
-    result = {"data": os.fspath(data), "samples": split, "n_samples": int(len(idx)), "epoch": run.epoch,
-              "metrics": {k: v / max(len(idx), 1) for k, v in sums.items()}}
-    result["files"] = _write(run_dir, result, idx, torch.cat(predicted).numpy(), rd.targets[0]) if write else []
-    return result
+    return {k: v / max(len(idx), 1) for k, v in sums.items()}, torch.cat(predicted).numpy()
 
 
-def _write(out: Path, result: dict, idx: np.ndarray, predicted: np.ndarray, name: str) -> list[str]:
-    files = [out / "pred.nc", out / "metrics.json"]
-    pde_data.save(xr.Dataset({name: ((SAMPLE,), predicted.astype(np.int64))}, coords={SAMPLE: idx}), files[0])
-    with atomic_path(files[1]) as tmp:
-        tmp.write_text(json.dumps({**result, "files": [str(f) for f in files]}, indent=1))
-    return [str(f) for f in files]
+def write_predicted_classes(path: Path, idx: np.ndarray, predicted: np.ndarray, name: str) -> Path:
+    """``path`` (NetCDF, atomically): variable ``name`` = ``predicted`` over the ``sample`` coordinate ``idx``."""
+    return pde_data.save(xr.Dataset({name: ((SAMPLE,), predicted.astype(np.int64))}, coords={SAMPLE: idx}), path)

@@ -44,6 +44,23 @@ def _model_spec(name: str, ds, rd: RunData, config: dict) -> dict:
     return models.model_spec(name, *rd.channels, **config)
 
 
+def _check_task(model: str, ds, rd: RunData, config: TrainConfig) -> None:
+    """One line when the model, the loss or a classification-only flag does not fit the run's data."""
+    loss_name(config.loss, rd.classifying)
+    wanted = "classify" if rd.classifying else "fields"
+    if model in models.MODELS and models.MODELS[model].task != wanted:
+        fitting = sorted(name for name, entry in models.MODELS.items() if entry.task == wanted)
+        target = "class labels" if rd.classifying else "fields"
+        raise ValueError(f"--model: expected a model that predicts {target} (one of {', '.join(fitting)}), "
+                         f"found {model!r}, which does not")
+    if rd.classifying and len(spatial_dims(ds[rd.inputs[0]])) != 2:
+        raise ValueError(f"--input: expected 2D images (sample, x, y) to classify, found dims {ds[rd.inputs[0]].dims}")
+    used = [flag for flag, value in (("--label-smoothing", config.label_smoothing), ("--shift", config.shift)) if value]
+    if used and not rd.classifying:
+        raise ValueError(f"{used[0]}: expected only in classification runs (an integer label target), found it in a "
+                         "field run")
+
+
 def _write_json(path: Path, value: dict) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(value, indent=1, default=str))
@@ -119,7 +136,7 @@ def train_run(data: str | os.PathLike, model: str, out: str | os.PathLike, *, mo
             else:
                 rd = describe(ds, inputs=inputs, targets=targets, window=window, horizon=horizon, sizes=sizes,
                               seed=split_seed, normalize=normalize, splits=splits)
-                loss_name(train_config.loss, rd.classifying)  # a field loss on labels fails before anything is written
+                _check_task(model, ds, rd, train_config)  # before anything is written
                 meta = {"model": _model_spec(model, ds, rd, model_config or {}), "data": rd.to_state()}
                 normalizers = data_mod.fit_normalizers(ds, rd)
             torch.manual_seed(train_config.seed)
