@@ -45,3 +45,30 @@ def test_two_process_torchrun_matches_one_process(tmp_path):
     assert [r["train_loss"] for r in b["history"]] == pytest.approx([r["train_loss"] for r in a["history"]], rel=1e-4)
     initial = torch.load(tmp_path / "one" / "last.pt", weights_only=True)["history"][0]["train_loss"]
     assert initial > 0
+
+
+def test_a_classification_run_under_torchrun_matches_one_process(tmp_path):
+    """The same for images → labels: cross-entropy scaled like the field losses (no drop-path or shifts,
+    whose random draws differ between one process and two)."""
+    from test_classification import bright_quadrant_images
+
+    import pde_data
+
+    data = pde_data.save(bright_quadrant_images(26), tmp_path / "img.nc")
+
+    def args(out, *extra):
+        return ["train", "--data", str(data), "--model", "conv_vision", "--out", str(out), "--config", "size=cpu",
+                "drop_path=0.0", "--target", "label", "--split", "22,4,0", "--epochs", "2", "--batch-size", "8",
+                "--label-smoothing", "0.1", "--threads", "1", "--no-progress", *extra]
+
+    ddp = subprocess.Popen([str(TORCHRUN), "--standalone", "--nproc_per_node", "2", "-m", "operators.cli",
+                            *args(tmp_path / "two", "--cache", "stream", "--workers", "1")], env=ENV,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert main(args(tmp_path / "one", "--cache", "memory")) == 0
+    _, err = ddp.communicate(timeout=300)
+    assert ddp.returncode == 0, err[-3000:]
+    a, b = load_checkpoint(tmp_path / "one" / "last.pt"), load_checkpoint(tmp_path / "two" / "last.pt")
+    for key, value in a["model"].items():
+        torch.testing.assert_close(b["model"][key], value, rtol=1e-4, atol=1e-5)
+    assert [r["train_loss"] for r in b["history"]] == pytest.approx([r["train_loss"] for r in a["history"]], rel=1e-4)
+    assert "val_top1" in b["history"][-1]
