@@ -24,7 +24,7 @@ paper's Tiny, Small and Base sizes at 224² (not trained here).
 Scales (the data split, 1,257 / 180 / 360, is drawn with ``--seed``):
 
 - full: 100 epochs, training seeds 0, 1, 2 (the paper's ImageNet protocol is not runnable offline).
-- ``--medium``: 20 epochs, seeds 0, 1, 2 (the RESULTS.md table; about 40 minutes on two cores).
+- ``--medium``: 20 epochs, seeds 0, 1, 2 (the RESULTS.md table; 24 minutes on two cores).
 - ``--quick``: 10 epochs, one seed.
 - ``--smoke``: 40 images at 16², one epoch.
 
