@@ -11,7 +11,7 @@ from ._native import NativeKernelWarning, build_native_kernels, resample_for as 
 from .apply import apply
 from .ckb import CascadedKirchhoffBlock, CascadedKirchhoffBlock1d, CascadedKirchhoffBlock2d
 from .knc import KirchhoffCell, zoh_coefficients
-from .routing import ROUTINGS, KirchhoffRouting2d
+from .routing import ROUTINGS, ChannelNorm, KirchhoffRouting2d
 from .scan import selective_scan, selective_scan_ref
 from .cfc import CfC, CfCCell
 from .ltc import LTC, LTCCell, ltc_scan, ltc_scan_ref
@@ -21,7 +21,7 @@ from .sequence import SequenceModel, steps_from_timestamps
 __all__: list[str] = []
 __all__ += ["selective_scan", "selective_scan_ref", "KirchhoffCell", "zoh_coefficients"]
 __all__ += ["CascadedKirchhoffBlock", "CascadedKirchhoffBlock1d", "CascadedKirchhoffBlock2d", "apply"]
-__all__ += ["KirchhoffRouting2d", "ROUTINGS"]
+__all__ += ["KirchhoffRouting2d", "ROUTINGS", "ChannelNorm"]
 __all__ += ["NeuronalAttentionCircuit", "sequence_timestamps", "nac_attention_ref",
             "NCPBackbone", "NCPProjection", "ncp_wiring"]
 __all__ += ["NativeKernelWarning", "build_native_kernels", "resample_kernels"]

@@ -46,11 +46,21 @@ from torch.nn import functional as F
 from .ckb import from_scan_sequences, to_scan_sequences
 from .knc import KirchhoffCell
 
-__all__ = ["ROUTINGS", "KirchhoffRouting2d"]
+__all__ = ["ROUTINGS", "KirchhoffRouting2d", "ChannelNorm"]
 
 #: the routings of the ablation (CHONN Fig. 5i), the paper's final model last
 ROUTINGS = ("first_order", "parallel", "serial", "serial_constrained")
 _ORDERS = dict(transpose=True, bidirectional=True)
+_N_ORDERS = 4  # _ORDERS in 2D: rows and columns, each both ways
+#: operations per scan step, channel and state (the count VMamba uses for its selective scan)
+_SCAN_FLOPS = 9
+
+
+class ChannelNorm(nn.LayerNorm):
+    """LayerNorm over the channels of a channel-first field ``(batch, channels, *spatial)``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.movedim(1, -1)).movedim(-1, 1)
 
 
 class KirchhoffRouting2d(nn.Module):
@@ -85,7 +95,7 @@ class KirchhoffRouting2d(nn.Module):
                                    for _ in range(n_cells))
         if constrained:
             self.coupling = nn.Parameter(torch.zeros(d_model))  # γ = σ(a), ½ at initialisation
-        self.out_norm = nn.LayerNorm(d_model)
+        self.out_norm = ChannelNorm(d_model)
         self.out_proj = nn.Conv2d(d_model, d_model, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -95,9 +105,14 @@ class KirchhoffRouting2d(nn.Module):
         u, g = self.in_proj(x).chunk(2, dim=1)
         u = F.silu(self.conv(u))
         merged = self.merge(to_scan_sequences(u, **_ORDERS))
-        y = from_scan_sequences(merged, u.shape, **_ORDERS).mean(0)
-        y = self.out_norm(y.movedim(1, -1)).movedim(-1, 1)
+        y = self.out_norm(from_scan_sequences(merged, u.shape, **_ORDERS).mean(0))
         return self.out_proj(y * F.silu(g))
+
+    def scan_flops(self, shape: torch.Size) -> int:
+        """FLOPs of the cells' scans on an input of ``shape`` (batch, d_model, h, w), which the fused
+        kernel hides from :class:`torch.utils.flop_counter.FlopCounterMode`."""
+        batch, channels, h, w = shape
+        return _SCAN_FLOPS * _N_ORDERS * len(self.cells) * batch * h * w * channels * self.cells[0].d_state
 
     def merge(self, u: torch.Tensor) -> torch.Tensor:
         """ȳ of the routing (module docstring) on sequences ``u (batch, length, d_model)``."""

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from circuitop.routing import ROUTINGS, KirchhoffRouting2d
+from circuitop.routing import ROUTINGS, ChannelNorm, KirchhoffRouting2d
 
 __all__ = ["SIZES", "VisionConfig", "ConvVisionConfig", "HierarchicalClassifier", "build_chonn_vision",
            "build_conv_vision", "count_flops", "Flops"]
@@ -65,13 +65,6 @@ class ConvVisionConfig:
     drop_path: float = 0.2
     mlp_ratio: float = 4.0
     kernel: int = 7
-
-
-class ChannelNorm(nn.LayerNorm):
-    """LayerNorm over the channels of a channel-first field ``(batch, channels, h, w)``."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return super().forward(x.movedim(1, -1)).movedim(-1, 1)
 
 
 def _drop_path(x: torch.Tensor, rate: float, training: bool) -> torch.Tensor:
@@ -189,8 +182,8 @@ def build_conv_vision(in_channels: int, num_classes: int, config: ConvVisionConf
 class Flops:
     """Forward FLOPs of one batch: ``counted`` by :class:`torch.utils.flop_counter.FlopCounterMode`
     (convolutions and matrix products, a multiply-add counted as 2), and ``scan``, the Kirchhoff scans,
-    which run in the fused kernel that the counter does not see: 9 per step, channel and state (the
-    count VMamba uses for its selective scan). Papers that quote fvcore's numbers count a multiply-add
+    which run in the fused kernel that the counter does not see
+    (:meth:`circuitop.KirchhoffRouting2d.scan_flops`). Papers that quote fvcore's numbers count a multiply-add
     as 1: compare ``total / 2`` with them."""
 
     counted: int
@@ -211,8 +204,7 @@ def count_flops(model: nn.Module, input_shape: tuple[int, ...]) -> Flops:
 
     def count_scan(module: KirchhoffRouting2d, args, _output) -> None:
         nonlocal scan
-        batch, channels, h, w = args[0].shape
-        scan += 9 * 4 * len(module.cells) * batch * h * w * channels * module.cells[0].d_state
+        scan += module.scan_flops(args[0].shape)
 
     routings = [m for m in model.modules() if isinstance(m, KirchhoffRouting2d)]
     hooks = [m.register_forward_hook(count_scan) for m in routings]

@@ -47,6 +47,15 @@ def _samples(run: LoadedRun, ds: xr.Dataset, data, all_samples: bool) -> tuple[n
     return np.asarray(idx, dtype=np.int64), name
 
 
+def _check_variables(run: LoadedRun, ds: xr.Dataset) -> None:
+    """One line unless ``ds`` has every input and target variable of the run."""
+    rd = run.data
+    missing = [v for v in dict.fromkeys((*rd.inputs, *rd.targets)) if v not in ds.data_vars]
+    if missing:
+        raise ValueError(f"expected the run's variables {sorted(set(rd.inputs) | set(rd.targets))} in the data; "
+                         f"missing {missing}, found {list(ds.data_vars)}")
+
+
 def _decode(normalizer, t):
     return t if normalizer is None else normalizer.decode(t)
 
@@ -74,10 +83,6 @@ class _Evaluator:
             self.time = slice(0, m + self.n_steps)
         elif n_steps is not None:
             raise ValueError("--rollout: the run is a steady (input → target) model, not a time-stepper")
-        missing = [v for v in dict.fromkeys((*rd.inputs, *rd.targets)) if v not in ds.data_vars]
-        if missing:
-            raise ValueError(f"expected the run's variables {sorted(set(rd.inputs) | set(rd.targets))} in the data; "
-                             f"missing {missing}, found {list(ds.data_vars)}")
 
     def like(self, samples: np.ndarray) -> xr.Dataset:
         """The true Dataset of ``samples`` (lazy until read)."""
@@ -133,6 +138,7 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike, *, rollout
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     run, ds = load_run(run_dir, which=which, device=device), pde_data.open_data(data)
     idx, split = _samples(run, ds, data, all_samples)
+    _check_variables(run, ds)
     head = {"data": os.fspath(data), "samples": split, "n_samples": int(len(idx)), "epoch": run.epoch}
     if run.data.classifying:
         if rollout is not None:

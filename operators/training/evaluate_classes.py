@@ -26,13 +26,9 @@ def classify_samples(run: LoadedRun, ds: xr.Dataset, data, idx: np.ndarray, *, b
     samples ``idx`` of ``ds``.
 
     Raises:
-        ValueError: the data lack the run's variables, or hold labels beyond the run's classes.
+        ValueError: the data hold labels beyond the run's classes.
     """
     rd, norm = run.data, run.normalizers["input"]
-    missing = [v for v in (*rd.inputs, *rd.targets) if v not in ds.data_vars]
-    if missing:
-        raise ValueError(f"{os.fspath(data)}: expected the run's variables {[*rd.inputs, *rd.targets]}; missing "
-                         f"{missing}, found {list(ds.data_vars)}")
     labels = torch.as_tensor(pde_data.read_labels(ds, rd.targets[0], idx))
     if labels.numel() and int(labels.max()) >= rd.classes:
         raise ValueError(f"{os.fspath(data)}: expected labels below the run's {rd.classes} classes, "
