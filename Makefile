@@ -35,7 +35,7 @@ TEST_WORKERS ?= 2
 # The suite, then the cell, block and shallow-water tests again on the pure-torch paths (native kernels off).
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25
-	CIRCUITOP_NATIVE_SCAN=0 OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) tests/test_knc.py tests/test_ckb.py \
+	CIRCUITOP_NATIVE=0 OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) tests/test_knc.py tests/test_ckb.py \
 	  tests/test_shallow_water.py
 
 bench: $(STAMP)

@@ -11,8 +11,8 @@ folder, then measures, in this order:
    frames of the 4 variables (one slab read per variable, windows/s), into one reused buffer and into
    a new array per batch (what a loader hands out; on this VM first-touching new memory costs more
    than the read itself);
-2. the streaming loader (``make_loaders(..., LoaderConfig(cache="stream"))``, default workers) over
-   one epoch of the training split (``batch.x.sum()`` touches each batch), windows/s and
+2. the streaming loader (``make_loaders`` of a window task, ``loading.cache="stream"``, default workers) over
+   one epoch of the training split (summing each batch's inputs touches it), windows/s and
    trajectory-equivalents/s (windows/s ÷ ``T − m`` windows per sample), as ratios to 1.;
 3. on the smallest file only, the same loop with ``cache="memory"`` (the pass filling the cache timed
    apart from the epoch);
@@ -206,27 +206,36 @@ def _split(n: int) -> tuple[int, int, int]:
     return n - 4, 2, 2
 
 
+def _window_task(path: Path, ds, *, window: int, sizes: tuple[int, int, int], cache: str, workers: int):
+    """The task of a window run over the file ``path`` opened as ``ds`` (an FNO's, which the loaders never
+    use) and the seconds of its normalizer fit."""
+    from operators.training import DataSpec, LoadingSpec, ModelSpec, RunSpec, TaskSpec, make_task, resolve
+
+    spec = RunSpec(data=DataSpec(split=sizes), task=TaskSpec(window=window), model=ModelSpec("fno"),
+                   loading=LoadingSpec(cache=cache, workers=workers, prefetch=2))
+    task = make_task(resolve(spec, ds))
+    start = time.perf_counter()
+    normalizers = task.fit_normalizers(str(path), ds)
+    return make_task(task.spec, normalizers), time.perf_counter() - start
+
+
 def _loader_epoch(path: Path, sizes: Sizes, cache: str) -> dict:
     """Set up the loaders (normalizers fitted, cache filled) and iterate one training epoch."""
     import pde_data
-    from operators.training import LoaderConfig, describe
-    from operators.training.data import default_workers, fit_normalizers, make_loaders
+    from operators.training.data import default_workers, make_loaders
 
     ds = pde_data.open_data(path)
-    rd = describe(ds, window=WINDOW, sizes=_split(sizes.n), seed=0)
-    start = time.perf_counter()
-    norms = fit_normalizers(ds, rd)
-    fit_s = time.perf_counter() - start
     workers = default_workers()
+    task, fit_s = _window_task(path, ds, window=WINDOW, sizes=_split(sizes.n), cache=cache, workers=workers)
     start = time.perf_counter()
-    train, val = make_loaders(str(path), ds, rd, norms, LoaderConfig(cache=cache, workers=workers, prefetch=2),
-                              batch_size=BATCH, seed=0)
+    train, val = make_loaders(task, str(path), ds, batch_size=BATCH, seed=0)
     setup_s = time.perf_counter() - start
     total, windows, first_s = 0.0, 0, None
     start = time.perf_counter()
     for batch in train.epoch(0):
-        total += float(batch.x.sum())
-        windows += len(batch.x)
+        x = batch.tensors[0]
+        total += float(x.sum())
+        windows += len(x)
         if first_s is None:
             first_s, first_n = time.perf_counter() - start, windows
     epoch_s = time.perf_counter() - start
@@ -236,7 +245,7 @@ def _loader_epoch(path: Path, sizes: Sizes, cache: str) -> dict:
     steady = (windows - first_n) / (epoch_s - first_s) if windows > first_n else float("nan")
     return {"fit_s": fit_s, "setup_s": setup_s, "epoch_s": epoch_s, "windows": windows, "first_s": first_s,
             "steady_rate": steady,
-            "workers": workers if cache == "stream" else 0, "n_train": len(rd.splits.train)}
+            "workers": workers if cache == "stream" else 0, "n_train": len(task.spec.data.splits.train)}
 
 
 def _cli_epoch(path: Path, sizes: Sizes, run_dir: Path) -> dict:
@@ -367,8 +376,7 @@ def _well_rows(folder: Path, quick: bool) -> list[Row]:
     import torch
 
     import pde_data
-    from operators.training import LoaderConfig, describe
-    from operators.training.data import default_workers, fit_normalizers, make_loaders
+    from operators.training.data import default_workers, make_loaders
 
     well_dir = folder / "well"
     well_dir.mkdir()
@@ -376,12 +384,11 @@ def _well_rows(folder: Path, quick: bool) -> list[Row]:
     workers = default_workers()
     try:
         ds = pde_data.open_data(path)
-        rd = describe(ds, window=4, sizes=(ds.sizes["sample"], 0, 0), seed=0)
-        train, _ = make_loaders(str(path), ds, rd, fit_normalizers(ds, rd), LoaderConfig(cache="stream", workers=workers),
-                                batch_size=16, seed=0)
+        task, _ = _window_task(path, ds, window=4, sizes=(ds.sizes["sample"], 0, 0), cache="stream", workers=workers)
+        train, _ = make_loaders(task, str(path), ds, batch_size=16, seed=0)
         start, ours = time.perf_counter(), 0
         for batch in train.epoch(0):
-            ours += len(batch.x)
+            ours += len(batch.tensors[0])
         ours_s = time.perf_counter() - start
         del train
         theirs_set = WellDataset(path=str(well_dir), n_steps_input=4, n_steps_output=1, use_normalization=False)

@@ -19,7 +19,7 @@ import torch
 
 import evaluation
 import operators
-from operators.training import TrainConfig
+from operators.training import OptimSpec
 from operators.training.optim import make_optimizer
 from bench._util import Row, best_times_interleaved, print_table
 
@@ -47,7 +47,7 @@ def _step_fn(config: dict, x: torch.Tensor, y: torch.Tensor):
     config = dict(config)
     torch.manual_seed(0)
     model = operators.build(config.pop("name"), x.shape[1], y.shape[1], **config).to(x.device)
-    optimizer = make_optimizer(model.parameters(), TrainConfig(optimizer="adamw", lr=1e-3))  # the trainer's
+    optimizer = make_optimizer(model.parameters(), OptimSpec(optimizer="adamw", lr=1e-3))  # the trainer's
 
     def step():
         optimizer.zero_grad(set_to_none=True)

@@ -10,7 +10,7 @@
 3. Cascaded Kirchhoff Block of order 2 vs order 1 vs a plain MLP block of equal inner width
    (norm -> Linear(d, expand d) -> SiLU -> Linear(expand d, d) + residual), forward+backward, in tokens/s;
    the CKB of order 2 on the default path (the fused kernel) vs the torch formulation
-   (``CIRCUITOP_NATIVE_SCAN=0``), and the peak memory per token of both (the torch formulation is the
+   (``CIRCUITOP_NATIVE=0``), and the peak memory per token of both (the torch formulation is the
    CUDA path today).
 
     python -m bench.bench_scan [--quick] [--threads N]
@@ -27,21 +27,21 @@ from torch import nn
 
 from bench._util import Row, best_time, best_times_interleaved, peak_memory_mb, print_table
 from circuitop import CascadedKirchhoffBlock, build_native_kernels, selective_scan, selective_scan_ref
-from circuitop.knc import TRITON_CHUNK as CHUNK
+from circuitop.scan import TRITON_CHUNK as CHUNK
 
 
 @contextlib.contextmanager
 def _torch_path():
-    """Force the torch formulation of the Kirchhoff cell (CIRCUITOP_NATIVE_SCAN=0) inside the block."""
-    old = os.environ.get("CIRCUITOP_NATIVE_SCAN")
-    os.environ["CIRCUITOP_NATIVE_SCAN"] = "0"
+    """Force the torch formulation of the Kirchhoff cell (CIRCUITOP_NATIVE=0) inside the block."""
+    old = os.environ.get("CIRCUITOP_NATIVE")
+    os.environ["CIRCUITOP_NATIVE"] = "0"
     try:
         yield
     finally:
         if old is None:
-            del os.environ["CIRCUITOP_NATIVE_SCAN"]
+            del os.environ["CIRCUITOP_NATIVE"]
         else:
-            os.environ["CIRCUITOP_NATIVE_SCAN"] = old
+            os.environ["CIRCUITOP_NATIVE"] = old
 
 
 def _block_path() -> str:

@@ -245,7 +245,7 @@ def _rows(steps: int, repeat: int) -> list[Row]:
             rows += _ns_rows(64, 16, dtype, steps, repeat, threads)
     if SWE_KERNEL.load() is None:
         rows.append(Row("shallow_water", "fused kernel unavailable: 'fused' rows time the eager step", float("nan"),
-                        "", SWE_KERNEL.error or "disabled by CIRCUITOP_NATIVE_SCAN=0"))
+                        "", SWE_KERNEL.error or "disabled by CIRCUITOP_NATIVE=0"))
     for dtype in (torch.float32, torch.float64):
         for threads in (1, 2):
             rows += _swe_rows(128, 4, dtype, max(2, steps // 4), repeat, threads)

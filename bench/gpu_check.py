@@ -40,6 +40,11 @@ MODELS = {
     "ckb_stack": ({**_TINY_ORDER, "order": 2, "n_blocks": 2}, 1),
     # the image classifiers without drop-path (its random draws differ between devices)
     "chonn_vision": ({"size": "cpu", "drop_path": 0.0}, 2), "conv_vision": ({"size": "cpu", "drop_path": 0.0}, 2),
+    # the sequence models on (batch, time, channels) with step sizes and a padding mask (no spatial dims)
+    "ltc": ({"units": 6, "ode_unfolds": 2}, 0), "cfc": ({"units": 6, "backbone_units": 8}, 0),
+    "pdna": ({"units": 6, "backbone_units": 8}, 0), "nac": ({"d_model": 8, "num_heads": 2, "topk": 4}, 0),
+    "ckb_seq": ({**_TINY_ORDER, "order": 2}, 0), "gru": ({"units": 6}, 0),
+    "attention": ({"d_model": 8, "num_heads": 2}, 0),
 }
 
 #: the largest relative difference a check accepts (float32 models, float64 solvers, bf16 autocast)
@@ -66,18 +71,26 @@ def _relative(value: torch.Tensor, reference: torch.Tensor) -> float:
     return float((value - reference).abs().max() / reference.abs().max().clamp_min(1e-30))
 
 
+def _inputs(task: str, n_dim: int) -> tuple[torch.Tensor, ...]:
+    """A model's inputs: fields or images ``(2, 3, *[16] * n_dim)``; sequences ``(2, 16, 3)`` with step sizes
+    ``(2, 16)`` and a padding mask ``(2, 16)`` (lengths 16 and 9)."""
+    if task != "sequence":
+        return (torch.randn(2, 3, *([16] * n_dim)),)
+    return torch.randn(2, 16, 3), torch.rand(2, 16) + 0.1, torch.arange(16) < torch.tensor([[16], [9]])
+
+
 def _model_checks(name: str, config: dict, n_dim: int, device: str) -> list[Check]:
     torch.manual_seed(0)
     reference = operators.build(name, 3, 2, **config)
     model = copy.deepcopy(reference).to(device)
-    x = torch.randn(2, 3, *([16] * n_dim))
+    inputs = _inputs(operators.MODELS[name].task, n_dim)
     classify = operators.MODELS[name].task == "classify"  # logits (batch, classes): cross-entropy
     target = torch.tensor([0, 1]) if classify else torch.randn(2, 2, *([16] * n_dim))
     loss_fn = evaluation.cross_entropy if classify else evaluation.rel_l2
     outputs, losses = [], []
     for net, where in ((reference, "cpu"), (model, device)):
         optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3)
-        y = net(x.to(where))
+        y = net(*(v.to(where) for v in inputs))
         loss = loss_fn(y, target.to(where))
         loss.backward()
         optimizer.step()
@@ -88,9 +101,9 @@ def _model_checks(name: str, config: dict, n_dim: int, device: str) -> list[Chec
               Check(f"{name}: loss", _relative(losses[1], losses[0]), TOLERANCE["float32"]),
               Check(f"{name}: weights after one AdamW step", weights, TOLERANCE["float32"])]
     with torch.no_grad():
-        full = model(x.to(device))
+        full = model(*(v.to(device) for v in inputs))
     with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16):
-        mixed = model(x.to(device))
+        mixed = model(*(v.to(device) for v in inputs))
     mixed.float().square().mean().backward()
     finite = bool(torch.isfinite(mixed).all())
     checks.append(Check(f"{name}: bf16 autocast vs float32", _relative(mixed, full) if finite else float("nan"),

@@ -2,12 +2,11 @@
 
 Two extensions: ``kirchhoff.cpp`` (the Kirchhoff cell's fused ZOH scan, the block's convolution stage
 and gate) and ``resample.cpp`` (the exact 2× pooling and upsampling on which ``operators`` hosts run
-their blocks). (The plain selective scan had a kernel of its own, ``scan.cpp``; no model used it, and
-``selective_scan`` now runs its chunked torch scan.)
+their blocks).
 
 :func:`build_native_kernels` (``circuitop build``, ``make install``) compiles both with a progress line
 each; a kernel used first is compiled at that call. Build cache, locks, compiler flags, the
-one-warning-then-torch fallback and the ``CIRCUITOP_NATIVE_SCAN=0`` switch are :mod:`pde_data.native`'s.
+one-warning-then-torch fallback and the ``CIRCUITOP_NATIVE=0`` switch are :mod:`pde_data.native`'s.
 """
 
 from __future__ import annotations
@@ -17,11 +16,11 @@ from pathlib import Path
 import torch
 
 from pde_data.native import NativeKernel, NativeKernelWarning, build_kernels, compiler_kind
-from pde_data.native import native_enabled as native_scan_enabled
+from pde_data.native import native_enabled
 
 __all__ = [
     "NativeKernelWarning", "KERNELS", "STEMS", "build_native_kernels",
-    "compiler_kind", "native_scan_enabled", "scan_build_error", "kirchhoff_ops", "kirchhoff_for", "resample_for",
+    "compiler_kind", "native_enabled", "scan_build_error", "kirchhoff_ops", "kirchhoff_for", "resample_for",
 ]
 
 _CSRC = Path(__file__).with_name("csrc")

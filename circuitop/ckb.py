@@ -24,7 +24,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import _native
-from .knc import KirchhoffCell, _check_dt, _check_sequence
+from .knc import KirchhoffCell, check_steps, check_input
 
 __all__ = [
     "CascadedKirchhoffBlock",
@@ -87,8 +87,8 @@ class CascadedKirchhoffBlock(nn.Module):
     def forward(self, x: torch.Tensor, dt: torch.Tensor | None = None) -> torch.Tensor:
         """Map ``x (batch, length, d_model)`` to the same shape; ``dt (batch, length)`` is passed to
         every cell as the real step sizes (irregular sampling)."""
-        _check_sequence(x, self.d_model, "x")
-        _check_dt(dt, x.shape[:2])
+        check_input(x, self.d_model, "x")
+        check_steps(dt, x.shape[:2])
         if self.order == 0:
             return x
         return x + self.out_proj(self._cascade(x, dt))
@@ -104,7 +104,7 @@ class CascadedKirchhoffBlock(nn.Module):
         u = F.silu(F.linear(u, self.conv_pointwise.weight[..., 0], self.conv_pointwise.bias))
         outputs = [u]
         for cell in self.cells:  # x was checked once in forward; the cells skip their own checks
-            outputs.append(cell._run(outputs[-1], dt))
+            outputs.append(cell.forward_unchecked(outputs[-1], dt))
         return gated_sum(outputs[1:], g)
 
 

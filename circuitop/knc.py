@@ -31,9 +31,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import _native
-from .scan import _chunk_length, _forward_scan, _reverse_scan, selective_scan
+from .scan import chunk_length, forward_scan, reverse_scan, selective_scan
 
-__all__ = ["KirchhoffCell", "zoh_coefficients", "LAMBDA_MIN"]
+__all__ = ["KirchhoffCell", "zoh_coefficients", "LAMBDA_MIN", "check_input", "check_steps"]
 
 #: the smallest decay rate λ of a cell with ``positive_decay`` (a time scale of 10⁴ steps of Δ = 1)
 LAMBDA_MIN = 1e-4
@@ -148,14 +148,14 @@ class KirchhoffCell(nn.Module):
         """
         self._check(u, dt)
         if v0 is None and not return_state:  # fused: no (batch, time, d_inner, d_state) autograd graph
-            return self._run(u, dt)
+            return self.forward_unchecked(u, dt)
         z, b, c = _split_projections(self._projections(u), self.d_state)
         alpha_bar, inject = _zoh_terms(u, _step_sizes(z, dt), self.lam, b)
         v = selective_scan(alpha_bar, inject, v0)
         y = torch.einsum("btdn,btn->btd", v, c) + self.d * u
         return (y, v) if return_state else y
 
-    def _run(self, u: torch.Tensor, dt: torch.Tensor | None) -> torch.Tensor:
+    def forward_unchecked(self, u: torch.Tensor, dt: torch.Tensor | None) -> torch.Tensor:
         """:meth:`forward` from zero state without the input checks (for callers that checked their
         input once, as the block does): ``u (batch, time, d_inner)`` -> ``y`` of the same shape.
         An unconstrained cell whose decays are not all positive takes the torch formulation: the fused
@@ -185,8 +185,8 @@ class KirchhoffCell(nn.Module):
         return (y, torch.stack(vs, 1)) if return_state else y
 
     def _check(self, u: torch.Tensor, dt: torch.Tensor | None) -> None:
-        _check_sequence(u, self.d_inner, "u")
-        _check_dt(dt, u.shape[:2])
+        check_input(u, self.d_inner, "u")
+        check_steps(dt, u.shape[:2])
 
 
 def _zoh_terms(u, delta, lam, b):
@@ -214,7 +214,7 @@ def _fused_zoh_scan(u, proj, dt, lam, skip):
     d_inner + 2 d_state) (:meth:`KirchhoffCell._projections`): the native kernel (``csrc/kirchhoff.cpp``,
     which also computes Δ and the skip term) for CPU float32/float64 tensors when it is available; the
     Triton kernels (:mod:`circuitop.knc_triton`) for CUDA tensors when triton is installed; else the
-    torch formulation (``CIRCUITOP_NATIVE_SCAN=0`` selects it everywhere). Under autocast (``--amp``) the scan runs in float32, as Mamba's does: a
+    torch formulation (``CIRCUITOP_NATIVE=0`` selects it everywhere). Under autocast (``--amp``) the scan runs in float32, as Mamba's does: a
     16-bit state would lose the long memory (ᾱ close to 1)."""
     device = u.device.type
     if torch.is_autocast_enabled(device):  # mixed precision: the scan itself runs in float32
@@ -224,15 +224,11 @@ def _fused_zoh_scan(u, proj, dt, lam, skip):
     ops = _native.kirchhoff_for(u, proj, lam, skip)
     if ops is not None:
         return _NativeZohScanFn.apply(ops, u, proj, None if dt is None else dt.to(u.dtype), lam, skip)
-    if u.is_cuda and _native.native_scan_enabled() and _triton_available():
+    if u.is_cuda and _native.native_enabled() and _triton_available():
         from .knc_triton import TritonZohScanFn
 
         return TritonZohScanFn.apply(u, proj, dt, lam, skip)
     return _torch_zoh_scan(u, proj, dt, lam, skip)
-
-
-#: steps per saved state of the Triton kernels (circuitop.knc_triton), here so that it reads without triton
-TRITON_CHUNK = 64
 
 
 @functools.cache
@@ -254,7 +250,7 @@ class _NativeZohScanFn(torch.autograd.Function):
     state per chunk of steps is saved, and the backward recomputes each chunk's states (same formulas
     as :class:`_ZohScanFn`); the gradient of ``proj`` comes back in its ``[dz | db | dc]`` layout.
     ``ops`` is the compiled module; the backward uses the one the forward used (even if
-    ``CIRCUITOP_NATIVE_SCAN=0`` was set in between)."""
+    ``CIRCUITOP_NATIVE=0`` was set in between)."""
 
     @staticmethod
     def forward(ctx, ops, u, proj, dt, lam, skip):
@@ -288,8 +284,8 @@ class _ZohScanFn(torch.autograd.Function):
         neg_rate = delta.unsqueeze(-1) * -lam  # _zoh_terms, in place: two big tensors instead of six
         inject = torch.expm1(neg_rate).mul_(u.unsqueeze(-1)).mul_(b.unsqueeze(-2)).div_(-lam)
         alpha_bar = neg_rate.exp_()
-        q = _chunk_length(u.shape[1])
-        v = _forward_scan(alpha_bar.flatten(2), inject.flatten(2), None, q).view_as(alpha_bar)
+        q = chunk_length(u.shape[1])
+        v = forward_scan(alpha_bar.flatten(2), inject.flatten(2), None, q).view_as(alpha_bar)
         ctx.save_for_backward(u, delta, lam, b, c, v)
         ctx.q = q
         return torch.einsum("btdn,btn->btd", v, c)
@@ -301,7 +297,7 @@ class _ZohScanFn(torch.autograd.Function):
         neg_rate = delta.unsqueeze(-1) * -lam
         alpha_bar = torch.exp(neg_rate)
         grad_v = grad_y.unsqueeze(-1) * c.unsqueeze(-2)
-        g = _reverse_scan(alpha_bar.flatten(2), grad_v.flatten(2), ctx.q).view_as(v)
+        g = reverse_scan(alpha_bar.flatten(2), grad_v.flatten(2), ctx.q).view_as(v)
         grad_c = torch.einsum("btdn,btd->btn", v, grad_y)
         w = torch.mul(g, alpha_bar, out=grad_v)  # reuses grad_v's memory
         phi_g = neg_rate.expm1_().div_(-lam).mul_(g)  # g φ, in neg_rate's memory
@@ -316,7 +312,7 @@ class _ZohScanFn(torch.autograd.Function):
         return grad_u, grad_delta, (rest.sum((0, 1)) - decay_term) / lam, grad_b, grad_c
 
 
-def _check_sequence(u: torch.Tensor, channels: int, name: str) -> None:
+def check_input(u: torch.Tensor, channels: int, name: str) -> None:
     """``ValueError`` unless ``u`` is ``(batch, time, channels)``, non-empty in time and free of NaN."""
     if u.dim() != 3 or u.shape[-1] != channels:
         raise ValueError(f"{name}: expected shape (batch, time, {channels}), found {tuple(u.shape)}")
@@ -328,7 +324,7 @@ def _check_sequence(u: torch.Tensor, channels: int, name: str) -> None:
         raise ValueError(f"{name}: expected finite values, found NaN")
 
 
-def _check_dt(dt: torch.Tensor | None, batch_time: torch.Size) -> None:
+def check_steps(dt: torch.Tensor | None, batch_time: torch.Size) -> None:
     """``ValueError`` unless ``dt`` is None or positive, finite and ``(batch, time)``."""
     if dt is None:
         return

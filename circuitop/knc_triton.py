@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .knc import TRITON_CHUNK as CHUNK  # steps per checkpoint (the backward's scratch holds CHUNK states)
+from .scan import TRITON_CHUNK as CHUNK  # steps per checkpoint (the backward's scratch holds CHUNK states)
 
 __all__ = ["TritonZohScanFn", "CHUNK"]
 

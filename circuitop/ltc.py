@@ -252,7 +252,13 @@ class _FusedScan(torch.autograd.Function):
 def ltc_scan(cell: LTCCell, h: torch.Tensor, cm_t: torch.Tensor, numer: torch.Tensor,
              denom: torch.Tensor) -> torch.Tensor:
     """All states ``(batch, time, units)`` from ``h`` ``(batch, units)`` and the sensory terms
-    ``(batch, time, units)`` of :meth:`LTCCell.sensory`; fast path with a hand-written backward."""
+    ``(batch, time, units)`` of :meth:`LTCCell.sensory`; fast path with a hand-written backward.
+    Under autocast (``--amp``) the scan runs in float32, as the Kirchhoff scan does (its matmuls mix the
+    16-bit inputs with float32 weights)."""
+    device = h.device.type
+    if torch.is_autocast_enabled(device):
+        with torch.autocast(device, enabled=False):
+            return ltc_scan(cell, h.float(), cm_t.float(), numer.float(), denom.float())
     pre, sigma, sigma_mu, out = cell.recurrent_weights()
     post = cell.sparsity_mask.nonzero(as_tuple=True)[1]  # same order as pre
     inputs = (h, cm_t, numer, denom, sigma, sigma_mu, out)

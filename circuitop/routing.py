@@ -116,12 +116,12 @@ class KirchhoffRouting2d(nn.Module):
 
     def merge(self, u: torch.Tensor) -> torch.Tensor:
         """ȳ of the routing (module docstring) on sequences ``u (batch, length, d_model)``."""
-        first = self.cells[0]._run(u, None)
+        first = self.cells[0].forward_unchecked(u, None)
         if self.routing == "first_order":
             return first
         if self.routing == "parallel":
-            return first + self.cells[1]._run(u, None)
+            return first + self.cells[1].forward_unchecked(u, None)
         if self.routing == "serial":
-            return first + self.cells[1]._run(u + first, None)
+            return first + self.cells[1].forward_unchecked(u + first, None)
         gain = torch.sigmoid(self.coupling)
-        return 0.5 * (first + self.cells[1]._run(u + gain * (first - u), None))  # (1 - γ) u + γ y⁽¹⁾
+        return 0.5 * (first + self.cells[1].forward_unchecked(u + gain * (first - u), None))  # (1 - γ) u + γ y⁽¹⁾

@@ -23,7 +23,7 @@ The backward pass is the same scan run in reverse (``_ScanFn``):
 g_t = dL/dh_t + a_{t+1} g_{t+1},  dL/db_t = g_t,  dL/da_t = g_t h_{t-1},  dL/dh0 = a_0 g_0.
 
 The KNC's unfused path (an initial state ``v0`` or ``return_state``) uses the internal
-``_forward_scan`` / ``_reverse_scan``; its default fused path is ``circuitop/csrc/kirchhoff.cpp``.
+``forward_scan`` / ``reverse_scan``; its default fused path is ``circuitop/csrc/kirchhoff.cpp``.
 """
 
 from __future__ import annotations
@@ -33,9 +33,12 @@ import math
 import torch
 from torch.nn import functional as F
 
-__all__ = ["selective_scan", "selective_scan_ref"]
+__all__ = ["selective_scan", "selective_scan_ref", "chunk_length", "forward_scan", "reverse_scan", "TRITON_CHUNK"]
 
-#: Default chunk length on CPU, tuned with ``bench/bench_scan.py`` (see ``_chunk_length``).
+#: steps per saved state of the Triton kernels (circuitop.knc_triton), here so that it reads without triton
+TRITON_CHUNK = 64
+
+#: Default chunk length on CPU, tuned with ``bench/bench_scan.py`` (see ``chunk_length``).
 _MIN_CHUNK, _MAX_CHUNK = 8, 32
 
 
@@ -115,11 +118,11 @@ def selective_scan(
     _check_inputs(a, b, h0)
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size: expected a positive integer, found {chunk_size}")
-    q = chunk_size or _chunk_length(a.shape[1])
+    q = chunk_size or chunk_length(a.shape[1])
     return _ScanFn.apply(a, b, h0, min(q, a.shape[1]))
 
 
-def _chunk_length(length: int) -> int:
+def chunk_length(length: int) -> int:
     """About sqrt(length) as a power of two in [8, 32]: balances the Q per-position operations of
     levels 1 and 3 against the size of each (batch, length / Q, channels) operation. On the CPU,
     Q = 32 was fastest at time 4096 for 64 and 64 x 16 channels (``bench/bench_scan.py``)."""
@@ -135,7 +138,7 @@ class _ScanFn(torch.autograd.Function):
         shape = a.shape
         a3, b3 = a.reshape(shape[0], shape[1], -1), b.reshape(shape[0], shape[1], -1)
         h03 = None if h0 is None else h0.reshape(shape[0], -1)
-        h = _forward_scan(a3, b3, h03, q)
+        h = forward_scan(a3, b3, h03, q)
         ctx.save_for_backward(a3, h, h03)
         ctx.q, ctx.shape, ctx.has_h0 = q, shape, h0 is not None
         return h.view(shape)
@@ -145,7 +148,7 @@ class _ScanFn(torch.autograd.Function):
     def backward(ctx, grad_h):
         a, h, h0 = ctx.saved_tensors
         shape = ctx.shape
-        g = _reverse_scan(a, grad_h.reshape(a.shape), ctx.q)
+        g = reverse_scan(a, grad_h.reshape(a.shape), ctx.q)
         grad_a = torch.empty_like(a)
         torch.mul(g[:, 1:], h[:, :-1], out=grad_a[:, 1:])
         if h0 is None:
@@ -173,7 +176,7 @@ def _unchunked(h: torch.Tensor, length: int) -> torch.Tensor:
     return h[:, :length] if h.shape[1] != length else h
 
 
-def _forward_scan(a, b, h0, q: int) -> torch.Tensor:
+def forward_scan(a, b, h0, q: int) -> torch.Tensor:
     """h_t = a_t h_{t-1} + b_t on ``(batch, time, channels)``: levels 1–3 of the module docstring."""
     av, bv = _chunked(a, b, q)
     # Level 1: chunk products A_c and chunk states S_c from a zero start.
@@ -189,7 +192,7 @@ def _forward_scan(a, b, h0, q: int) -> torch.Tensor:
     return _unchunked(h, a.shape[1])
 
 
-def _reverse_scan(a, grad_h, q: int) -> torch.Tensor:
+def reverse_scan(a, grad_h, q: int) -> torch.Tensor:
     """g_t = grad_h_t + a_{t+1} g_{t+1} (the adjoint of the forward scan), run backwards in time.
 
     The quantity passed from step t to step t-1 is s_t = a_t g_t = a_t (grad_h_t + s_{t+1}), itself a

@@ -6,10 +6,17 @@ sizes ``dt`` ``(batch, time)``) or :class:`NeuronalAttentionCircuit` (which take
 ``t - t_0``). ``d_in`` / ``d_out`` are read from the core's ``in_channels`` / ``out_channels`` (or
 ``d_model``) attributes unless given.
 
+Padding: a ``mask`` ``(batch, time)`` marks each sample's valid steps, a non-empty prefix (padding at the
+end). Cores whose ``forward`` takes ``mask`` (attention: :class:`NeuronalAttentionCircuit`) get it as a
+key-padding mask; every other core must be causal (recurrent, scans, causal convolutions), so its outputs at
+valid steps never see the padding. The readouts then use valid steps only: ``"last"`` the output at each
+sample's last valid step, ``"mean"`` the mean over valid steps, ``"steps"`` every step (padded steps 0).
+
 Example:
     >>> model = SequenceModel(CfC(32, 64), in_features=8, out_features=10)
     >>> logits = model(torch.randn(4, 8, 8))                       # (4, 10)
     >>> logits = model(torch.randn(4, 8, 8), timestamps=torch.rand(4, 8).cumsum(1))
+    >>> logits = model(torch.randn(4, 8, 8), mask=torch.arange(8) < torch.tensor([[8], [5], [3], [1]]))
 """
 
 from __future__ import annotations
@@ -19,9 +26,11 @@ import inspect
 import torch
 from torch import nn
 
-__all__ = ["SequenceModel", "steps_from_timestamps", "check_sequence", "check_step", "initial_state"]
+__all__ = ["SequenceModel", "READOUTS", "steps_from_timestamps", "check_sequence", "check_mask", "check_step",
+           "initial_state", "pool"]
 
-READOUTS = ("last", "mean")
+#: how per-step core outputs become predictions (see the module docstring)
+READOUTS = ("last", "mean", "steps")
 
 
 def check_sequence(x: torch.Tensor, dt: torch.Tensor | None, in_channels: int) -> torch.Tensor:
@@ -42,6 +51,40 @@ def check_sequence(x: torch.Tensor, dt: torch.Tensor | None, in_channels: int) -
     if not bool((dt > 0).all()):
         raise ValueError(f"dt: time spans must be positive; found minimum {dt.min().item():.3g}")
     return dt
+
+
+def check_mask(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor | None:
+    """Validate ``mask`` ``(batch, time)`` for ``x`` ``(batch, time, ...)``: bool, True on a non-empty prefix.
+
+    Raises:
+        ValueError: naming ``mask``, with the expected and found dtype, shape or pattern.
+    """
+    if mask is None:
+        return None
+    if mask.dtype != torch.bool or mask.shape != x.shape[:2]:
+        raise ValueError(f"mask: expected a bool tensor of shape (batch, time) = {tuple(x.shape[:2])}, "
+                         f"found {mask.dtype} {tuple(mask.shape)}")
+    gaps = ~mask[:, 0] | (mask[:, 1:] & ~mask[:, :-1]).any(1)
+    if bool(gaps.any()):
+        raise ValueError(f"mask: expected valid steps as a non-empty prefix of each sample (padding at the end), "
+                         f"found samples {gaps.nonzero().flatten().tolist()} without")
+    return mask
+
+
+def pool(y: torch.Tensor, mask: torch.Tensor | None, readout: str) -> torch.Tensor:
+    """Readout of core outputs ``y`` ``(batch, time, d)`` over the valid steps of ``mask`` (None: all).
+
+    Returns ``(batch, d)`` for ``"last"`` (output at each sample's last valid step) and ``"mean"`` (mean over
+    valid steps), ``y`` itself ``(batch, time, d)`` for ``"steps"``.
+    """
+    if readout == "steps":
+        return y
+    if mask is None:
+        return y[:, -1] if readout == "last" else y.mean(1)
+    lengths = mask.sum(1)
+    if readout == "last":
+        return y[torch.arange(y.shape[0], device=y.device), lengths - 1]
+    return torch.where(mask[..., None], y, 0.0).sum(1) / lengths[:, None].to(y.dtype)
 
 
 def initial_state(x: torch.Tensor, h0: torch.Tensor | None, units: int) -> torch.Tensor:
@@ -83,12 +126,15 @@ class SequenceModel(nn.Module):
     Args:
         core: the sequence module (see the module docstring).
         in_features: input features per step. out_features: classes (logits) or regression targets.
-        readout: ``"last"`` (state after the last step) or ``"mean"`` (mean over time).
+        readout: one of :data:`READOUTS`; ``"steps"`` returns ``(batch, time, out_features)``.
         dropout: dropout before the head. core_in / core_out: the core's widths if it lacks the attributes.
+        time_feature: append the step size ``dt`` to each step's input features (for cores that take no
+            time input, e.g. discrete-time baselines, so that they see the same information).
     """
 
     def __init__(self, core: nn.Module, in_features: int, out_features: int, *, readout: str = "last",
-                 dropout: float = 0.0, core_in: int | None = None, core_out: int | None = None):
+                 dropout: float = 0.0, core_in: int | None = None, core_out: int | None = None,
+                 time_feature: bool = False):
         super().__init__()
         if readout not in READOUTS:
             raise ValueError(f"readout: expected one of {READOUTS}, found {readout!r}")
@@ -99,38 +145,44 @@ class SequenceModel(nn.Module):
             raise ValueError(f"core: expected in_channels/out_channels attributes or core_in/core_out, "
                              f"found {core_in}/{core_out}")
         self.in_features, self.out_features, self.readout = in_features, out_features, readout
-        self.encoder = nn.Linear(in_features, core_in)
+        self.time_feature = time_feature
+        self.encoder = nn.Linear(in_features + int(time_feature), core_in)
         self.core = core
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(core_out, out_features)
         params = inspect.signature(core.forward).parameters
         self.time_arg = "dt" if "dt" in params else "t" if "t" in params else None
+        self.takes_mask = "mask" in params
 
-    def forward(self, x: torch.Tensor, dt: torch.Tensor | None = None, *,
+    def forward(self, x: torch.Tensor, dt: torch.Tensor | None = None, mask: torch.Tensor | None = None, *,
                 timestamps: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits or predictions ``(batch, out_features)``.
+        """Logits or predictions ``(batch, out_features)`` (readout ``"steps"``: ``(batch, time, out_features)``).
 
         Args:
             x: ``(batch, time, in_features)``. dt: step sizes ``(batch, time)`` (> 0), or
             timestamps: ``(batch, time)``, strictly increasing (not both).
+            mask: ``(batch, time)`` bool, True on valid steps, a prefix of each sample (None: all valid).
         """
         if timestamps is not None:
             if dt is not None:
                 raise ValueError("dt, timestamps: expected at most one of them, found both")
             dt = steps_from_timestamps(timestamps)
-        if dt is not None:
-            dt = check_sequence(x, dt, self.in_features)
-        else:
-            check_sequence(x, None, self.in_features)
-        z = self.encoder(x)
-        if dt is None:
-            y = self.core(z)
-        elif self.time_arg is None:
+        steps = check_sequence(x, dt, self.in_features)
+        mask = check_mask(x, mask)
+        if self.time_feature:
+            x = torch.cat([x, steps[..., None]], -1)
+        y = self._core(self.encoder(x), None if dt is None else steps, mask)
+        out = self.head(self.dropout(pool(y, mask, self.readout)))
+        return out if self.readout != "steps" or mask is None else out.masked_fill(~mask[..., None], 0.0)
+
+    def _core(self, z: torch.Tensor, dt: torch.Tensor | None, mask: torch.Tensor | None) -> torch.Tensor:
+        """The core's outputs ``(batch, time, core_out)`` with its time input and (if it takes one) mask."""
+        kwargs = {"mask": mask} if self.takes_mask and mask is not None else {}
+        if dt is not None and self.time_arg == "dt":
+            kwargs["dt"] = dt
+        elif dt is not None and self.time_arg == "t":  # timestamps relative to the first step
+            kwargs["t"] = dt.cumsum(1) - dt[:, :1]
+        elif dt is not None and not self.time_feature:
             raise ValueError(f"dt: the core {type(self.core).__name__} takes no time input, found step sizes")
-        elif self.time_arg == "dt":
-            y = self.core(z, dt=dt)
-        else:  # timestamps relative to the first step
-            y = self.core(z, t=dt.cumsum(1) - dt[:, :1])
-        y = y[0] if isinstance(y, tuple) else y
-        pooled = y[:, -1] if self.readout == "last" else y.mean(1)
-        return self.head(self.dropout(pooled))
+        y = self.core(z, **kwargs)
+        return y[0] if isinstance(y, tuple) else y

@@ -1,10 +1,10 @@
 """Shared pieces of the example scripts: options and scales, the model comparison on the project's run
-layer (``operators.training.train_run`` / ``evaluate_run``), sequence regression, results JSON and tables.
+layer (``operators.training.train_run`` / ``evaluate_run``), results JSON and tables.
 
-Every field example writes its data to a NetCDF file in its output folder, trains each model from that
-file into ``runs/<label>`` with the same explicit splits and settings (:func:`train_models`), and scores
-the stored test split of each run (:func:`evaluate`), so the examples and ``circuitop train`` /
-``circuitop evaluate`` share one pipeline.
+Every example writes its data to a NetCDF file in its output folder, trains each model from that file
+into ``runs/<label>`` from one shared :class:`~operators.training.RunSpec` (the same explicit splits and
+settings; :func:`train_models` sets only the model), and scores the stored test split of each run
+(:func:`evaluate`), so the examples and ``circuitop train`` / ``circuitop evaluate`` share one pipeline.
 
 Every example runs at one of three scales, chosen on the command line:
 
@@ -37,14 +37,14 @@ import xarray as xr
 
 import pde_data
 from evaluation import metrics
-from operators.training import LoaderConfig, Splits, TrainConfig, epoch_order, evaluate_run, load_run, train_run
+from operators.training import RunSpec, Splits, evaluate_run, load_run, train_run
 from pde_data import atomic_path
 from pde_data.model import SAMPLE, TIME
 
 __all__ = ["parser", "setup", "settings", "start", "training_seeds", "seed_summary", "summary_means", "mean_curves",
            "mean_predictor",
            "in_order", "save_in_order", "Trained", "train_models", "evaluate",
-           "fields", "n_params", "SelfAttention", "fit_regression", "predict_regression", "write_results",
+           "fields", "n_params", "write_results",
            "print_table", "ratios", "finite", "positive_int"]
 
 SCALES = ("smoke", "quick", "medium", "full")
@@ -223,20 +223,22 @@ def n_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def train_models(specs: dict[str, tuple[str, dict]], data: Path, runs: Path, *, train_config: TrainConfig,
-                 splits: Splits, device: str, **run_options) -> dict[str, Trained]:
+def train_models(specs: dict[str, tuple[str, dict]], data: Path, runs: Path, *, spec: RunSpec,
+                 device: str) -> dict[str, Trained]:
     """Train every ``label -> (registry name, config)`` from the file ``data`` into ``runs/<label>`` (spaces
-    dropped) with ``operators.training.train_run``: the same splits, settings and ``run_options``
-    (``inputs``, ``targets``, ``window``, ``horizon``) for all. The wall time includes the run's setup
+    dropped) with ``operators.training.train_run``: each run's spec is the shared ``spec`` (variables,
+    splits, task, optimisation, seed) with the data path and the model set, its train and validation
+    samples read into memory once (``loading.cache="memory"``). The wall time includes the run's setup
     (opening the file, fingerprint, normalizer fit) besides training. A run of an earlier invocation in
     ``runs/<label>`` is replaced (``overwrite=True``: only the files a run writes are deleted)."""
     trained = {}
     for label, (name, config) in specs.items():
         print(f"training {label} ({name}, {config})", flush=True)
         run_dir = runs / label.replace(" ", "")
+        run_spec = spec.override({"data.path": str(data), "model.name": name, "model.config": config,
+                                  "loading.cache": "memory"})
         start = time.perf_counter()
-        history = train_run(data, name, run_dir, model_config=config, train_config=train_config, splits=splits,
-                            device=device, loader=LoaderConfig(cache="memory"), overwrite=True, **run_options)
+        history = train_run(run_spec, run_dir, device=device, overwrite=True, progress=False)
         seconds = time.perf_counter() - start
         count = n_params(load_run(run_dir, which="last").model)
         print(f"  {label}: {count:,} parameters, trained in {seconds:.1f} s", flush=True)
@@ -264,52 +266,6 @@ def fields(trained: Trained, data: Path, variable: str) -> tuple[np.ndarray, np.
             last = pred.sizes[TIME] - 1
             pred, true = pred.isel({TIME: last}), true.isel({TIME: last})
         return pred.values, true.values
-
-
-# -- sequence regression (the field trainer takes one input tensor; these models also take timestamps) --
-class SelfAttention(torch.nn.MultiheadAttention):
-    """``torch.nn.MultiheadAttention`` as a sequence core: ``x (batch, time, d_model)`` → self-attention."""
-
-    def __init__(self, d_model: int, num_heads: int):
-        super().__init__(d_model, num_heads, batch_first=True)
-        self.d_model = d_model
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        return super().forward(x, x, x, need_weights=False)[0]
-
-
-def _call(model, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """``model(x, timestamps=t)`` for cores that take time, else ``model(x)``."""
-    return model(x, timestamps=t) if getattr(model, "time_arg", None) else model(x)
-
-
-def fit_regression(model, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *, epochs: int, batch_size: int,
-                   lr: float, seed: int) -> list[float]:
-    """Adam + cosine schedule on the mean squared error, seeded batches (``epoch_order``); losses per epoch."""
-    torch.manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(epochs, 1))
-    history = []
-    model.train()
-    for epoch in range(epochs):
-        total = 0.0
-        for idx in epoch_order(len(y), seed, epoch).split(batch_size):
-            loss = torch.nn.functional.mse_loss(_call(model, x[idx], t[idx]), y[idx])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            total += loss.item() * len(idx)
-        schedule.step()
-        history.append(total / len(y))
-    return history
-
-
-@torch.no_grad()
-def predict_regression(model, x: torch.Tensor, t: torch.Tensor, *, batch_size: int = 256) -> torch.Tensor:
-    """Predictions in batches, eval mode."""
-    model.eval()
-    return torch.cat([_call(model, xb, tb) for xb, tb in zip(x.split(batch_size), t.split(batch_size))])
 
 
 # -- results ------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ import math
 
 import _common
 from evaluation import PDEBENCH_KEYS, plots
-from operators.training import TrainConfig
+from operators.training import DataSpec, OptimSpec, RunSpec
 from pde_data import generate_darcy, save
 
 SCRIPT = "darcy"
@@ -59,10 +59,10 @@ def one_seed(seed: int, specs: dict, cfg: dict, data, splits, args, out) -> dict
     """Train every model with training seed ``seed``; its test metrics (physical units), parameters,
     training time and final training loss."""
     runs = out / "runs" / f"seed{seed}"
-    train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, weight_decay=1e-4,
-                               optimizer="adamw", step_size=cfg["step_size"], gamma=0.5, seed=seed, progress=False)
-    trained = _common.train_models(specs, data, runs, train_config=train_config, splits=splits,
-                                   device=args.device, inputs=["a"], targets=["u"])
+    spec = RunSpec(data=DataSpec(inputs=("a",), targets=("u",), splits=splits),
+                   optim=OptimSpec(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, weight_decay=1e-4,
+                                   optimizer="adamw", step_size=cfg["step_size"], gamma=0.5, seed=seed))
+    trained = _common.train_models(specs, data, runs, spec=spec, device=args.device)
     rows = {}
     for label, run in trained.items():
         metrics = _common.evaluate(run, data)["metrics"]

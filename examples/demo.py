@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import pde_data  # noqa: E402
 from evaluation import plots  # noqa: E402
-from operators.training import TrainConfig, evaluate_run, train_run  # noqa: E402
+from operators.training import DataSpec, OptimSpec, RunSpec, TaskSpec, evaluate_run, train_run  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -67,14 +67,15 @@ def train(cfg: DemoConfig, data: Path, out: Path) -> dict[str, float]:
     """Step 2: train every model on the same splits; returns the wall time per model. The runs of an
     earlier demo in the same folder are replaced (``overwrite``: only the files a run writes)."""
     n_test = max(2, cfg.n_samples // 8)
-    sizes = [cfg.n_samples - 2 * n_test, n_test, n_test]
+    spec = RunSpec(data=DataSpec(str(data), split=(cfg.n_samples - 2 * n_test, n_test, n_test), split_seed=cfg.seed),
+                   task=TaskSpec(window=cfg.window),
+                   optim=OptimSpec(epochs=cfg.epochs, batch_size=10, lr=3e-3, step_size=max(1, cfg.epochs // 2),
+                                   seed=cfg.seed))
     seconds = {}
     for name, (model, extra) in MODELS.items():
         start = time.perf_counter()
-        model_config = {"width": cfg.width, "n_modes": cfg.modes, "n_layers": cfg.n_layers, **extra}
-        train_run(data, model, out / name, model_config=model_config, window=cfg.window, sizes=sizes,
-                  split_seed=cfg.seed, overwrite=True, train_config=TrainConfig(epochs=cfg.epochs, batch_size=10, lr=3e-3,
-                                                                step_size=max(1, cfg.epochs // 2), seed=cfg.seed))
+        config = {"width": cfg.width, "n_modes": cfg.modes, "n_layers": cfg.n_layers, **extra}
+        train_run(spec.override({"model.name": model, "model.config": config}), out / name, overwrite=True)
         seconds[name] = time.perf_counter() - start
     return seconds
 
@@ -82,7 +83,7 @@ def train(cfg: DemoConfig, data: Path, out: Path) -> dict[str, float]:
 def evaluate(cfg: DemoConfig, data: Path, out: Path) -> dict[str, dict]:
     """Step 3: roll every model out on the test split (``operators.training.evaluate_run`` writes each
     run's metrics.json, rollout.csv and plots into its folder)."""
-    return {name: evaluate_run(out / name, data, rollout=cfg.rollout) for name in MODELS}
+    return {name: evaluate_run(out / name, data, steps=cfg.rollout) for name in MODELS}
 
 
 _REPORTED = ("rel_l2", "rel_l2_spectral", "rel_l2_derivative", "RMSE", "nRMSE", "bRMSE",

@@ -1,138 +1,113 @@
-"""PDNA variants A-E under the Gapped protocol on sequential 8x8 digits (the paper's Table 4 form).
+"""PDNA variants A-E under the Gapped protocol on sequential 8x8 digits (the PDNA paper's Table 4 form).
 
 Each 8x8 handwritten digit that scikit-learn ships (offline) is read row by row: 8 time steps of 8
-features. Every variant of PDNA (A baseline CfC, B noise control, C pulse,
-D self-attend, E full PDNA) is trained on clean sequences for several seeds and evaluated with gaps at
-test time only (0, 5, 15, 30 % centred and a 20 % multi-gap); degradation = acc(0 %) - acc(30 %).
+features (``pde_data.generate_gapped_digits(gap=0)``: whole sequences, pixels / 16 in [0, 1]). Every
+variant of PDNA (A baseline CfC, B noise control, C pulse, D self-attend, E full PDNA; the registry's
+``pdna`` with ``variant``) is trained by the run layer (``operators.training.train_run``) on the clean
+sequences for several seeds and evaluated with gaps at test time only (``evaluation.gapped_evaluation``:
+0, 5, 15, 30 % centred and a 20 % multi-gap, the gapped steps' inputs set to zero); degradation =
+acc(0 %) − acc(30 %). The pixels are already in [0, 1], so the runs do not normalize them
+(``data.normalize`` none, as the paper's models see them): a gap is a row of black pixels.
 
-    python examples/gapped_sequences.py --quick              # seconds on a CPU
-    python examples/gapped_sequences.py                      # full setting: 5 seeds, 40 epochs
+Split (``--seed``, default 0): a seeded permutation of the 1,797 digits, its first fifth (359) the test
+split, the rest the training split (no validation split; ``--quick`` and ``--smoke`` train on its first
+768 / 64). Training: AdamW lr 5e-3, weight decay 1e-4, cosine schedule over the epochs, gradients
+clipped at 1, batch 64, dropout 0.1 before the head; the training seed also seeds variant B's noise.
 
-Writes the per-seed accuracies and the summary to a JSON file (atomically) and prints the table.
+Scales:
+
+- full: hidden 64 (CfC backbone 128), 40 epochs, training seeds 42, 123, 456, 789, 1337.
+- ``--medium``: hidden 64, 15 epochs, seeds 42, 123, 456 (the setting of RESULTS.md's PDNA table).
+- ``--quick``: hidden 16 (backbone 32), 5 epochs, seed 42, 768 training digits: seconds per variant.
+- ``--smoke``: hidden 4, one epoch, 64 training digits.
+
+Outputs in ``--out`` (default ``runs/gapped_sequences``): ``results.json`` (accuracies in % per seed and
+their mean ± std), ``gaps.png`` (accuracy per gap level and variant), ``data.nc`` and the run folders
+``runs/seed<k>/<variant>``.
+
+Example:
+    python examples/gapped_sequences.py --quick
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import statistics
-import tempfile
-import time
-from pathlib import Path
-
 import torch
-from sklearn.datasets import load_digits
 
-from circuitop import PDNA, SequenceModel
-from evaluation import GAP_LEVELS, gapped_evaluation
+import _common
+import pde_data
+from evaluation import GAP_LEVELS, gapped_evaluation, plots
+from operators.training import DataSpec, OptimSpec, RunSpec, Splits, load_run
 
-COLUMNS = [*GAP_LEVELS, "degradation"]
+SCRIPT = "gapped_sequences"
+COMMON = dict(variants="ABCDE", batch_size=64, lr=5e-3, dropout=0.1, train_limit=None)
+SCALES = {
+    "full": dict(COMMON, hidden=64, backbone_units=128, epochs=40, seeds=(42, 123, 456, 789, 1337)),
+    "medium": dict(COMMON, hidden=64, backbone_units=128, epochs=15, seeds=(42, 123, 456)),
+    "quick": dict(COMMON, hidden=16, backbone_units=32, epochs=5, seeds=(42,), train_limit=768),
+    "smoke": dict(COMMON, hidden=4, backbone_units=8, epochs=1, seeds=(42,), train_limit=64),
+}
 NAMES = {"A": "Baseline CfC", "B": "CfC + Noise", "C": "CfC + Pulse", "D": "CfC + SelfAttend", "E": "Full PDNA"}
+COLUMNS = (*GAP_LEVELS, "degradation")
 
 
-def load_sequences(train_limit: int | None) -> tuple[torch.Tensor, ...]:
-    """Digits as ``(n, 8 steps, 8 features)`` in [0, 1], split 80/20 with a fixed permutation."""
-    digits = load_digits()
-    x = torch.tensor(digits.images / 16.0, dtype=torch.float32)
-    y = torch.tensor(digits.target, dtype=torch.long)
-    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
-    n_test = len(y) // 5
-    test, train = order[:n_test], order[n_test:]
-    if train_limit is not None:
-        train = train[:train_limit]
-    return x[train], y[train], x[test], y[test]
+def write_digits(cfg: dict, seed: int, out) -> tuple:
+    """``data.nc`` (every digit as a sequence) and the split: a ``seed``-ed permutation's first fifth is the
+    test split, the rest (at most ``train_limit`` of it, in permutation order) the training split."""
+    data = pde_data.save(pde_data.generate_gapped_digits(seed=seed, gap=0.0), out / "data.nc")
+    with pde_data.open_data(data) as ds:
+        n = ds.sizes["sample"]
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+    test, train = order[:n // 5], order[n // 5:][:cfg["train_limit"]]
+    splits = Splits(tuple(sorted(train)), (), tuple(sorted(test)))
+    print(f"data: digits as 8 rows of 8 pixels, train/test = {len(train)}/{len(test)}", flush=True)
+    return data, splits
 
 
-def train_one(variant: str, seed: int, data: tuple[torch.Tensor, ...], args: argparse.Namespace) -> dict:
-    """Train one variant with one seed on clean sequences; return its gapped-evaluation report."""
-    torch.manual_seed(seed)
-    x_train, y_train, x_test, y_test = data
-    core = PDNA(args.hidden, args.hidden, variant=variant, seed=seed, backbone_units=args.backbone_units)
-    model = SequenceModel(core, in_features=8, out_features=10, dropout=0.1)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
-    steps_per_epoch = -(-len(y_train) // args.batch_size)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs * steps_per_epoch)
-    generator = torch.Generator().manual_seed(seed)
-    model.train()
-    for _ in range(args.epochs):
-        for batch in torch.randperm(len(y_train), generator=generator).split(args.batch_size):
-            loss = torch.nn.functional.cross_entropy(model(x_train[batch]), y_train[batch])
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-    return gapped_evaluation(model, x_test, y_test)
+def models(cfg: dict, seed: int) -> dict[str, tuple[str, dict]]:
+    """``variant -> ("pdna", config)``; ``seed`` seeds variant B's noise."""
+    return {v: ("pdna", {"units": cfg["hidden"], "backbone_units": cfg["backbone_units"], "variant": v,
+                         "seed": seed, "dropout": cfg["dropout"]}) for v in cfg["variants"]}
 
 
-def summarize(runs: dict[str, list[dict]]) -> dict[str, dict[str, tuple[float, float]]]:
-    """variant -> column -> (mean, std) in percent over seeds."""
-    out = {}
-    for variant, reports in runs.items():
-        out[variant] = {}
-        for column in COLUMNS:
-            values = [100 * r[column] for r in reports]
-            out[variant][column] = (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0)
-    return out
+@torch.no_grad()
+def gapped(run_dir, data) -> dict[str, float]:
+    """The Gapped protocol on the run's test split (the model of the last epoch): accuracy in % per level."""
+    run = load_run(run_dir, which="last")
+    test = list(run.spec.data.splits.test)
+    x = pde_data.read_samples(data, run.spec.data.inputs, test)  # (n, time, features), as in the file
+    _, y, dt, _ = run.task.dataset(str(data), test, cache=True).read_batch(list(range(len(test))))
+    report = gapped_evaluation(run.model, run.task.normalizers.encode(x), y, dt=dt)
+    return {k: 100 * v for k, v in report.items()}
 
 
-def print_table(summary: dict, n_seeds: int) -> None:
-    print(f"\nAccuracy (%) at each gap level, sequential 8x8 digits, mean ± std over {n_seeds} seed(s)")
-    header = ["Variant", "0%", "5%", "15%", "30%", "Multi", "Degradation"]
-    print(f"{header[0]:<22}" + "".join(f"{h:>15}" for h in header[1:]))
-    for variant, row in summary.items():
-        cells = "".join(f"{m:>8.2f} ± {s:<4.2f}" for m, s in (row[c] for c in COLUMNS))
-        print(f"{variant + '. ' + NAMES[variant]:<22}{cells}")
-
-
-def write_json_atomic(payload: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(payload, handle, indent=2)
-    os.replace(tmp, path)
+def one_seed(seed: int, cfg: dict, data, splits: Splits, args, out) -> dict[str, dict[str, float]]:
+    """Train every variant with training seed ``seed`` on the clean sequences; its gapped accuracies (%),
+    parameters and training time."""
+    spec = RunSpec(data=DataSpec(inputs=("pixels",), targets=("label",), splits=splits, normalize=None),
+                   optim=OptimSpec(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"], weight_decay=1e-4,
+                                   optimizer="adamw", scheduler="cosine", grad_clip=1.0, seed=seed))
+    trained = _common.train_models(models(cfg, seed), data, out / "runs" / f"seed{seed}", spec=spec,
+                                   device=args.device)
+    rows = {}
+    for variant, run in trained.items():
+        row = rows[variant] = {**gapped(run.run_dir, data), "params": run.n_params, "train_s": run.seconds}
+        print(f"  seed {seed}, {variant}: clean {row['gap_0']:.2f} %, multi-gap {row['multi']:.2f} %", flush=True)
+    return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small CPU budget (1 seed, few epochs, 16 units)")
-    parser.add_argument("--variants", default="ABCDE", help="variants to run, e.g. ACE")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default 42 123 456 789 1337")
-    parser.add_argument("--epochs", type=int, default=None, help="default 40 (quick: 5)")
-    parser.add_argument("--hidden", type=int, default=None, help="CfC state size, default 64 (quick: 16)")
-    parser.add_argument("--train-limit", type=int, default=None, help="use at most this many training digits")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=5e-3)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (small models: 1 is fastest)")
-    parser.add_argument("--out", type=Path, default=Path("results/gapped_sequences.json"))
-    args = parser.parse_args()
-    args.seeds = args.seeds or ([42] if args.quick else [42, 123, 456, 789, 1337])
-    args.epochs = args.epochs or (5 if args.quick else 40)
-    args.hidden = args.hidden or (16 if args.quick else 64)
-    args.backbone_units = 32 if args.quick else 128
-    if args.quick and args.train_limit is None:
-        args.train_limit = 768
-    bad = set(args.variants) - set(NAMES)
-    if bad:
-        parser.error(f"--variants: expected letters from ABCDE, found {''.join(sorted(bad))}")
-
-    torch.set_num_threads(args.threads)
-    data = load_sequences(args.train_limit)
-    start, runs = time.perf_counter(), {}
-    for variant in args.variants:
-        runs[variant] = []
-        for seed in args.seeds:
-            runs[variant].append(train_one(variant, seed, data, args))
-            report = runs[variant][-1]
-            print(f"variant {variant} seed {seed}: clean {100 * report['gap_0']:.2f} %, "
-                  f"multi-gap {100 * report['multi']:.2f} % ({time.perf_counter() - start:.0f} s)", flush=True)
-    summary = summarize(runs)
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    write_json_atomic({"settings": settings, "runs": runs, "summary": summary,
-                       "seconds": time.perf_counter() - start}, args.out)
-    print_table(summary, len(args.seeds))
-    print(f"\nwrote {args.out} in {time.perf_counter() - start:.1f} s")
+    args, out, cfg, seeds = _common.start(__doc__, SCRIPT, SCALES)
+    data, splits = write_digits(cfg, args.seed, out)
+    per_seed = {seed: one_seed(seed, cfg, data, splits, args, out) for seed in seeds}
+    summary = _common.seed_summary(per_seed)
+    rows = _common.summary_means(summary)
+    _common.print_table({f"{v}. {NAMES[v]}": {c: row[c] for c in COLUMNS} for v, row in rows.items()},
+                        f"accuracy (%) at each gap level, mean over seeds {seeds}", fmt="{:.2f}")
+    plots.plot_metric_bars({v: {c: row[c] for c in GAP_LEVELS} for v, row in rows.items()}, path=out / "gaps.png")
+    _common.write_results(out, SCRIPT, args, {
+        "settings": cfg, "seeds": seeds, "names": NAMES, "metrics": summary, "per_seed": per_seed,
+        "chance_pct": 10.0, "n_test": len(splits.test),
+    })
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ from __future__ import annotations
 import _common
 import pde_data
 from evaluation import plots
-from operators.training import TrainConfig
+from operators.training import DataSpec, OptimSpec, RunSpec, TaskSpec
 from pde_data.model import TIME
 
 SCRIPT = "navier_stokes_rollout"
@@ -85,15 +85,14 @@ def one_seed(seed: int, specs: dict, cfg: dict, files: dict, splits, args, out) 
     """Train every model for every window with training seed ``seed`` and roll it out: ``{"rows":
     {label: {"<m>->1": rollout rel. L2}}, "curves": {"<label> <m>->1": per-step rel. L2}, "models": ...}``."""
     runs = out / "runs" / f"seed{seed}"
-    train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg.get("lr", 1e-3),
-                               optimizer="adam", weight_decay=1e-4, step_size=100, gamma=0.5, seed=seed,
-                               progress=False)
+    optim = OptimSpec(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg.get("lr", 1e-3), optimizer="adam",
+                      weight_decay=1e-4, step_size=100, gamma=0.5, seed=seed)
     rows, curves, models = {}, {}, {}
     for m, data in files.items():
-        trained = _common.train_models(specs, data, runs / f"m{m}", train_config=train_config,
-                                       splits=splits, device=args.device, window=m, horizon=cfg["n_steps"])
+        spec = RunSpec(data=DataSpec(splits=splits), task=TaskSpec(window=m, horizon=cfg["n_steps"]), optim=optim)
+        trained = _common.train_models(specs, data, runs / f"m{m}", spec=spec, device=args.device)
         for label, run in trained.items():
-            result = _common.evaluate(run, data, rollout=cfg["n_steps"])
+            result = _common.evaluate(run, data, steps=cfg["n_steps"])
             per_step = result["rollout"]["per_step_rel_l2"]
             curves[f"{label} {m}->1"] = per_step
             rows.setdefault(label, {})[f"{m}->1"] = result["metrics"]["rel_l2"]

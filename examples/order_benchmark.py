@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import _common
 from evaluation import plots
-from operators.training import TrainConfig
+from operators.training import DataSpec, OptimSpec, RunSpec
 from pde_data import generate_order_splits
 
 SCRIPT = "order_benchmark"
@@ -87,10 +87,10 @@ def scaling_specs(cfg: dict) -> dict[str, tuple[str, dict]]:
 def compare(specs, data, splits, cfg, seed, device, runs) -> dict[str, dict]:
     """Train ``specs`` with training seed ``seed`` on one target's file ``data``; test metrics, parameters
     and time per model."""
-    train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"], optimizer="adamw",
-                               weight_decay=1e-4, scheduler="cosine", seed=seed, progress=False)
-    trained = _common.train_models(specs, data, runs, train_config=train_config, splits=splits, device=device,
-                                   inputs=["input"], targets=["target"])
+    spec = RunSpec(data=DataSpec(inputs=("input",), targets=("target",), splits=splits),
+                   optim=OptimSpec(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"], optimizer="adamw",
+                                   weight_decay=1e-4, scheduler="cosine", seed=seed))
+    trained = _common.train_models(specs, data, runs, spec=spec, device=device)
     rows = {}
     for label, run in trained.items():
         metrics = _common.evaluate(run, data)["metrics"]

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import _common
 from evaluation import plots
-from operators.training import TrainConfig
+from operators.training import DataSpec, OptimSpec, RunSpec, TaskSpec
 from pde_data import generate_poisson, save
 
 SCRIPT = "poisson_order_ablation"
@@ -86,11 +86,11 @@ def one_seed(seed: int, specs: dict, cfg: dict, data, ood, splits, args, out) ->
     """Train every order with training seed ``seed``; its metrics in and out of distribution (physical
     units), parameters and training time."""
     runs = out / "runs" / f"seed{seed}"
-    train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adam",
-                               weight_decay=cfg["weight_decay"], step_size=cfg["step_size"], gamma=cfg["gamma"],
-                               loss="rel_l1", seed=seed, progress=False)
-    trained = _common.train_models(specs, data, runs, train_config=train_config, splits=splits,
-                                   device=args.device, inputs=["f"], targets=["u"])
+    spec = RunSpec(data=DataSpec(inputs=("f",), targets=("u",), splits=splits), task=TaskSpec(loss="rel_l1"),
+                   optim=OptimSpec(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adam",
+                                   weight_decay=cfg["weight_decay"], step_size=cfg["step_size"], gamma=cfg["gamma"],
+                                   seed=seed))
+    trained = _common.train_models(specs, data, runs, spec=spec, device=args.device)
     # OOD first: the run folder keeps the predictions and metrics.json of its own test split.
     rows = {}
     for label, run in trained.items():

@@ -48,7 +48,7 @@ import math
 import _common
 import pde_data
 from evaluation import PDEBENCH_KEYS, plots
-from operators.training import TrainConfig
+from operators.training import DataSpec, OptimSpec, RunSpec, TaskSpec
 
 SCRIPT = "shallow_water"
 SCALES = {
@@ -81,10 +81,10 @@ def one_seed(seed: int, specs: dict, cfg: dict, data, splits, args, out) -> dict
     metrics}, "curves": {label: per-step rel. L2}}`` (the given frames excluded from the metrics)."""
     m = cfg["given"]
     runs = out / "runs" / f"seed{seed}"
-    train_config = TrainConfig(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adamw",
-                               weight_decay=1e-4, step_size=100, gamma=0.5, seed=seed, progress=False)
-    trained = _common.train_models(specs, data, runs, train_config=train_config, splits=splits,
-                                   device=args.device, inputs=["h"], window=m, horizon=cfg["frames"] - m)
+    spec = RunSpec(data=DataSpec(inputs=("h",), splits=splits), task=TaskSpec(window=m, horizon=cfg["frames"] - m),
+                   optim=OptimSpec(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=1e-3, optimizer="adamw",
+                                   weight_decay=1e-4, step_size=100, gamma=0.5, seed=seed))
+    trained = _common.train_models(specs, data, runs, spec=spec, device=args.device)
     rows, curves = {}, {}
     for label, run in trained.items():
         result = _common.evaluate(run, data)

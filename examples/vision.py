@@ -48,7 +48,7 @@ import pde_data
 from circuitop import ROUTINGS
 from evaluation import plots
 from operators import models
-from operators.training import Splits, TrainConfig
+from operators.training import DataSpec, OptimSpec, RunSpec, Splits, TaskSpec
 
 SCRIPT = "vision"
 COMMON = dict(size=32, sizes=(1257, 180, 360), batch_size=64, lr=2e-3, shift=2, few=100, few_epochs=60)
@@ -84,21 +84,23 @@ def specs(cfg: dict) -> dict[str, tuple[str, dict]]:
             ("chonn_vision", {"size": "cpu", "routing": name}) for name in cfg["models"]}
 
 
-def _config(cfg: dict, seed: int, epochs: int) -> TrainConfig:
-    return TrainConfig(epochs=epochs, batch_size=cfg["batch_size"], lr=cfg["lr"], weight_decay=0.05, optimizer="adamw",
-                       scheduler="cosine", label_smoothing=0.1, shift=cfg["shift"], seed=seed, progress=False)
+def _spec(cfg: dict, splits: Splits, seed: int) -> RunSpec:
+    """The settings every model shares (the full training split, ``cfg["epochs"]``)."""
+    return RunSpec(data=DataSpec(inputs=("image",), targets=("label",), splits=splits),
+                   task=TaskSpec(label_smoothing=0.1, shift=cfg["shift"]),
+                   optim=OptimSpec(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"], weight_decay=0.05,
+                                   optimizer="adamw", scheduler="cosine", seed=seed))
 
 
 def one_seed(seed: int, cfg: dict, data, splits: Splits, args, out) -> tuple[dict, dict]:
     """Train every model with training seed ``seed`` on the whole training split, and again on its first
     ``cfg["few"]`` images: the metrics row (``*_few`` for the second) and the validation top-1 curve."""
     runs = out / "runs" / f"seed{seed}"
-    common = dict(device=args.device, inputs=["image"], targets=["label"])
-    trained = _common.train_models(specs(cfg), data, runs, train_config=_config(cfg, seed, cfg["epochs"]),
-                                   splits=splits, **common)
+    spec = _spec(cfg, splits, seed)
+    trained = _common.train_models(specs(cfg), data, runs, spec=spec, device=args.device)
     few = Splits(splits.train[:cfg["few"]], splits.val, splits.test)
-    trained_few = _common.train_models(specs(cfg), data, runs / "few", splits=few,
-                                       train_config=_config(cfg, seed, cfg["few_epochs"]), **common)
+    few_spec = spec.override({"data.splits": few, "optim.epochs": cfg["few_epochs"]})
+    trained_few = _common.train_models(specs(cfg), data, runs / "few", spec=few_spec, device=args.device)
     early = max(1, cfg["epochs"] // 10)
     rows, curves = {}, {}
     for label, run in trained.items():

@@ -14,6 +14,14 @@ A Dataset's data variables become channels in the order given (or in the Dataset
 DataArray is one channel (or ``feature`` channels for sequences). Irregular sampling is a ``time``
 coordinate of dims ``(sample, time)``; :func:`time_steps` turns it into step sizes ``(batch, time)``.
 
+Sequences of unequal lengths are padded to a common ``time`` size; an integer variable ``length`` of
+dims ``(sample,)`` gives each sample's number of valid steps (:func:`valid_mask`). Steps at and beyond
+it are padding: values 0, and the time coordinate keeps increasing strictly with the sample's last step
+size (:func:`padded_time`), so :func:`time_steps` holds. Without ``length`` every step is valid.
+Sequence targets: per sequence, a float variable ``(sample,)`` (regression, e.g. ``rul``) or an integer
+label ``(sample,)`` with attribute ``n_classes`` (:mod:`pde_data.labels`); per step, a float variable
+``(sample, time)`` (0 on padding, like the inputs).
+
 This is the only module that reshapes between xarray and torch; everything else calls it.
 """
 
@@ -28,7 +36,7 @@ import xarray as xr
 __all__ = [
     "SAMPLE", "TIME", "X", "Y", "Z", "S", "FEATURE", "SPATIAL_DIMS",
     "spatial_dims", "field_order", "kind_of", "check_dims",
-    "to_tensor", "from_tensor", "time_steps",
+    "to_tensor", "from_tensor", "time_steps", "LENGTH", "valid_mask", "padded_time",
 ]
 
 SAMPLE = "sample"
@@ -36,6 +44,8 @@ TIME = "time"
 X, Y, Z = "x", "y", "z"
 S = "s"  # the 1D order benchmark's periodic coordinate
 FEATURE = "feature"
+#: Each sequence's number of valid steps, an integer variable of dims ``(sample,)`` (see the module docstring).
+LENGTH = "length"
 #: Spatial dims in their canonical order ("ij" indexing: x before y). ``s`` is a 1D spatial axis.
 SPATIAL_DIMS = (S, X, Y, Z)
 
@@ -206,3 +216,49 @@ def time_steps(
         bad = np.argwhere(~(dt > 0))[0]
         raise ValueError(f"time coordinate must increase strictly; step {tuple(bad)} is {dt[tuple(bad)]}")
     return torch.as_tensor(dt, dtype=dtype, device=device)
+
+
+def valid_mask(obj: xr.Dataset | np.ndarray | Sequence[int], n_time: int | None = None) -> np.ndarray:
+    """``(sample, time)`` bool, True on each sequence's valid steps (``k < length``), False on padding.
+
+    Args:
+        obj: a Dataset (its ``length`` variable; every step valid without one) or lengths ``(sample,)``.
+        n_time: number of steps; taken from the Dataset's ``time`` dim when ``obj`` is a Dataset.
+
+    Raises:
+        ValueError: lengths outside ``[1, n_time]``, or lengths given without ``n_time``.
+    """
+    if isinstance(obj, xr.Dataset):
+        n_time = obj.sizes[TIME]
+        if LENGTH not in obj.data_vars:
+            return np.ones((obj.sizes[SAMPLE], n_time), dtype=bool)
+        obj = obj[LENGTH].values
+    if n_time is None:
+        raise ValueError("n_time: expected the number of time steps when lengths are given, found None")
+    lengths = np.asarray(obj)
+    if lengths.ndim != 1 or lengths.dtype.kind not in "iu":
+        raise ValueError(f"{LENGTH}: expected integer lengths of dims ({SAMPLE},), found {lengths.dtype} of shape "
+                         f"{lengths.shape}")
+    if lengths.size and (lengths.min() < 1 or lengths.max() > n_time):
+        raise ValueError(f"{LENGTH}: expected lengths in [1, {n_time}], found {lengths.min()} .. {lengths.max()}")
+    return np.arange(n_time) < lengths[:, None]
+
+
+def padded_time(time: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Times ``(sample, time)`` whose steps at and beyond ``length`` continue the sample's last step size.
+
+    ``t[i, k] = t[i, L-1] + (k - L + 1) · (t[i, L-1] - t[i, L-2])`` for ``k >= L = length[i]`` (step 1.0
+    when ``L == 1``), so times that increase strictly on the valid steps do so through the padding too.
+
+    Args:
+        time: ``(sample, time)`` times, valid before ``length`` (anything after).
+        length: ``(sample,)`` numbers of valid steps, in ``[1, time.shape[1]]``.
+    """
+    time = np.asarray(time, dtype=np.float64)
+    mask = valid_mask(length, time.shape[1])
+    last = np.asarray(length) - 1
+    rows = np.arange(time.shape[0])
+    end = time[rows, last]
+    step = np.where(last > 0, end - time[rows, np.maximum(last - 1, 0)], 1.0)
+    beyond = np.arange(time.shape[1]) - last[:, None]
+    return np.where(mask, time, end[:, None] + beyond * step[:, None])

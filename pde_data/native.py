@@ -13,8 +13,8 @@ build that was killed leaves torch's own ``lock`` file behind, which would make 
 forever: under the OS lock it is known to be stale, and is removed with a message.
 
 A failed build is reported once with :class:`NativeKernelWarning` and not retried; callers then use
-their pure-torch paths. ``CIRCUITOP_NATIVE_SCAN=0`` (read on every call; the name is historical: it
-covers every kernel) disables them all without building them. Compiler flags follow the compiler found
+their pure-torch paths. ``CIRCUITOP_NATIVE=0`` (read on every call) disables every kernel
+without building it. Compiler flags follow the compiler found
 (``$CXX``, else ``c++``): OpenMP only with GCC (Apple clang has none), ``-O3`` and the kernel's extra
 flags with GCC and clang, none with others.
 
@@ -43,7 +43,7 @@ __all__ = ["NativeKernel", "NativeKernelWarning", "SWITCH", "build_kernels", "co
            "compiler_kind", "native_enabled"]
 
 #: the environment variable that disables every native kernel when set to 0 (or false/off/no)
-SWITCH = "CIRCUITOP_NATIVE_SCAN"
+SWITCH = "CIRCUITOP_NATIVE"
 
 
 class NativeKernelWarning(RuntimeWarning):

@@ -19,7 +19,7 @@ with the faces' states and fluxes in small per-thread buffers, where the torch f
 memory-traffic floor; ``torch.compile`` of that step was measured slower in float32 (0.47–0.66×, README).
 The torch formulation stays as the kernel's reference twin (the two agree to round-off: torch takes
 its square roots from MKL, not correctly rounded) and runs on other devices, with
-``CIRCUITOP_NATIVE_SCAN=0``, or when the kernel cannot be built (one warning).
+``CIRCUITOP_NATIVE=0``, or when the kernel cannot be built (one warning).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ def _skip_unless_built(kernel: native.NativeKernel, build):
     known compiler is here; fails it when a GCC or clang is here and the build failed (so CI cannot pass
     with its native tests silently skipped)."""
     if not native.native_enabled():
-        pytest.skip("native kernels disabled by CIRCUITOP_NATIVE_SCAN=0 in the environment")
+        pytest.skip("native kernels disabled by CIRCUITOP_NATIVE=0 in the environment")
     ops = build()
     if ops is None:
         stem, why = kernel.stem, kernel.error

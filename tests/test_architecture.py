@@ -124,3 +124,71 @@ def _imports_all(path: Path) -> set[str]:
     names |= {n.module.split(".")[0] for n in ast.walk(tree)
               if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module}
     return names
+
+
+def _strings(path: Path) -> list[str]:
+    """Every string constant of a module (f-string parts included)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+#: the library's layers: their errors name Python parameters (``window=``), never command-line options
+LIBRARY = ("pde_data", "circuitop", "evaluation", "operators/training", "operators/models")
+#: option-like strings that are not ours (a compiler's ``--version``)
+_NOT_OPTIONS = {"--version"}
+
+
+def test_library_messages_name_parameters_not_options():
+    import re
+
+    option = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
+    offenders = {}
+    for folder in LIBRARY:
+        for path in (ROOT / folder).rglob("*.py"):
+            found = {m for s in _strings(path) for m in option.findall(s)} - _NOT_OPTIONS
+            if found:
+                offenders[str(path.relative_to(ROOT))] = sorted(found)
+    assert not offenders, f"library code naming command-line options: {offenders}"
+
+
+#: the generic run layer: the trainer, the run, its loaders and evaluation know no task
+GENERIC = ("trainer.py", "evaluate.py", "run.py", "data.py", "loader.py")
+_TASK_WORDS = {"kind", "window", "windowed", "horizon", "classify", "classifying", "classes", "labels", "rollout",
+               "steady", "sequence"}
+
+
+def test_the_trainer_and_evaluation_have_no_task_branches():
+    """What depends on the task lives in ``operators/training/tasks``: the generic modules name no task,
+    no task-only setting and no task's data (as identifiers, attributes or strings)."""
+    for name in GENERIC:
+        path = ROOT / "operators" / "training" / name
+        tree = ast.parse(path.read_text())
+        words = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        words |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        words |= {s for s in _strings(path) if s.isidentifier()}
+        assert not words & _TASK_WORDS, f"{name} names {sorted(words & _TASK_WORDS)}"
+
+
+def _module_imports(path: Path, module: str, is_package: bool) -> set[str]:
+    """The modules ``path`` imports anywhere in it (deferred imports inside functions too), relative ones resolved."""
+    here = module.split(".") if is_package else module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = here[: len(here) - node.level + 1] if node.level else []
+            prefix = ".".join(base + ([node.module] if node.module else []))
+            found |= {prefix} | {f"{prefix}.{a.name}" for a in node.names}
+    return found
+
+
+def test_no_import_cycles_between_modules_of_a_package():
+    """No two modules of a package import each other, even lazily (e.g. a cell and its fast path)."""
+    for package in ALLOWED:
+        paths = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+                 for p in (ROOT / package).rglob("*.py")}
+        graph = {m: {d for d in _module_imports(p, m, p.name == "__init__.py") if d in paths and d != m
+                     and not m.startswith(d + ".") and not d.startswith(m + ".")}  # a package and its modules
+                 for m, p in paths.items()}
+        assert not _has_cycle(graph), f"an import cycle among the modules of {package}"

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import operators
-from operators.training import CheckpointError, TrainConfig, Trainer, load_checkpoint, save_checkpoint
+from operators.training import CheckpointError, RunSpec, load_checkpoint, save_checkpoint
 from operators.training.checkpoint import tensor_state
 
 
@@ -21,10 +21,9 @@ class _Payload:
 
 
 def _trainer_state(tmp_path):
-    model = operators.build("fno", 1, 1, n_modes=4, width=8, n_layers=2)
-    x = torch.randn(8, 1, 16, 16)
-    trainer = Trainer(model, (x, x), (x, x), TrainConfig(epochs=1, batch_size=4, progress=False), tmp_path,
-                      meta={"model": operators.model_spec("fno", 1, 1, n_modes=4, width=8, n_layers=2), "data": {}})
+    from test_trainer import _tiny_trainer
+
+    trainer = _tiny_trainer(tmp_path, epochs=1)
     trainer.fit()
     return trainer.state_dict()
 
@@ -33,11 +32,12 @@ def test_trainer_checkpoint_loads_with_weights_only(tmp_path):
     state = _trainer_state(tmp_path)
     loaded = load_checkpoint(tmp_path / "last.pt")
     assert set(loaded) == set(state)
-    assert loaded["epoch"] == 1 and loaded["meta"]["model"]["name"] == "fno"
+    spec = RunSpec.from_dict(loaded["spec"])
+    assert loaded["epoch"] == 1 and spec.model.name == "fno" and spec.data.splits.sizes == (16, 8, 0)
     assert all(torch.equal(loaded["model"][k], v) for k, v in state["model"].items())
     assert "_metadata" not in loaded["model"]  # neuraloperator's entry holding functions is dropped
     torch.load(tmp_path / "last.pt", weights_only=True)
-    model = operators.rebuild(loaded["meta"]["model"])
+    model = operators.build(spec.model.name, spec.model.in_channels, spec.model.out_channels, **spec.model.config)
     model.load_state_dict(loaded["model"])
 
 

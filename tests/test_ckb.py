@@ -80,7 +80,7 @@ def _path(native: bool, request, monkeypatch) -> None:
     if native:
         request.getfixturevalue("kirchhoff_native")
     else:
-        monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "0")
+        monkeypatch.setenv("CIRCUITOP_NATIVE", "0")
 
 
 @pytest.mark.parametrize("native", [True, False])
@@ -114,7 +114,7 @@ def test_native_gated_sum_equals_torch(order, dtype, request, monkeypatch):
     results = []
     for native in (True, False):
         if not native:
-            monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "0")
+            monkeypatch.setenv("CIRCUITOP_NATIVE", "0")
         out = gated_sum(ys, g)
         assert ("_NativeGatedSumFn" in type(out.grad_fn).__name__) == native
         results.append([out, *torch.autograd.grad((out * weight).sum(), [g, *ys])])
@@ -125,7 +125,7 @@ def test_native_gated_sum_equals_torch(order, dtype, request, monkeypatch):
 
 def test_native_backward_uses_the_forwards_kernels(kirchhoff_native, monkeypatch):
     """A graph built on the native kernels (ZOH scan, convolution, gate) differentiates with them even
-    when CIRCUITOP_NATIVE_SCAN=0 is set between the forward and the backward: same gradients as an
+    when CIRCUITOP_NATIVE=0 is set between the forward and the backward: same gradients as an
     undisturbed run."""
     torch.manual_seed(0)
     block = CascadedKirchhoffBlock(6, order=2, d_state=4).double()
@@ -133,10 +133,10 @@ def test_native_backward_uses_the_forwards_kernels(kirchhoff_native, monkeypatch
     weight = _randn(2, 9, 6, seed=3)
     grads = []
     for switch in (False, True):
-        monkeypatch.delenv("CIRCUITOP_NATIVE_SCAN", raising=False)
+        monkeypatch.delenv("CIRCUITOP_NATIVE", raising=False)
         loss = (block(x) * weight).sum()
         if switch:
-            monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "0")
+            monkeypatch.setenv("CIRCUITOP_NATIVE", "0")
         grads.append(torch.autograd.grad(loss, [x, *block.parameters()]))
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=0, atol=0)

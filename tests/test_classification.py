@@ -10,9 +10,8 @@ import xarray as xr
 import evaluation
 import pde_data
 from cli_run import run_cli
-from operators.training import TrainConfig
+from operators.training import DataSpec, ModelSpec, OptimSpec, RunSpec, SpecError, TaskSpec, resolve
 from operators.training.augment import random_shift
-from operators.training.rundata import describe
 
 VISION = ["--model", "conv_vision", "--config", "size=cpu", "drop_path=0.0", "--threads", "1", "--no-progress"]
 
@@ -54,11 +53,14 @@ def test_labels_in_the_data_model(tmp_path):
     floats = ds.assign(label=ds["label"].astype(np.float32))
     with pytest.raises(ValueError, match="expected integer class labels"):
         pde_data.read_labels(floats, "label")
-    rd = describe(ds, sizes=(8, 2, 2))
-    assert (rd.kind, rd.inputs, rd.targets, rd.classes, rd.channels) == ("classify", ("image",), ("label",), 4, (1, 4))
+    spec = RunSpec(data=DataSpec("in-memory", split=(8, 2, 2)), model=ModelSpec("conv_vision"))
+    got = resolve(spec, ds)
+    assert (got.task.kind, got.data.inputs, got.data.targets, got.task.classes) == ("classify", ("image",), ("label",), 4)
+    assert (got.model.in_channels, got.model.out_channels) == (1, 4)
     unmarked = ds.assign(target=ds["image"] * 2, label=(("sample",), ds["label"].values))  # no n_classes
-    assert describe(unmarked, sizes=(8, 2, 2)).kind == "steady"  # an integer per-sample setting is not a label
-    assert describe(unmarked, targets=["label"], sizes=(8, 2, 2)).kind == "classify"
+    fields = spec.override({"model.name": "fno"})
+    assert resolve(fields, unmarked).task.kind == "steady"  # an integer per-sample setting is not a label
+    assert resolve(spec.override({"data.targets": ["label"]}), unmarked).task.kind == "classify"
 
 
 def test_random_shift_moves_each_image_by_its_own_offset():
@@ -84,7 +86,7 @@ def test_train_and_evaluate_a_classifier_through_the_cli(tmp_path):
     assert {"val_top1", "val_top5", "val_cross_entropy"} <= set(history[-1])
     assert max(r["val_top1"] for r in history) >= 0.75 and history[-1]["train_loss"] < history[0]["train_loss"]
     run = json.loads((out / "run.json").read_text())
-    assert run["data"]["kind"] == "classify" and run["model"]["out_channels"] == 4 and run["train"]["loss"] == "auto"
+    assert run["task"]["kind"] == "classify" and run["model"]["out_channels"] == 4 and run["task"]["loss"] == "auto"
     evaluate = run_cli("evaluate", "--run", out, "--data", data)
     assert evaluate.returncode == 0, evaluate.stderr
     metrics = json.loads((out / "metrics.json").read_text())
@@ -99,24 +101,25 @@ def test_a_field_loss_on_labels_is_one_line(tmp_path):
     result = run_cli("train", "--data", data, "--out", tmp_path / "r", "--loss", "rel_l2", "--epochs", "1", *VISION)
     assert result.returncode == 1 and not (tmp_path / "r").exists()
     last = result.stderr.strip().splitlines()[-1]
-    assert "--loss: expected cross_entropy (or auto) for class labels, found 'rel_l2'" in last
-    with pytest.raises(ValueError, match="--label-smoothing: expected a number in"):
-        TrainConfig(label_smoothing=1.0)
-    with pytest.raises(ValueError, match="--shift: expected an integer >= 0"):
-        TrainConfig(shift=-1)
+    assert "--loss: expected one of ['auto', 'cross_entropy'] for a classify run, found 'rel_l2'" in last
+    with pytest.raises(SpecError, match="task.label_smoothing: expected a number in"):
+        RunSpec(task=TaskSpec(label_smoothing=1.0))
+    with pytest.raises(SpecError, match="task.shift: expected an integer >= 0"):
+        RunSpec(task=TaskSpec(shift=-1))
 
 
 def test_a_resumed_classification_run_ends_with_the_same_weights(tmp_path):
     """Drop-path and the random shifts draw from torch's generator, which checkpoints store: 1 + 1 resumed
     epochs give the weights of 2 uninterrupted ones."""
-    from operators.training import load_checkpoint, train_run
+    from operators.training import load_checkpoint, stored_spec, train_run
 
     data = pde_data.save(bright_quadrant_images(16), tmp_path / "img.nc")
-    common = dict(model_config={"size": "cpu"}, sizes=(12, 4, 0))
-    config = dict(batch_size=4, shift=1, label_smoothing=0.1, progress=False)
-    train_run(data, "conv_vision", tmp_path / "whole", train_config=TrainConfig(epochs=2, **config), **common)
-    train_run(data, "conv_vision", tmp_path / "split", train_config=TrainConfig(epochs=1, **config), **common)
-    train_run(data, "conv_vision", tmp_path / "split", train_config=TrainConfig(epochs=2, **config), resume=True, **common)
+    spec = RunSpec(data=DataSpec(str(data), split=(12, 4, 0)), task=TaskSpec(shift=1, label_smoothing=0.1),
+                   model=ModelSpec("conv_vision", {"size": "cpu"}), optim=OptimSpec(epochs=2, batch_size=4))
+    train_run(spec, tmp_path / "whole", progress=False)
+    train_run(spec.override({"optim.epochs": 1}), tmp_path / "split", progress=False)
+    train_run(stored_spec(tmp_path / "split").override({"optim.epochs": 2}), tmp_path / "split", resume=True,
+              progress=False)
     whole, split = (load_checkpoint(tmp_path / name / "last.pt")["model"] for name in ("whole", "split"))
     assert all(torch.equal(whole[k], split[k]) for k in whole)
 
@@ -127,8 +130,8 @@ def test_a_model_or_flag_that_does_not_fit_the_task_is_one_line_before_anything_
     images = pde_data.save(bright_quadrant_images(12), tmp_path / "img.nc")
     fields = pde_data.save(xr.Dataset({"a": (("sample", "x", "y"), np.ones((6, 8, 8))),
                                        "u": (("sample", "x", "y"), np.ones((6, 8, 8)))}), tmp_path / "f.nc")
-    cases = [(["--data", images, "--model", "fno"], "--model: expected a model that predicts class labels"),
-             (["--data", fields, "--model", "conv_vision"], "--model: expected a model that predicts fields"),
+    cases = [(["--data", images, "--model", "fno"], "--model: expected a model for a classify run (one of"),
+             (["--data", fields, "--model", "conv_vision"], "--model: expected a model for a steady run (one of"),
              (["--data", fields, "--model", "fno", "--shift", "2"], "--shift: expected only in classification runs")]
     for k, (args, message) in enumerate(cases):
         assert main(["train", *map(str, args), "--out", str(tmp_path / f"r{k}"), "--epochs", "1", "--no-progress"]) == 1

@@ -4,7 +4,6 @@ Each subprocess pays the full import of the CLI (torch, neuraloperator, ...), so
 that way; the other usage errors go through the same ``main`` in-process.
 """
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -81,7 +80,7 @@ def test_table_output(files, capsys):
     (["--pred", "{pred}"], ["exactly one of", "['--pred']"]),
     (["--pred", "{pred}", "--true", "{true}", "--run", "r"], ["exactly one of"]),
     (["--pred", "{pred}", "--true", "{true}", "--initial-step", "4"], ["initial_step", "[0, 4)"]),
-    (["--pred", "{pred}", "--true", "{true}", "--rollout", "5"], ["--rollout"]),
+    (["--pred", "{pred}", "--true", "{true}", "--steps", "5"], ["--steps"]),
     (["--pred", "{other}.missing", "--true", "{true}"], ["no such file"]),
 ])
 def test_bad_usage(files, capsys, args, fragments):
@@ -90,13 +89,9 @@ def test_bad_usage(files, capsys, args, fragments):
     _one_line_error(code, capsys.readouterr().err, *fragments)
 
 
-def test_run_mode_delegates_or_says_what_is_missing(tmp_path, capsys):
-    code = main(["evaluate", "--run", str(tmp_path), "--data", str(tmp_path / "d.nc"), "--rollout", "40"])
-    err = capsys.readouterr().err
-    if importlib.util.find_spec("operators.cli.evaluate_run") is None:
-        _one_line_error(code, err, "evaluate --run needs the operators issue")
-    else:  # the operators issue has landed: it answers for itself, not with our placeholder error
-        assert "needs the operators issue" not in err
+def test_run_mode_without_a_run_says_what_is_missing(tmp_path, capsys):
+    code = main(["evaluate", "--run", str(tmp_path), "--data", str(tmp_path / "d.nc"), "--steps", "40"])
+    _one_line_error(code, capsys.readouterr().err, "no checkpoint at", "best.pt")
 
 
 def test_coordinates_must_agree_unless_ignored(files, tmp_path, capsys):
@@ -119,13 +114,14 @@ def test_coordinates_must_agree_unless_ignored(files, tmp_path, capsys):
 def test_a_runs_predictions_are_rescored_against_its_data(tmp_path, capsys):
     """``pred.nc`` of ``evaluate --run`` holds the test samples (its sample coordinate says which): scored
     with --pred/--true against the whole data file, it gives the run's own metrics."""
-    from operators.training import LoaderConfig, TrainConfig, evaluate_run, train_run
+    from operators.training import DataSpec, LoadingSpec, ModelSpec, OptimSpec, RunSpec, evaluate_run, train_run
     from test_trainer import write_poisson
 
     data = write_poisson(tmp_path / "p.nc", n_samples=16)
-    train_run(data, "fno", tmp_path / "run", model_config={"n_modes": 3, "width": 6, "n_layers": 2},
-              train_config=TrainConfig(epochs=1, batch_size=4, progress=False), inputs=["f"], targets=["u"],
-              sizes=[10, 2, 4], loader=LoaderConfig(workers=0))
+    spec = RunSpec(data=DataSpec(str(data), inputs=("f",), targets=("u",), split=(10, 2, 4)),
+                   model=ModelSpec("fno", {"n_modes": 3, "width": 6, "n_layers": 2}),
+                   optim=OptimSpec(epochs=1, batch_size=4), loading=LoadingSpec(workers=0))
+    train_run(spec, tmp_path / "run", progress=False)
     result = evaluate_run(tmp_path / "run", data, plots=False)
     assert main(["evaluate", "--pred", str(tmp_path / "run" / "pred.nc"), "--true", str(data), "--json"]) == 0
     table = json.loads(capsys.readouterr().out)

@@ -84,7 +84,7 @@ def test_missing_variables_and_time_mismatch_are_clear_errors(tmp_path, capsys):
     assert main(["train", "--data", str(data), "--model", "fno", "--out", str(tmp_path / "r"), "--input", "a"]) == 1
     assert "missing ['a']" in capsys.readouterr().err
     assert main(["train", "--data", str(data), "--model", "fno", "--out", str(tmp_path / "r"), "--window", "2"]) == 1
-    assert "--window needs variables with a 'time' dim" in capsys.readouterr().err
+    assert "--input: expected variables with a 'time' dim, found ['f', 'u'] without one" in capsys.readouterr().err
     assert main(["train", "--data", str(tmp_path / "none.nc"), "--model", "fno", "--out", str(tmp_path / "r")]) == 1
     assert "no such file" in capsys.readouterr().err
     assert main(["train", "--data", str(data), "--out", str(tmp_path / "r2"), "--resume"]) == 1
@@ -128,4 +128,4 @@ def test_nac_over_time_takes_its_frames_from_window(tmp_path, capsys):
                  "--config", "width=8", "n_modes=4", "n_layers=2", "tokens=time", "topk=2"]) == 0, capsys.readouterr().err
     model = json.loads((out / "run.json").read_text())["model"]
     assert model["config"]["tokens"] == "time" and model["config"]["frames"] == 3
-    assert main(["evaluate", "--run", str(out), "--data", str(tmp_path / "waves.nc"), "--rollout", "3"]) == 0
+    assert main(["evaluate", "--run", str(out), "--data", str(tmp_path / "waves.nc"), "--steps", "3"]) == 0

@@ -106,6 +106,6 @@ def test_train_and_evaluate_on_each_format(tmp_path, fmt):
                  "--no-progress", "--workers", "0", "--split", "8,2,2", *roles,
                  "--config", "width=8", "n_modes=3", "n_layers=2")
     assert train.returncode == 0, train.stderr[-2000:]
-    evaluate = _cli("evaluate", "--run", run, "--data", data, *(["--rollout", "1"] if fmt == "mat73" else []))
+    evaluate = _cli("evaluate", "--run", run, "--data", data, *(["--steps", "1"] if fmt == "mat73" else []))
     assert evaluate.returncode == 0, evaluate.stderr[-2000:]
     assert (run / "metrics.json").stat().st_size > 0

@@ -1,16 +1,10 @@
-"""Gapped protocol: gap geometry, zeroing at test time, accuracies and degradation; example smoke test."""
-
-import json
-import subprocess
-import sys
-from pathlib import Path
+"""Gapped protocol: gap geometry, zeroing at test time, accuracies and degradation (the example runs in
+tests/test_examples.py)."""
 
 import pytest
 import torch
 
 from evaluation import GAP_LEVELS, apply_gap, gap_mask, gapped_evaluation
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _runs(mask: torch.Tensor) -> list[tuple[int, int]]:
@@ -81,15 +75,3 @@ def test_gapped_evaluation_reports_accuracy_and_degradation():
     assert report["multi"] == 1.0  # the multi-gap leaves the centre alone
     assert report["degradation"] == 1.0
     assert model.training  # mode restored
-
-
-def test_example_smoke(tmp_path):
-    out = tmp_path / "gapped.json"
-    cmd = [sys.executable, str(ROOT / "examples" / "gapped_sequences.py"), "--quick", "--epochs", "1",
-           "--train-limit", "32", "--variants", "AE", "--seeds", "0", "--hidden", "8", "--out", str(out)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert "Degradation" in done.stdout and "E. Full PDNA" in done.stdout
-    result = json.loads(out.read_text())
-    assert set(result["summary"]) == {"A", "E"}
-    assert set(result["summary"]["E"]) == set(GAP_LEVELS) | {"degradation"}

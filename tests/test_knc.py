@@ -166,15 +166,15 @@ def test_non_positive_dt_and_nan_raise():
 @pytest.mark.parametrize("values", [(1.0, float("nan")), (float("inf"), float("nan")), (float("inf"), float("-inf"))])
 def test_nan_check_is_exact(values):
     """The check's fast path (a finite sum) and its exact path agree: NaN raises, infinities alone do not."""
-    from circuitop.knc import _check_sequence
+    from circuitop.knc import check_input
 
     u = torch.zeros(1, 4, 2)
     u[0, 1, 0], u[0, 3, 1] = values
     if any(np.isnan(values)):
         with pytest.raises(ValueError, match="found NaN"):
-            _check_sequence(u, 2, "u")
+            check_input(u, 2, "u")
     else:
-        _check_sequence(u, 2, "u")
+        check_input(u, 2, "u")
 
 
 def test_constructor_validates():

@@ -98,13 +98,13 @@ def test_native_is_independent_of_thread_count(native):
 
 def test_cell_uses_native_kernel_and_falls_back_when_disabled(native, monkeypatch):
     """The cell's forward takes the native kernel on CPU and the torch formulation with
-    CIRCUITOP_NATIVE_SCAN=0; both give the same outputs."""
+    CIRCUITOP_NATIVE=0; both give the same outputs."""
     torch.manual_seed(0)
     cell = KirchhoffCell(6, d_state=4).double()
     u = torch.randn(2, 33, 6, dtype=torch.float64)
     y = cell(u)
     assert type(y.grad_fn).__name__ == "_NativeZohScanFnBackward"  # the skip term d u is inside
-    monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "0")
+    monkeypatch.setenv("CIRCUITOP_NATIVE", "0")
     y_torch = cell(u)
     assert "_ZohScanFnBackward" in str(y_torch.grad_fn.next_functions)
     assert "_NativeZohScanFnBackward" not in str(y_torch.grad_fn.next_functions)
@@ -137,7 +137,7 @@ def test_zoh_build_failure_warns_once_and_falls_back(monkeypatch):
         calls.append(1)
         raise RuntimeError("no compiler")
 
-    monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "1")
+    monkeypatch.setenv("CIRCUITOP_NATIVE", "1")
     monkeypatch.setattr(_native.KERNELS["kirchhoff"], "_module", None)
     monkeypatch.setattr(_native.KERNELS["kirchhoff"], "error", None)
     monkeypatch.setattr(cpp_extension, "load", broken_load)

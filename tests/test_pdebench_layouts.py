@@ -168,11 +168,12 @@ def test_cno_poisson_errors(tmp_path):
 
 def test_train_on_ns_incom_file(tmp_path, capsys):
     from operators.cli import main
-    from operators.training import describe
+    from operators.training import DataSpec, ModelSpec, RunSpec, TaskSpec, resolve
 
     path = write_pdebench(ns_incom(n=6, nt=4), tmp_path / "ns_incom_inhom_2d_512-0.h5", layout="ns_incom")
+    spec = RunSpec(data=DataSpec(str(path)), task=TaskSpec(window=2), model=ModelSpec("fno"))
     with open_pdebench(path) as ds:  # by default windows use the time-dependent variables only
-        assert describe(ds, window=2).inputs == ("vx", "vy", "particles")
+        assert resolve(spec, ds).data.inputs == ("vx", "vy", "particles")
     args = ["train", "--data", str(path), "--model", "fno", "--out", str(tmp_path / "run"), "--window", "2",
             "--input", "vx", "vy", "--epochs", "1", "--batch-size", "4", "--split", "4,1,1",
             "--config", "n_modes=4", "width=8", "n_layers=2", "--threads", "1", "--no-progress"]

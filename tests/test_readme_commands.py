@@ -44,13 +44,19 @@ COMMANDS = {
                                                              "--t-final", "0.05", "--device", "cpu"],
     "circuitop train --data darcy.nc --model chonn_fno --out runs/darcy": [*FAST, "--config", *SMALL_MODEL,
                                                                          "d_state=2"],
+    "circuitop generate degradation --out seq.nc --n 512": ["--n", "24", "--min-length", "4", "--max-length", "8"],
+    "circuitop generate digits --out seq_digits.nc --gap 0.3": [],
     "circuitop train --data ns.h5 --model fno --window 10 --out runs/ns": [*FAST, "--config", *SMALL_MODEL],
     "circuitop train --config-file runs/ns/config.yaml --out runs/ns2": ["--no-progress"],
     "circuitop train --data ns.h5 --model nac_fno --window 10 --config tokens=time --out runs/ns_nac":
         [*FAST, "--config", "tokens=time", *SMALL_MODEL],
     "circuitop train --data digits.nc --model chonn_vision --config size=cpu --target label --out runs/digits":
         [*FAST, "--config", "size=cpu", "d_state=2"],
-    "circuitop evaluate --run runs/ns --data ns.h5 --rollout 40": ["--rollout", "2"],
+    "circuitop train --data seq.nc --model cfc --target rul --out runs/rul": [*FAST, "--config", "units=8"],
+    "circuitop train --data seq_digits.nc --model pdna --config variant=E --out runs/pdna":
+        [*FAST, "--config", "variant=E", "units=8", "backbone_units=8"],
+    "circuitop evaluate --run runs/ns --data ns.h5 --steps 40": ["--steps", "2"],
+    "circuitop evaluate --run runs/rul --data seq.nc": [],
     "circuitop evaluate --pred pred.nc --true true.nc": ["--initial-step", "10"],
     "circuitop bench": ["--quick", "--only", "bench_metrics"],
 }

@@ -8,7 +8,7 @@ import xarray as xr
 
 import pde_data
 from operators.rollout import rollout, step
-from operators.training import TrainConfig, train_run
+from operators.training import DataSpec, ModelSpec, OptimSpec, RunSpec, TaskSpec, train_run
 from operators.training.evaluate import evaluate_run
 
 
@@ -76,16 +76,17 @@ def test_windowed_training_and_rollout_evaluation(tmp_path):
     torch.set_num_threads(1)
     path = tmp_path / "waves.nc"
     pde_data.save(travelling_waves(), path)
-    history = train_run(path, "fno", tmp_path / "run", model_config={"n_modes": 4, "width": 8, "n_layers": 2},
-                        train_config=TrainConfig(epochs=4, batch_size=16, lr=5e-3, pushforward=True, progress=False),
-                        window=2, horizon=2, sizes=[8, 2, 2])
+    spec = RunSpec(data=DataSpec(str(path), split=(8, 2, 2)), task=TaskSpec(window=2, horizon=2, pushforward=True),
+                   model=ModelSpec("fno", {"n_modes": 4, "width": 8, "n_layers": 2}),
+                   optim=OptimSpec(epochs=4, batch_size=16, lr=5e-3))
+    history = train_run(spec, tmp_path / "run", progress=False)
     assert history[-1]["train_loss"] < history[0]["train_loss"]
-    result = evaluate_run(tmp_path / "run", path, rollout=6)
+    result = evaluate_run(tmp_path / "run", path, steps=6)
     curve = result["rollout"]["per_step_rel_l2"]
     assert result["samples"] == "test" and result["n_samples"] == 2 and len(curve) == 6
     assert all(np.isfinite(curve)) and result["rollout"]["mean_rel_l2"] == pytest.approx(np.mean(curve))
     assert {"rel_l2", "nRMSE", "fRMSE_low"} <= set(result["metrics"])
     assert (tmp_path / "run" / "rollout.csv").read_text().count("\n") == 7
     assert (tmp_path / "run" / "rollout.png").is_file() and (tmp_path / "run" / "metrics.json").is_file()
-    with pytest.raises(ValueError, match="--rollout: expected 1..10 steps"):
-        evaluate_run(tmp_path / "run", path, rollout=11, write=False)
+    with pytest.raises(ValueError, match="steps: expected 1..10 rollout steps"):
+        evaluate_run(tmp_path / "run", path, steps=11, write=False)

@@ -128,8 +128,9 @@ def test_two_runs_into_one_folder_at_once(trained, tmp_path):
 def test_resume_keeps_the_stored_settings(trained, tmp_path):
     data, run = trained
     before = _digests(run)
-    for flags, expected in ((["--lr", "0.1"], "--lr: --resume continues"), (["--model", "unet"], "--model:"),
-                            (["--config", "width=16"], "--config width:"),
+    for flags, expected in ((["--lr", "0.1"], f"--lr: resuming {run} keeps the stored value 0.001; found 0.1"),
+                            (["--model", "unet"], "--model: resuming"),
+                            (["--config", "width=16"], "--config width: resuming"),
                             (["--epochs", "1"], "--epochs: expected at least the 2 epochs")):
         done = _cli("train", "--data", data, "--out", run, "--resume", *flags, "--no-progress")
         assert expected in _one_line_error(done)

@@ -69,7 +69,7 @@ def test_a_whole_run_matches_the_torch_path(swe_native, dtype, monkeypatch):
     h, hu, hv = (0.5 * q[:, 0] + 1).to(dtype), (0.2 * q[:, 1]).to(dtype), (0.2 * q[:, 2]).to(dtype)
     run = dict(length=3.0, t_final=0.3, n_frames=4, limiter="minmod")
     fused = simulate_shallow_water(h, hu, hv, **run)
-    monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "0")
+    monkeypatch.setenv("CIRCUITOP_NATIVE", "0")
     ref = simulate_shallow_water(h, hu, hv, **run)
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-11, atol=1e-11)
     for a, b in zip(fused, ref):
@@ -118,7 +118,7 @@ def test_step_and_cfl_rate_take_the_kernel_on_cpu_unless_disabled(swe_native, mo
     q, dt = _state(2, 9, torch.float64), torch.tensor([0.01, 0.0], dtype=torch.float64)
     fused, rate = step(q, dt, dx=0.1, g=1.0), cfl_rate(q, dx=0.1, g=1.0)
     assert calls == ["step", "rate"]
-    monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "0")
+    monkeypatch.setenv("CIRCUITOP_NATIVE", "0")
     torch.testing.assert_close(step(q, dt, dx=0.1, g=1.0), fused, **TOL[torch.float64])
     torch.testing.assert_close(cfl_rate(q, dx=0.1, g=1.0), rate, **TOL[torch.float64])
     assert calls == ["step", "rate"]
@@ -133,7 +133,7 @@ def test_a_failed_build_warns_once_and_the_torch_path_runs(monkeypatch):
         builds.append(1)
         raise RuntimeError("no compiler")
 
-    monkeypatch.setenv("CIRCUITOP_NATIVE_SCAN", "1")
+    monkeypatch.setenv("CIRCUITOP_NATIVE", "1")
     monkeypatch.setattr(SWE_KERNEL, "_module", None)
     monkeypatch.setattr(SWE_KERNEL, "error", None)
     monkeypatch.setattr(cpp_extension, "load", broken_load)

@@ -16,10 +16,11 @@ import xarray as xr
 import operators
 import pde_data
 from operators.cli import main
-from operators.training import (Loader, LoaderConfig, TrainConfig, Trainer, describe, evaluate_run, load_checkpoint,
-                                train_run)
-from operators.training.data import fit_normalizers, make_dataset, make_loaders
+from operators.training import (DataSpec, Loader, LoadingSpec, ModelSpec, OptimSpec, RunSpec, TaskSpec, Trainer,
+                                evaluate_run, load_checkpoint, make_task, resolve, train_run)
+from operators.training.data import make_loaders
 from operators.training.distributed import DistInfo
+from pde_data.batches import BatchReads
 from test_trainer import write_poisson
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -84,18 +85,33 @@ def test_cached_items_equal_streamed_items(cfd_file):
         assert a.dtype == torch.float64 and torch.equal(a, b)
 
 
+class Tensors(BatchReads):
+    """In-memory tensors as a dataset: item k is ``(x[k], y[k])``."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __len__(self):
+        return len(self.x)
+
+    def read_batch(self, items):
+        idx = torch.as_tensor(list(items), dtype=torch.long)
+        return self.x[idx], self.y[idx]
+
+
 def test_batches_do_not_depend_on_workers_or_processes():
     x = torch.arange(23.0)[:, None]
-    one = Loader(operators.training.TensorPairs(x, x), batch_size=5, seed=3)
-    batches = [b.x.flatten().tolist() for b in one.epoch(2)]
-    workers = Loader(operators.training.TensorPairs(x, x), batch_size=5, seed=3, workers=2)
-    assert [b.x.flatten().tolist() for b in workers.epoch(2)] == batches
+    one = Loader(Tensors(x, x), batch_size=5, seed=3)
+    batches = [b.tensors[0].flatten().tolist() for b in one.epoch(2)]
+    workers = Loader(Tensors(x, x), batch_size=5, seed=3, workers=2)
+    assert [b.tensors[0].flatten().tolist() for b in workers.epoch(2)] == batches
     assert sorted(sum(batches, [])) == list(range(23)) and [len(b) for b in batches] == [5, 5, 5, 5, 3]
-    halves = [Loader(operators.training.TensorPairs(x, x), batch_size=5, seed=3, dist=DistInfo(rank=r, world_size=2))
+    halves = [Loader(Tensors(x, x), batch_size=5, seed=3, dist=DistInfo(rank=r, world_size=2))
               for r in range(2)]
     for whole, a, b in zip(batches, *(h.epoch(2) for h in halves)):
-        assert sorted(a.x.flatten().tolist() + b.x.flatten().tolist()) == sorted(whole)
-        assert a.n_global == b.n_global == len(whole) and len(a.x) - len(b.x) in (0, 1)
+        (ax, _), (bx, _) = a.tensors, b.tensors
+        assert sorted(ax.flatten().tolist() + bx.flatten().tolist()) == sorted(whole)
+        assert a.n_global == b.n_global == len(whole) and len(ax) - len(bx) in (0, 1)
 
 
 def test_loading_leaves_the_global_rng_alone():
@@ -105,7 +121,7 @@ def test_loading_leaves_the_global_rng_alone():
     draws = []
     for workers in (0, 1):
         torch.manual_seed(0)
-        loader = Loader(operators.training.TensorPairs(x, x), batch_size=4, seed=3, workers=workers)
+        loader = Loader(Tensors(x, x), batch_size=4, seed=3, workers=workers)
         for epoch in range(3):
             list(loader.epoch(epoch))
         draws.append(torch.rand(1))
@@ -113,17 +129,24 @@ def test_loading_leaves_the_global_rng_alone():
     assert torch.equal(draws[0], draws[1]) and torch.equal(draws[0], torch.rand(1))
 
 
+def _window_task(path, ds, *, seed=0, sizes=(4, 1, 1), **loading):
+    """The task of a window-2 U-Net run on ``path``, with its normalizers fitted."""
+    spec = RunSpec(data=DataSpec(str(path), split=sizes, split_seed=seed), task=TaskSpec(window=2),
+                   model=ModelSpec("unet", {"n_layers": 1, "n_res": 1, "n_res_neck": 1, "channel_multiplier": 4}),
+                   optim=OptimSpec(epochs=2, batch_size=4), loading=LoadingSpec(**loading))
+    task = make_task(resolve(spec, ds))
+    return make_task(task.spec, task.fit_normalizers(path, ds))
+
+
 def _train(path, cache, workers, tmp_path):
     ds = pde_data.open_data(path)
-    rd = describe(ds, window=2, sizes=(4, 1, 1), seed=1)
-    norms = fit_normalizers(ds, rd)
-    train, val = make_loaders(path, ds, rd, norms, LoaderConfig(cache=cache, workers=workers), batch_size=4, seed=0,
-                              dtype=torch.float64)
+    task = _window_task(path, ds, seed=1, cache=cache, workers=workers)
+    train, val = make_loaders(task, path, ds, batch_size=4, seed=0, dtype=torch.float64)
     assert train.dataset.cached == (cache == "memory")
     torch.manual_seed(0)
-    model = operators.build("unet", *rd.channels, n_layers=1, n_res=1, n_res_neck=1, channel_multiplier=4).double()
-    trainer = Trainer(model, train, val, TrainConfig(epochs=2, batch_size=4, progress=False), tmp_path / cache,
-                      meta={}, normalizers=norms, windowed=True)
+    m = task.spec.model
+    model = operators.build("unet", m.in_channels, m.out_channels, **m.config).double()
+    trainer = Trainer(model, task, train, val, tmp_path / cache, progress=False)
     trainer.fit()
     return trainer
 
@@ -139,18 +162,18 @@ def test_streaming_and_in_memory_training_give_identical_weights(cfd_file, tmp_p
 
 def test_auto_cache_follows_the_memory_budget(cfd_file):
     ds = pde_data.open_data(cfd_file)
-    rd = describe(ds, window=2, sizes=(4, 1, 1))
-    norms = fit_normalizers(ds, rd)
     need = 5 * pde_data.item_bytes(ds, list(CFD))
-    small, _ = make_loaders(cfd_file, ds, rd, norms, LoaderConfig(memory_budget=need - 1, workers=0), batch_size=2, seed=0)
-    fits, _ = make_loaders(cfd_file, ds, rd, norms, LoaderConfig(memory_budget=need), batch_size=2, seed=0)
+    small, _ = make_loaders(_window_task(cfd_file, ds, memory_budget=need - 1, workers=0), cfd_file, ds, batch_size=2,
+                            seed=0)
+    fits, _ = make_loaders(_window_task(cfd_file, ds, memory_budget=need), cfd_file, ds, batch_size=2, seed=0)
     assert not small.dataset.cached and fits.dataset.cached
 
 
 def _steady_run(tmp_path, data):
-    return train_run(data, "fno", tmp_path / "run", model_config={"n_modes": 3, "width": 6, "n_layers": 2},
-                     train_config=TrainConfig(epochs=1, batch_size=4, progress=False), inputs=["f"], targets=["u"],
-                     sizes=[12, 2, 4], loader=LoaderConfig(cache="stream", workers=0))
+    spec = RunSpec(data=DataSpec(str(data), inputs=("f",), targets=("u",), split=(12, 2, 4)),
+                   model=ModelSpec("fno", {"n_modes": 3, "width": 6, "n_layers": 2}),
+                   optim=OptimSpec(epochs=1, batch_size=4), loading=LoadingSpec(cache="stream", workers=0))
+    return train_run(spec, tmp_path / "run", progress=False)
 
 
 def test_evaluation_of_a_copy_scores_the_stored_split_and_another_file_is_refused(tmp_path, capsys):
@@ -186,8 +209,8 @@ def test_streamed_evaluation_equals_one_batch(tmp_path):
 
 def test_a_truncated_file_fails_in_a_worker_with_one_line(tmp_path):
     path = pde_data.write_pdebench(cfd_dataset(n=40, nt=4, nx=32), tmp_path / "big.hdf5", layout="cfd")
-    dataset = make_dataset(path, describe(pde_data.open_data(path), window=2, sizes=(40, 0, 0)), range(40),
-                           {"input": None, "output": None})
+    task = _window_task(path, pde_data.open_data(path), sizes=(40, 0, 0))
+    dataset = task.dataset(path, range(40), cache=False)
     loader = Loader(dataset, batch_size=2, seed=0, workers=2, prefetch=1)
     batches = loader.epoch(0)
     next(batches)
@@ -207,5 +230,5 @@ def test_cli_streams_with_workers(tmp_path):
                            "--cache", "stream", "--workers", "2", "--config", "n_modes=3", "width=6", "n_layers=2",
                            "--threads", "1", "--no-progress"], env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    run = load_checkpoint(out / "last.pt")
-    assert run["meta"]["data"]["splits"]["test"] and run["meta"]["data"]["source"]
+    run = RunSpec.from_dict(load_checkpoint(out / "last.pt")["spec"])
+    assert run.data.splits.test and run.data.fingerprint

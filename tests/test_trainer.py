@@ -15,7 +15,8 @@ import evaluation
 import operators
 import pde_data
 from operators.cli import main
-from operators.training import LoaderConfig, TrainConfig, Trainer, epoch_order, load_run, train_run
+from operators.training import (DataSpec, LoadingSpec, Loader, ModelSpec, OptimSpec, RunSpec, SpecError, Trainer,
+                                 epoch_order, load_run, make_task, resolve, train_run)
 
 
 def poisson_dataset(n_samples: int = 64, size: int = 16, K: int = 4, seed: int = 0) -> xr.Dataset:
@@ -44,12 +45,17 @@ def test_epoch_order_is_a_function_of_seed_and_epoch():
 
 
 def _tiny_trainer(tmp_path, seed=0, epochs=2):
+    """A Trainer over in-memory data: the task's datasets and loaders, as ``train_run`` builds them."""
     ds = poisson_dataset(n_samples=24)
-    x, y = pde_data.to_tensor(ds, ["f"]), pde_data.to_tensor(ds, ["u"])
+    spec = RunSpec(data=DataSpec("in-memory", inputs=("f",), targets=("u",), split=(16, 8, 0)),
+                   model=ModelSpec("fno", {"n_modes": 4, "width": 8, "n_layers": 2}),
+                   optim=OptimSpec(epochs=epochs, batch_size=8, seed=seed))
+    task = make_task(resolve(spec, ds))
     torch.manual_seed(seed)
     model = operators.build("fno", 1, 1, n_modes=4, width=8, n_layers=2)
-    config = TrainConfig(epochs=epochs, batch_size=8, seed=seed, progress=False)
-    return Trainer(model, (x[:16], y[:16]), (x[16:], y[16:]), config, tmp_path, meta={"model": {}, "data": {}})
+    train, val = (Loader(task.dataset(ds, idx, cache=False), batch_size=8, seed=seed, shuffle=shuffle)
+                  for idx, shuffle in ((task.spec.data.splits.train, True), (task.spec.data.splits.val, False)))
+    return Trainer(model, task, train, val, tmp_path, progress=False)
 
 
 def test_training_is_deterministic_on_cpu(tmp_path):
@@ -62,10 +68,13 @@ def test_training_is_deterministic_on_cpu(tmp_path):
     assert (tmp_path / "0" / "last.pt").is_file() and (tmp_path / "0" / "history.json").is_file()
 
 
-def test_bad_loss_name_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="loss: expected one of"):
-        Trainer(torch.nn.Conv2d(1, 1, 1), (torch.zeros(1, 1, 4, 4),) * 2, None, TrainConfig(loss="mse"), tmp_path,
-                meta={})
+def test_a_loss_that_does_not_fit_the_task_is_refused():
+    ds = poisson_dataset(n_samples=8)
+    spec = RunSpec(data=DataSpec("in-memory", inputs=("f",), targets=("u",)), model=ModelSpec("fno"))
+    with pytest.raises(SpecError, match="task.loss: expected one of .*rel_l2.* for a steady run, found 'cross_entropy'"):
+        resolve(spec.override({"task.loss": "cross_entropy"}), ds)
+    with pytest.raises(SpecError, match="task.loss: expected one of"):
+        spec.override({"task.loss": "hinge"})
 
 
 def test_short_run_beats_the_trivial_predictor(tmp_path):
@@ -74,9 +83,10 @@ def test_short_run_beats_the_trivial_predictor(tmp_path):
     zero predictor). Measured: 0.091 vs 1.006."""
     ds = pde_data.generate_poisson(112, K=4, n_grid=16, seed=0)
     path = pde_data.save(ds, tmp_path / "poisson.nc")
-    history = train_run(path, "fno", tmp_path / "run", model_config={"n_modes": 6, "width": 12, "n_layers": 3},
-                        train_config=TrainConfig(epochs=25, batch_size=8, lr=5e-3, scheduler="cosine", progress=False),
-                        inputs=["f"], targets=["u"], sizes=[96, 16, 0])
+    spec = RunSpec(data=DataSpec(str(path), inputs=("f",), targets=("u",), split=(96, 16, 0)),
+                   model=ModelSpec("fno", {"n_modes": 6, "width": 12, "n_layers": 3}),
+                   optim=OptimSpec(epochs=25, batch_size=8, lr=5e-3, scheduler="cosine"))
+    history = train_run(spec, tmp_path / "run", progress=False)
     splits = pde_data.split_indices(112, sizes=[96, 16, 0], seed=0)
     u = pde_data.to_tensor(ds, ["u"])
     mean = u[splits["train"]].mean(0, keepdim=True)
@@ -88,7 +98,7 @@ def test_short_run_beats_the_trivial_predictor(tmp_path):
     assert best < 0.3
     assert load_run(tmp_path / "run", which="last").epoch == 25
     run = load_run(tmp_path / "run")  # best
-    assert run.data.inputs == ("f",) and run.history[run.epoch - 1]["val_rel_l2"] == best
+    assert run.spec.data.inputs == ("f",) and run.history[run.epoch - 1]["val_rel_l2"] == best
 
 
 def test_the_paper_size_unet_trains_on_darcy_at_lr_3e_3(tmp_path):
@@ -97,9 +107,10 @@ def test_the_paper_size_unet_trains_on_darcy_at_lr_3e_3(tmp_path):
     ds = pde_data.generate_darcy(96, n_grid=16, seed=0)
     pde_data.save(ds, tmp_path / "darcy.nc")
     torch.set_num_threads(1)
-    history = train_run(tmp_path / "darcy.nc", "unet", tmp_path / "run", inputs=["a"], targets=["u"],
-                        sizes=[64, 16, 16], train_config=TrainConfig(epochs=10, batch_size=8, lr=3e-3, progress=False),
-                        loader=LoaderConfig(workers=0))
+    spec = RunSpec(data=DataSpec(str(tmp_path / "darcy.nc"), inputs=("a",), targets=("u",), split=(64, 16, 16)),
+                   model=ModelSpec("unet"), optim=OptimSpec(epochs=10, batch_size=8, lr=3e-3),
+                   loading=LoadingSpec(workers=0))
+    history = train_run(spec, tmp_path / "run", progress=False)
     val = ds["u"].values[64:80]
     mean_predictor = np.linalg.norm((val - ds["u"].values[:64].mean(0)).reshape(16, -1), axis=1) / \
         np.linalg.norm(val.reshape(16, -1), axis=1)

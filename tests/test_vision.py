@@ -171,4 +171,4 @@ def test_an_unconstrained_cell_with_a_negative_decay_takes_the_torch_path():
     u = torch.randn(1, 8, 4)
     expect = _torch_zoh_scan(u, cell._projections(u), None, cell.lam, cell.d)
     assert not torch.isfinite(expect).all()
-    assert torch.allclose(cell._run(u, None), expect, equal_nan=True)
+    assert torch.allclose(cell.forward_unchecked(u, None), expect, equal_nan=True)

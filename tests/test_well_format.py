@@ -101,10 +101,10 @@ def test_train_and_evaluate_on_a_well_file_normalized_by_its_stats(tmp_path):
                  "velocity_x", "velocity_y", "--epochs", "1", "--threads", "1", "--no-progress", "--workers", "0",
                  "--split", "6,2,2", "--config", "width=8", "n_modes=3", "n_layers=2")
     assert train.returncode == 0, train.stderr[-2000:]
-    norm = load_run(run).normalizers["input"]
+    norm = load_run(run).task.normalizers.input
     torch.testing.assert_close(norm.shift.flatten(), torch.tensor([0.5, 0.1, -0.2]))
     torch.testing.assert_close(norm.scale.flatten(), torch.tensor([2.0, 1.5, 3.0]) + 1e-8)
-    evaluate = _cli("evaluate", "--run", run, "--data", data, "--rollout", "2")
+    evaluate = _cli("evaluate", "--run", run, "--data", data, "--steps", "2")
     assert evaluate.returncode == 0, evaluate.stderr[-2000:]
     metrics = json.loads((run / "metrics.json").read_text())
     assert "VRMSE" in json.dumps(metrics)

@@ -11,9 +11,7 @@ import importlib
 import re
 import sys
 
-from operators.cli._config_file import expand_config_file
-
-__all__ = ["main", "build_parser", "explicit_dests"]
+__all__ = ["main", "build_parser", "message"]
 
 _SUBCOMMANDS = ("generate", "train", "evaluate", "bench", "info", "build")
 
@@ -29,27 +27,6 @@ def build_parser() -> argparse.ArgumentParser:
     for name in _SUBCOMMANDS:
         importlib.import_module(f"operators.cli.{name}").register(sub)
     return parser
-
-
-def explicit_dests(argv: list[str] | None) -> set[str]:
-    """The argument dests that ``argv`` gives explicitly (not left at their defaults).
-
-    The command line is parsed again with every subcommand default suppressed, so only what was
-    given ends up in the namespace (argparse keeps no public list of a parser's actions: ``_actions``).
-    """
-    parser = build_parser()
-    for sub in _subparsers(parser).choices.values():
-        for action in sub._actions:
-            action.default = argparse.SUPPRESS
-    return set(vars(parser.parse_args(argv))) - {"func", "command", "debug"}
-
-
-def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
-    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-
-
-def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
-    return _subparsers(parser).choices[name]
 
 
 #: a negative number as a command-line value (argparse would take ``-1e-3`` for an option)
@@ -68,17 +45,27 @@ def _negative_values_joined(argv: list[str]) -> list[str]:
     return out
 
 
+def message(exc: BaseException) -> str:
+    """The one line of an error, where the spec fields the library names (``optim.lr``, or a plain parameter
+    that starts a :class:`~operators.training.SpecError`) become the options that set them (``--lr``)."""
+    from operators.cli.train import OPTIONS, option_of
+
+    field = getattr(exc, "field", None)
+    text = f"{option_of(field)}: {exc.message}" if field is not None else str(exc) or type(exc).__name__
+    text = re.sub(r"(?<![\w.])model\.config\.(\w+)", r"--config \1", text)
+    for option, (path, _, _) in sorted(OPTIONS.items(), key=lambda item: -len(item[1][0])):
+        text = re.sub(rf"(?<![\w.]){re.escape(path)}(?![\w])", option, text)
+    return _FLAG_VALUE.sub(lambda m: "--" + m.group(1).replace("_", "-"), text)
+
+
+#: the boolean parameters the library suggests (``pass all_samples=True``) that are flags on the command line
+_FLAG_VALUE = re.compile(r"\b(resume|overwrite|all_samples)=True\b")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     argv = _negative_values_joined(sys.argv[1:] if argv is None else [str(a) for a in argv])
-    parser = build_parser()
-    try:
-        argv = expand_config_file(argv, _subparser(parser, "train"))
-    except ValueError as exc:
-        print(f"circuitop train: error: {exc}", file=sys.stderr)
-        return 2
-    args = parser.parse_args(argv)
-    args.explicit = explicit_dests(argv)
+    args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt as exc:  # a command may say what was kept and how to go on
@@ -87,6 +74,5 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the CLI's one place that turns errors into messages
         if args.debug:
             raise
-        message = str(exc) or type(exc).__name__
-        print(f"circuitop {args.command}: error: {message} (--debug for the traceback)", file=sys.stderr)
+        print(f"circuitop {args.command}: error: {message(exc)} (--debug for the traceback)", file=sys.stderr)
         return 1

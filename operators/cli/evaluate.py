@@ -1,21 +1,18 @@
 """``circuitop evaluate``: the metric table for a predicted and a true file, or for a trained run.
 
     circuitop evaluate --pred P.nc --true T.nc [--initial-step N] [--json]
-    circuitop evaluate --run RUN_DIR --data FILE [--rollout 40] [--all-samples] [--json]
+    circuitop evaluate --run RUN_DIR --data FILE [--steps 40] [--all-samples] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import math
 
 import pde_data
 from evaluation import summarize
 from operators.cli._pairing import align, check_coords
-
-_RUN_MODULE = "operators.cli.evaluate_run"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     runs = p.add_argument_group("a trained run")
     runs.add_argument("--run", metavar="RUN_DIR", help="a training run directory")
     runs.add_argument("--data", metavar="FILE", help="the data set to evaluate the run on")
-    runs.add_argument("--rollout", type=int, metavar="STEPS", help="autoregressive rollout length")
+    runs.add_argument("--steps", type=int, metavar="N", help="rollout steps of a window run (default: to the end)")
     runs.add_argument("--all-samples", action="store_true",
                       help="score every sample of a file other than the run's own (default: the run's stored "
                            "test split; another file is refused)")
@@ -47,22 +44,13 @@ def _check_mode(args: argparse.Namespace) -> str:
     files = (args.pred is not None, args.true is not None)
     runs = (args.run is not None, args.data is not None)
     if all(files) and not any(runs):
-        if args.rollout is not None:
-            raise ValueError("--rollout applies to --run/--data only; found it with --pred/--true")
+        if args.steps is not None:
+            raise ValueError("--steps applies to --run/--data only; found it with --pred/--true")
         return "files"
     if all(runs) and not any(files):
         return "run"
     given = [f"--{n}" for n in ("pred", "true", "run", "data") if getattr(args, n) is not None]
     raise ValueError(f"expected exactly one of (--pred and --true) or (--run and --data); found {given or 'none'}")
-
-
-def _run_module():
-    try:
-        return importlib.import_module(_RUN_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != _RUN_MODULE:
-            raise
-        raise ValueError(f"evaluate --run needs the operators issue ({_RUN_MODULE} is not there yet)") from None
 
 
 def format_table(table: dict[str, float]) -> str:
@@ -77,7 +65,7 @@ def _json_safe(table: dict[str, float]) -> dict[str, float | None]:
 
 def run(args: argparse.Namespace) -> int:
     if _check_mode(args) == "run":
-        return _run_module().run(args)
+        return _run(args)
     if args.initial_step < 0:
         raise ValueError(f"--initial-step: expected a non-negative integer, found {args.initial_step}")
     pred, true = pde_data.open_data(args.pred), pde_data.open_data(args.true)
@@ -96,4 +84,26 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"pred: {args.pred}\ntrue: {args.true}\ninitial step: {args.initial_step}")
         print(format_table(table))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    """``--run RUN_DIR --data FILE``: metrics.json, pred.nc and plots into the run folder, and the table."""
+    from operators.training import evaluate_run
+
+    if args.initial_step:
+        raise ValueError("--initial-step applies to --pred/--true; a run's given frames come from its --window")
+    result = evaluate_run(args.run, args.data, steps=args.steps, all_samples=args.all_samples,
+                          batch_size=args.batch_size, device=args.device)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"run: {args.run} (epoch {result['epoch']})\ndata: {args.data} ({result['samples']}, "
+          f"{result['n_samples']} samples)")
+    rows = dict(result["metrics"])
+    if "rollout" in result:
+        rows[f"rollout_mean_rel_l2 ({result['rollout']['steps']} steps)"] = result["rollout"]["mean_rel_l2"]
+    width = max(len(k) for k in rows)
+    print("\n".join(f"{k:<{width}}  {'nan' if v is None else f'{v:.6g}'}" for k, v in rows.items()))
+    print("wrote " + ", ".join(result["files"]))
     return 0

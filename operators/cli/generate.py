@@ -8,11 +8,11 @@ from __future__ import annotations
 import argparse
 import importlib
 
-_PROBLEMS = ("order", "poisson", "darcy", "ns", "swe")
+_PROBLEMS = ("order", "poisson", "darcy", "ns", "swe", "degradation", "digits")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("generate", help="generate a PDE benchmark data set")
+    p = sub.add_parser("generate", help="generate a benchmark data set (PDE fields or sequences)")
     problems = p.add_subparsers(dest="problem", required=True, metavar="PROBLEM")
     for name in _PROBLEMS:
         importlib.import_module(f"operators.cli.gen_{name}").register(problems)

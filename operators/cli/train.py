@@ -1,12 +1,13 @@
-"""``circuitop train --data FILE --model NAME --out RUN_DIR``: train a neural operator on a data file.
+"""``circuitop train --data FILE --model NAME --out RUN_DIR``: train a model on a data file.
 
-Steady problems pick variables with ``--input``/``--target`` (e.g. Darcy ``--input a --target u``);
-an integer target of dims ``(sample,)`` makes a classification run (images → class, cross-entropy,
-top-1/top-5; e.g. ``--model chonn_vision --config size=cpu``);
-time-dependent data trains ``m`` frames → next frame with ``--window m`` (``--unroll k`` trains on
-``k``-step rollouts). Model sizes go in ``--config KEY=VALUE`` (e.g. ``--config width=20 n_modes=12``).
-Works under ``torchrun`` (DDP). ``--resume`` continues ``RUN_DIR/last.pt`` to the same result as an
-uninterrupted run.
+The task comes from the data: fields → fields (``--input a --target u``), ``--window M`` given frames →
+the next ``--horizon K`` frames (time-dependent fields), images → an integer label (classification),
+sequences ``(sample, time[, feature])`` → a per-sequence or per-step target (e.g. ``--target rul``).
+Model sizes go in ``--config KEY=VALUE`` (e.g. ``--config width=20 n_modes=12``). Works under
+``torchrun`` (DDP). ``--resume`` continues ``RUN_DIR/last.pt`` to the same result as an uninterrupted run.
+
+Every option sets one field of the run's spec (``operators.training.RunSpec``); ``--config-file`` reads a
+whole spec (a run's ``config.yaml``), and options given with it win.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import sys
 from pathlib import Path
 
 import torch
+import yaml
 
-__all__ = ["register", "run", "parse_config"]
+__all__ = ["register", "run", "parse_config", "OPTIONS", "option_of"]
 
 
 def parse_config(items: list[str] | None) -> dict:
@@ -46,90 +48,133 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
+_FLAG = dict(action="store_true")
+#: option -> (spec field, argparse settings, help); the one table between the command line and a RunSpec
+OPTIONS: dict[str, tuple[str, dict, str]] = {
+    "--data": ("data.path", {}, "NetCDF file, shard glob, PDEBench/The Well HDF5, neuraloperator .pt or FNO .mat"),
+    "--input": ("data.inputs", dict(nargs="+"), "input variables (window runs: the variables)"),
+    "--target": ("data.targets", dict(nargs="+"), "target variables (a label: classification)"),
+    "--split": ("data.split", dict(type=_sizes, metavar="TRAIN,VAL,TEST"), "split sizes (default 80/10/10 %%)"),
+    "--split-seed": ("data.split_seed", dict(type=int), "seed of the split"),
+    "--normalize": ("data.normalize", dict(choices=["gaussian", "minmax", "none"]), "normalization"),
+    "--task": ("task.kind", dict(choices=["steady", "window", "classify", "sequence"]), "the task (default: from the data)"),
+    "--window": ("task.window", dict(type=int, metavar="M"), "time-dependent: M given frames"),
+    "--horizon": ("task.horizon", dict(type=int, metavar="K"), "frames predicted (rolled out) per training window"),
+    "--pushforward": ("task.pushforward", _FLAG, "back-propagate the last step of the horizon only"),
+    "--loss": ("task.loss", dict(choices=["auto", "rel_l2", "rel_l1", "mse", "cross_entropy"]),
+               "auto: the task's own (rel_l2 for fields, cross_entropy for labels, mse for sequences)"),
+    "--label-smoothing": ("task.label_smoothing", dict(type=float), "classification: cross-entropy label smoothing"),
+    "--shift": ("task.shift", dict(type=int, metavar="PIXELS"), "classification: random shifts of training images"),
+    "--model": ("model.name", {}, "fields: fno, chonn_fno, nac_fno, unet, chonn_unet, nac_unet, ckb_chain, depth_stack, ckb_stack; "
+                "images: chonn_vision, conv_vision; sequences: ltc, cfc, pdna, nac, ckb_seq, gru, attention"),
+    "--config": ("model.config", dict(nargs="*", metavar="KEY=VALUE"), "model config values"),
+    "--epochs": ("optim.epochs", dict(type=int), "epochs to train in all"),
+    "--batch-size": ("optim.batch_size", dict(type=int), "global batch size (split over processes)"),
+    "--lr": ("optim.lr", dict(type=float), "learning rate"),
+    "--weight-decay": ("optim.weight_decay", dict(type=float), "weight decay"),
+    "--optimizer": ("optim.optimizer", dict(choices=["adam", "adamw"]), "optimizer"),
+    "--scheduler": ("optim.scheduler", dict(choices=["step", "cosine", "none"]), "learning-rate schedule"),
+    "--step-size": ("optim.step_size", dict(type=int), "StepLR step in epochs"),
+    "--gamma": ("optim.gamma", dict(type=float), "StepLR decay"),
+    "--grad-clip": ("optim.grad_clip", dict(type=float), "clip the gradient norm to this value"),
+    "--amp": ("optim.amp", _FLAG, "bfloat16 autocast on GPU"),
+    "--seed": ("optim.seed", dict(type=int), "training seed (initialisation, batch order)"),
+    "--cache": ("loading.cache", dict(choices=["auto", "memory", "stream"]),
+                "stream from the file, read train/val into memory once, or cache when they fit --memory-budget"),
+    "--workers": ("loading.workers", dict(type=int, metavar="N"), "loader processes when streaming (default min(4, cores))"),
+    "--prefetch": ("loading.prefetch", dict(type=int, metavar="N"), "batches each worker reads ahead"),
+    "--memory-budget": ("loading.memory_budget", dict(type=float, metavar="GB"), "GiB the auto cache may use"),
+}
+_BY_FIELD = {field: option for option, (field, _, _) in OPTIONS.items()}
+
+
+def option_of(field: str) -> str:
+    """The option that sets spec field ``field``; a plain parameter (``steps``) is its own option
+    (``--steps``); a spec field no option sets is named as it is."""
+    if "." not in field:
+        return "--" + field.replace("_", "-")
+    if field.startswith("model.config."):
+        return f"--config {field.removeprefix('model.config.')}"
+    return _BY_FIELD.get(field, field)
+
+
+def _shown_default(field: str) -> str:
+    from operators.training.spec import RunSpec
+
+    value = RunSpec().get(field)
+    if field == "loading.memory_budget":
+        value = value / 2**30
+    return "" if value in (None, (), {}, False) else f" (default {value})"
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a neural operator on a data file (NetCDF or PDEBench HDF5)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config-file", metavar="YAML", help="flags as YAML (keys: flag names, e.g. a run's "
-                   "config.yaml); flags on the command line win")
-    p.add_argument("--data", required=True, help="NetCDF file, shard glob or PDEBench .h5/.hdf5 file")
-    p.add_argument("--model", help="backbone: fno, chonn_fno, nac_fno, unet, chonn_unet, nac_unet, ckb_chain, "
-                   "depth_stack, ckb_stack; image classifiers chonn_vision, conv_vision (required unless --resume)")
-    p.add_argument("--out", required=True, help="run folder (checkpoints, history.json, run.json)")
-    p.add_argument("--config", nargs="*", metavar="KEY=VALUE", help="model config values")
-    p.add_argument("--input", nargs="+", help="input variables (steady) or the variables (time windows)")
-    p.add_argument("--target", nargs="+", help="target variables (steady)")
-    p.add_argument("--window", type=int, help="time-dependent: m given frames -> next frame")
-    p.add_argument("--unroll", type=int, default=1, help="train on k-step rollouts (default 1)")
-    p.add_argument("--pushforward", action="store_true", help="back-propagate the last unrolled step only")
-    p.add_argument("--split", type=_sizes, metavar="TRAIN,VAL,TEST", help="split sizes (default 80/10/10 %%)")
-    p.add_argument("--split-seed", type=int, default=0)
-    p.add_argument("--normalize", choices=["gaussian", "minmax", "none"], default="gaussian")
-    _optimisation_options(p)
-    _loader_options(p)
-    p.add_argument("--resume", action="store_true",
-                   help="continue RUN_DIR/last.pt with its stored settings (only --epochs may be raised)")
-    p.add_argument("--overwrite", action="store_true", help="replace the run in RUN_DIR (default: refuse)")
-    p.add_argument("--device", help="torch device (default: cuda:LOCAL_RANK if available, else cpu)")
-    p.add_argument("--threads", type=int, help="torch CPU threads per process")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p = sub.add_parser("train", help="train a model on a data file", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter, argument_default=argparse.SUPPRESS)
+    p.add_argument("--config-file", metavar="YAML", help="a run spec as YAML (a run's config.yaml); options win")
+    p.add_argument("--out", required=True, help="run folder (checkpoints, config.yaml, run.json, metrics)")
+    for option, (field, settings, text) in OPTIONS.items():
+        p.add_argument(option, dest=field, help=text + _shown_default(field), **settings)
+    p.add_argument("--resume", action="store_true", default=False,
+                   help="continue RUN_DIR/last.pt with its stored spec (only epochs and loading may change)")
+    p.add_argument("--overwrite", action="store_true", default=False, help="replace the run in RUN_DIR")
+    p.add_argument("--device", default=None, help="torch device (default: cuda:LOCAL_RANK if available, else cpu)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
+    p.add_argument("--no-progress", action="store_true", default=False, help="no progress bars")
     p.set_defaults(func=run)
 
 
-def _loader_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("data loading (never changes the results)")
-    g.add_argument("--cache", choices=["auto", "memory", "stream"], default="auto",
-                   help="stream from the file, read the train/val samples into memory once, or cache when they "
-                        "fit --memory-budget (default auto)")
-    g.add_argument("--workers", type=int, metavar="N",
-                   help="loader processes when streaming (default min(4, cores))")
-    g.add_argument("--prefetch", type=int, default=2, metavar="N", help="batches each worker reads ahead (default 2)")
-    g.add_argument("--memory-budget", type=float, default=2.0, metavar="GB",
-                   help="GiB the auto cache may use (default 2)")
+def _overrides(args: argparse.Namespace) -> dict:
+    """``{spec field: value}`` of the options given on the command line."""
+    values = {field: getattr(args, field) for field in _BY_FIELD if field in vars(args)}
+    if "model.config" in values:
+        values["model.config"] = parse_config(values["model.config"])
+    if values.get("data.normalize") == "none":
+        values["data.normalize"] = None
+    if "loading.memory_budget" in values:
+        budget = values["loading.memory_budget"]
+        if budget < 0:
+            raise ValueError(f"--memory-budget: expected a size in GiB >= 0, found {budget}")
+        values["loading.memory_budget"] = int(budget * 2**30)
+    return values
 
 
-def _optimisation_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--epochs", type=int, help="epochs to train in all (default 10; with --resume: the stored number)")
-    p.add_argument("--batch-size", type=int, default=20, help="global batch size (split over processes)")
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--weight-decay", type=float, default=1e-4)
-    p.add_argument("--optimizer", choices=["adam", "adamw"], default="adamw")
-    p.add_argument("--scheduler", choices=["step", "cosine", "none"], default="step")
-    p.add_argument("--step-size", type=int, default=100, help="StepLR step in epochs")
-    p.add_argument("--gamma", type=float, default=0.5, help="StepLR decay")
-    p.add_argument("--loss", choices=["auto", "rel_l2", "rel_l1", "cross_entropy"], default="auto",
-                   help="auto (default): cross_entropy when the target is a class label, else rel_l2")
-    p.add_argument("--label-smoothing", type=float, default=0.0, help="classification: cross-entropy label smoothing")
-    p.add_argument("--shift", type=int, default=0, metavar="PIXELS",
-                   help="classification: random translations of the training images by up to PIXELS per axis")
-    p.add_argument("--grad-clip", type=float, help="clip the gradient norm to this value")
-    p.add_argument("--amp", action="store_true", help="bfloat16 autocast on GPU")
-    p.add_argument("--seed", type=int, default=0)
+def _base(args: argparse.Namespace):
+    """The spec the options apply to: the resumed run's, a config file's, or the defaults."""
+    from operators.training import RunSpec, stored_spec
+
+    path = getattr(args, "config_file", None)
+    if args.resume:
+        if path:
+            raise ValueError("--config-file: expected none with --resume (the run's stored spec is used), found one")
+        last = Path(args.out) / "last.pt"
+        if not last.is_file():
+            raise ValueError(f"--resume: expected {last} from an earlier run, found none")
+        return stored_spec(args.out)
+    if not path:
+        return RunSpec()
+    if not Path(path).is_file():
+        raise ValueError(f"--config-file: expected a YAML file, found no file at {path}")
+    try:
+        state = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        raise ValueError(f"--config-file {path}: expected YAML, found a syntax error ({str(exc).splitlines()[0]})") from None
+    return RunSpec.from_dict(state)
 
 
 def run(args: argparse.Namespace) -> int:
-    from operators.training import TrainConfig  # heavy imports only when training
+    from operators.training import train_run  # heavy imports only when training
 
-    if args.threads:
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads: expected a positive number of threads, found {args.threads}")
         torch.set_num_threads(args.threads)
-    from operators.models import MODELS
-
-    if not args.resume and args.model not in MODELS:
-        found = "none" if args.model is None else repr(args.model)
-        raise ValueError(f"--model: expected one of {', '.join(sorted(MODELS))}; found {found}")
-    if args.epochs is not None and args.epochs < 1:
-        raise ValueError(f"--epochs: expected a positive number of epochs, found {args.epochs}")
-    model_config = parse_config(args.config)
-    stored_epochs = _check_resume(args, model_config) if args.resume else 10
-    config = TrainConfig(
-        epochs=stored_epochs if args.epochs is None else args.epochs, batch_size=args.batch_size, lr=args.lr,
-        weight_decay=args.weight_decay,
-        optimizer=args.optimizer, scheduler=args.scheduler, step_size=args.step_size, gamma=args.gamma,
-        loss=args.loss, label_smoothing=args.label_smoothing, shift=args.shift, grad_clip=args.grad_clip, amp=args.amp, seed=args.seed, pushforward=args.pushforward,
-        progress=not args.no_progress,
-    )
-    args.epochs = config.epochs
+    base, overrides = _base(args), _overrides(args)
+    if "model.config" in overrides:  # --config sets keys of the base's config (a config file's, a resumed run's)
+        overrides["model.config"] = {**base.model.config, **overrides["model.config"]}
+    spec = base.override(overrides)
     try:
-        history = _train(args, model_config, config)
+        history = train_run(spec, args.out, resume=args.resume, overwrite=args.overwrite, device=args.device,
+                            progress=not args.no_progress)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(_interrupt_hint(Path(args.out))) from None
     if history and os.environ.get("RANK", "0") == "0":
@@ -138,37 +183,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train(args: argparse.Namespace, model_config: dict, config) -> list[dict]:
-    from operators.cli._config_file import CONFIG_FILE, run_config
-    from operators.training import LoaderConfig, train_run
-
-    files = {} if args.resume else {CONFIG_FILE: run_config(args, model_config)}
-    return train_run(
-        args.data, args.model, args.out, model_config=model_config, train_config=config,
-        inputs=args.input, targets=args.target, window=args.window, horizon=args.unroll, sizes=args.split,
-        split_seed=args.split_seed, normalize=None if args.normalize == "none" else args.normalize,
-        resume=args.resume, overwrite=args.overwrite, device=args.device, files=files,
-        loader=LoaderConfig(cache=args.cache, workers=args.workers, prefetch=args.prefetch,
-                            memory_budget=int(args.memory_budget * 2**30)),
-    )
-
-
 def _interrupt_hint(out: Path) -> str:
     if (out / "last.pt").is_file():
         return (f"the last finished epoch is kept in {out / 'last.pt'}: run the same command with --resume "
                 "(and without --overwrite) to continue")
     return "no epoch had finished, so nothing was kept"
-
-
-def _check_resume(args: argparse.Namespace, model_config: dict) -> int:
-    """Refuse flags that disagree with the run being resumed (see :mod:`operators.cli._resume`); returns
-    the run's stored number of epochs."""
-    from operators.cli._resume import check_resume
-    from operators.training import load_checkpoint
-
-    last = Path(args.out) / "last.pt"
-    if not last.is_file():
-        raise ValueError(f"--resume: expected {last} from an earlier run, found none")
-    state = load_checkpoint(last)
-    check_resume(args, getattr(args, "explicit", set()), state, model_config, Path(args.out))
-    return int(state["train_config"]["epochs"])

@@ -12,15 +12,16 @@ from typing import Any, Callable
 
 from torch import nn
 
-from operators.models import chonn, nac, order_models, vision
+from operators.models import chonn, nac, order_models, sequence, vision
 from operators.models.fno import FNOConfig, build_fno
 from operators.models.unet import UNet, UNetConfig
 
 __all__ = ["ModelEntry", "MODELS", "TASKS", "build", "make_config", "model_spec", "rebuild"]
 
 
-#: what a model maps: fields to fields, or images to class logits
-TASKS = ("fields", "classify")
+#: what a model maps: fields to fields, images to class logits, or sequences (batch, time, channels) to
+#: logits / targets per sequence or per step (see :mod:`operators.models.sequence`)
+TASKS = ("fields", "classify", "sequence")
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,17 @@ MODELS: dict[str, ModelEntry] = {
     "conv_vision": ModelEntry(vision.ConvVisionConfig, vision.build_conv_vision,
                               "image classifier: chonn_vision's backbone with a convolutional mixer (baseline)",
                               "classify"),
+    "ltc": ModelEntry(sequence.LTCConfig, sequence.build_ltc, "sequences: LTC, step sizes dt", "sequence"),
+    "cfc": ModelEntry(sequence.CfCConfig, sequence.build_cfc, "sequences: CfC, step sizes dt", "sequence"),
+    "pdna": ModelEntry(sequence.PDNAConfig, sequence.build_pdna, "sequences: PDNA variant A-E on a CfC", "sequence"),
+    "nac": ModelEntry(sequence.NACSequenceConfig, sequence.build_nac,
+                      "sequences: one NAC layer, timestamps and key-padding mask", "sequence"),
+    "ckb_seq": ModelEntry(sequence.CKBSequenceConfig, sequence.build_ckb_seq,
+                          "sequences: stacked Cascaded Kirchhoff Blocks, step sizes dt", "sequence"),
+    "gru": ModelEntry(sequence.GRUConfig, sequence.build_gru, "sequences: torch GRU baseline, dt as a feature",
+                      "sequence"),
+    "attention": ModelEntry(sequence.AttentionConfig, sequence.build_attention,
+                            "sequences: multi-head self-attention baseline, dt as a feature", "sequence"),
 }
 
 
@@ -94,7 +106,9 @@ def _check_type(name: str, key: str, value: Any, annotation: str) -> None:
 
 def build(name: str, in_channels: int, out_channels: int, **config: Any) -> nn.Module:
     """Build model ``name`` for ``(batch, in_channels, *spatial)`` → ``(batch, out_channels, *spatial)``
-    (the image classifiers: → logits ``(batch, out_channels)``, ``out_channels`` the number of classes).
+    (the image classifiers: → logits ``(batch, out_channels)``, ``out_channels`` the number of classes;
+    the sequence models: ``(batch, time, in_channels)`` → ``(batch, out_channels)`` or, with readout
+    ``"steps"``, ``(batch, time, out_channels)``).
 
     Example:
         >>> model = build("chonn_fno", 1, 1, n_modes=12, width=20, order=2)

@@ -1,8 +1,8 @@
 """Checkpoints: written atomically (temporary file + rename), read with ``weights_only=True`` only.
 
 A checkpoint holds plain values and tensors: model/optimizer/scheduler state dicts, normalizer
-statistics, the model and data descriptions, the training config as a dict and the RNG states as
-tensors. Nothing in it needs a custom class to be unpickled, and a file that does is refused.
+statistics, the resolved run spec as plain values (:meth:`operators.training.RunSpec.to_dict`) and the
+RNG states as tensors. Nothing in it needs a custom class to be unpickled, and a file that does is refused.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ thread. A read error in a worker comes back as one line naming the file and samp
 Example:
     >>> loader = Loader(dataset, batch_size=20, seed=0, workers=2)
     >>> for batch in loader.epoch(3):
-    ...     loss = model(batch.x) ...           # batch.n_global: size of the global batch
+    ...     x, y = batch.tensors                # batch.n_global: size of the global batch
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from operators.training.distributed import DistInfo
-from pde_data.reading import ReadFailure
+from pde_data import DataReadError
 
-__all__ = ["Loader", "Batch", "TensorPairs", "epoch_order", "global_batches"]
+__all__ = ["Loader", "Batch", "epoch_order", "global_batches"]
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
@@ -42,10 +42,10 @@ def global_batches(n: int, batch_size: int, *, seed: int, epoch: int, shuffle: b
 
 
 class Batch(NamedTuple):
-    """This process's part of one global batch, on the training device."""
+    """This process's part of one global batch, on the training device: the dataset's ``read_batch`` tensors
+    (``(x, y)`` for fields, ``(x, y, dt, mask)`` for sequences) and the size of the global batch."""
 
-    x: torch.Tensor
-    y: torch.Tensor
+    tensors: tuple[torch.Tensor, ...]
     n_global: int
 
 
@@ -68,23 +68,28 @@ class _EpochSampler(Sampler):
         return len(self.batches())
 
 
-class TensorPairs(Dataset):
-    """In-memory ``(inputs, targets)`` tensors as a dataset with whole-batch reads."""
+class _ReadFailure:
+    """A read error passed back from a DataLoader worker as a value (its message is one line naming
+    the file and sample), so the main process raises :class:`DataReadError` with that line alone."""
 
-    def __init__(self, x: torch.Tensor, y: torch.Tensor):
-        if len(x) != len(y):
-            raise ValueError(f"tensors: expected as many targets as inputs, found {len(x)} and {len(y)}")
-        self.x, self.y = x, y
+    def __init__(self, message: str):
+        self.message = message
+
+
+class _WholeBatches(Dataset):
+    """``dataset`` read a whole batch at a time (its ``read_batch``), without unstacking into items."""
+
+    def __init__(self, dataset: Dataset):
+        self.dataset = dataset
 
     def __len__(self) -> int:
-        return len(self.x)
+        return len(self.dataset)
 
-    def __getitems__(self, items: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        idx = torch.as_tensor(items, dtype=torch.long)
-        return self.x[idx], self.y[idx]
-
-    def __getitem__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.x[k], self.y[k]
+    def __getitems__(self, items: list[int]):
+        try:
+            return self.dataset.read_batch(items)
+        except DataReadError as exc:
+            return _ReadFailure(str(exc))
 
 
 def _whole(batch):
@@ -96,10 +101,11 @@ def _one_thread(_worker_id: int) -> None:
 
 
 class Loader:
-    """Batches of ``dataset`` (a map-style dataset with ``__getitems__``) for one process.
+    """Batches of ``dataset`` for one process.
 
     Args:
-        dataset: e.g. :class:`pde_data.WindowDataset` / :class:`pde_data.PairDataset` or :class:`TensorPairs`.
+        dataset: a map-style dataset with ``read_batch(items) -> tuple of stacked tensors`` (every
+            ``pde_data`` dataset; :class:`pde_data.batches.BatchReads`).
         batch_size: global batch size (split over processes).
         seed: seed of the per-epoch order. shuffle: ``False`` keeps the item order (validation).
         dist: this process's place; ``world_size`` processes split every global batch.
@@ -117,7 +123,7 @@ class Loader:
         extra = dict(persistent_workers=True, prefetch_factor=prefetch, worker_init_fn=_one_thread) if workers else {}
         # the loader's own generator: creating an iterator draws a base seed, which must not come from
         # (and shift) the global RNG, or the number of workers and resuming would change a run's randomness
-        self._loader = DataLoader(dataset, batch_sampler=self._sampler, num_workers=workers, collate_fn=_whole,
+        self._loader = DataLoader(_WholeBatches(dataset), batch_sampler=self._sampler, num_workers=workers, collate_fn=_whole,
                                   pin_memory=self.dist.device.type == "cuda",
                                   generator=torch.Generator().manual_seed(seed), **extra)
 
@@ -135,7 +141,6 @@ class Loader:
         sizes = [len(b) for b in self._sampler.batches()]
         dev = self.dist.device
         for n_global, batch in zip(sizes, self._loader):
-            if isinstance(batch, ReadFailure):
-                batch.raise_error()
-            x, y = batch
-            yield Batch(x.to(dev, non_blocking=True), y.to(dev, non_blocking=True), n_global)
+            if isinstance(batch, _ReadFailure):
+                raise DataReadError(batch.message)
+            yield Batch(tuple(t.to(dev, non_blocking=True) for t in batch), n_global)

@@ -136,7 +136,7 @@ def _old_run(folder: Path, *, resume: bool, overwrite: bool) -> list[Path]:
     entries = sorted(p for p in folder.iterdir() if p.name != LOCK)
     if resume:
         if not (folder / "last.pt").is_file():
-            raise RunFolderError(f"--resume: expected {folder / 'last.pt'} from an earlier run, found "
+            raise RunFolderError(f"resume=True: expected {folder / 'last.pt'} from an earlier run, found "
                                  f"{'an empty folder' if not entries else 'no last.pt'}")
         return []
     if not entries:
@@ -144,12 +144,12 @@ def _old_run(folder: Path, *, resume: bool, overwrite: bool) -> list[Path]:
     names = [p.name for p in entries]
     if not overwrite:
         raise RunFolderError(f"{folder}: expected an empty or new run folder, found {', '.join(names[:5])}"
-                             f"{' ...' if len(names) > 5 else ''}; pass --resume to continue that run or "
-                             "--overwrite to replace it")
+                             f"{' ...' if len(names) > 5 else ''}; pass resume=True to continue that run or "
+                             "overwrite=True to replace it")
     foreign = [p.name for p in entries if not _is_run_file(p)]
     if foreign:
-        raise RunFolderError(f"--overwrite: {folder} holds files a run does not write ({', '.join(foreign[:5])}); "
-                             "expected a run folder: move them away or choose another --out")
+        raise RunFolderError(f"overwrite=True: {folder} holds files a run does not write ({', '.join(foreign[:5])}); "
+                             "expected a run folder: move them away or choose another run folder")
     return entries
 
 
@@ -163,7 +163,7 @@ def claim(folder: str | os.PathLike, *, resume: bool = False, overwrite: bool = 
             (or, with ``overwrite``, files a run does not write); with ``resume``, it has no ``last.pt``.
     """
     if resume and overwrite:
-        raise RunFolderError("--resume and --overwrite: expected one of them, found both")
+        raise RunFolderError("resume=True and overwrite=True: expected one of them, found both")
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise RunFolderError(f"{folder}: expected a run folder, found a file")

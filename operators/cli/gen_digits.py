@@ -1,0 +1,31 @@
+"""``circuitop generate digits``: scikit-learn's 8x8 digits as sequences of rows, whole or gapped (PDNA, Sec. 4)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pde_data
+from operators.cli._generation import write
+
+__all__ = ["register"]
+
+
+def register(problems: argparse._SubParsersAction) -> None:
+    p = problems.add_parser("digits", help="8x8 digits read row by row (8 steps of 8 pixels), optionally with "
+                                           "centred gaps removed (irregular times, unequal lengths; PDNA)")
+    p.add_argument("--out", type=Path, required=True, help="output NetCDF file")
+    p.add_argument("--gap", type=float, default=0.0,
+                   help="largest centred gap, a fraction of the 8 rows in [0, 1): each digit loses 0 .. "
+                        "max(1, round(8 * GAP)) rows (default 0: whole sequences)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the gap sizes (default 0)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file (default: refuse)")
+    p.set_defaults(func=run, shard=None)  # one file, never sharded (write() reads args.shard)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.gap < 1:
+        raise ValueError(f"--gap: expected a fraction in [0, 1), found {args.gap}")
+    pde_data.check_output(args.out, overwrite=args.overwrite)
+    write(pde_data.generate_gapped_digits(seed=args.seed, gap=args.gap), args)
+    return 0

@@ -1,0 +1,320 @@
+"""The one description of a training run: :class:`RunSpec`, a frozen, versioned tree of dataclasses.
+
+==============  ===============================================================================
+part            what it holds
+==============  ===============================================================================
+``data``        the source file (path, and once resolved its fingerprint), the variables, the split
+                (sizes and seed, and once resolved the sample indices themselves), the normalization
+``task``        which problem: ``steady``, ``window``, ``classify`` or ``sequence`` (``None``: chosen
+                from the data), the given frames ``window``, the ``horizon``, the loss and its options
+``model``       the registry name, its config, and once resolved its in/out channels
+``optim``       epochs, batch size, optimizer, schedule, clipping, precision, the training seed
+``loading``     how data reaches the model (never changes the results)
+==============  ===============================================================================
+
+The command line and ``--config-file`` YAML parse into a RunSpec and into nothing else; a run's
+``config.yaml`` is :meth:`RunSpec.request` as YAML (what was asked: no file-specific indices or
+fingerprint), its ``run.json`` and every checkpoint hold the whole resolved spec (:meth:`RunSpec.to_dict`).
+Resuming is: load the stored spec, apply the overrides, :func:`conflicts` names any field that changed.
+Field paths (``"optim.lr"``) are the parameter names of the Python API; only the CLI maps them to options.
+
+Example:
+    >>> spec = RunSpec(data=DataSpec("darcy.nc", inputs=("a",), targets=("u",)), model=ModelSpec("fno"))
+    >>> spec = spec.override({"optim.epochs": 20, "model.config": {"width": 32}})
+    >>> RunSpec.from_dict(yaml.safe_load(spec.to_yaml())) == spec
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+
+import yaml
+
+from operators.training.spec_checks import SpecError, check
+from pde_data.fingerprint import Fingerprint
+
+__all__ = ["RunSpec", "DataSpec", "TaskSpec", "ModelSpec", "OptimSpec", "LoadingSpec", "Splits", "SpecError",
+           "SPEC_VERSION", "TASK_KINDS", "RESUMABLE", "conflicts"]
+
+#: Version of the serialised form; a stored spec of another version is refused with one line.
+SPEC_VERSION = 1
+TASK_KINDS = ("steady", "window", "classify", "sequence")
+#: Fields a resumed run may change: they decide how long and how data is read, not what is learned.
+RESUMABLE = ("optim.epochs", "data.path", "loading.")
+
+
+@dataclass(frozen=True)
+class Splits:
+    """Disjoint sorted sample indices of the ``train``, ``val`` and ``test`` splits."""
+
+    train: tuple[int, ...]
+    val: tuple[int, ...]
+    test: tuple[int, ...]
+
+    @property
+    def scored(self) -> tuple[str, tuple[int, ...]]:
+        """``(name, indices)`` of the split ``evaluate`` scores: test, or val when test is empty."""
+        return ("test", self.test) if self.test else ("val", self.val)
+
+    @property
+    def sizes(self) -> tuple[int, int, int]:
+        return len(self.train), len(self.val), len(self.test)
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """The source and what is read from it. Empty ``inputs``/``targets``: chosen from the data."""
+
+    path: str | None = None
+    inputs: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+    split: tuple[int, ...] | None = None
+    split_seed: int = 0
+    normalize: str | None = "gaussian"
+    splits: Splits | None = None
+    fingerprint: Fingerprint | None = None
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The problem: ``kind`` (None: from the data), ``window`` given frames → ``horizon`` frames (window
+    runs), the loss (``auto``: the task's own), ``label_smoothing``/``shift`` (classification), and once
+    resolved the number of ``classes``."""
+
+    kind: str | None = None
+    window: int | None = None
+    horizon: int = 1
+    pushforward: bool = False
+    loss: str = "auto"
+    label_smoothing: float = 0.0
+    shift: int = 0
+    classes: int = 0
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A registry model (:data:`operators.models.MODELS`): name, config values, and once resolved its channels."""
+
+    name: str | None = None
+    config: dict = field(default_factory=dict)
+    in_channels: int = 0
+    out_channels: int = 0
+
+    def __hash__(self) -> int:  # a frozen tree with a dict inside: hash what identifies the model
+        return hash((self.name, self.in_channels, self.out_channels))
+
+
+@dataclass(frozen=True)
+class OptimSpec:
+    """Optimisation (the CHONN paper's per-benchmark values are in CHONN, Methods)."""
+
+    epochs: int = 10
+    batch_size: int = 20
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    optimizer: str = "adamw"
+    scheduler: str = "step"
+    step_size: int = 100
+    gamma: float = 0.5
+    grad_clip: float | None = None
+    amp: bool = False
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class LoadingSpec:
+    """How data reaches the model: ``cache`` ``stream``/``memory``/``auto`` (cache when the train and
+    validation samples fit ``memory_budget`` bytes, per process), loader ``workers`` (None: min(4, cores))
+    and the batches each prefetches."""
+
+    cache: str = "auto"
+    workers: int | None = None
+    prefetch: int = 2
+    memory_budget: int = 2 << 30
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that describes a run (module docstring)."""
+
+    data: DataSpec = DataSpec()
+    task: TaskSpec = TaskSpec()
+    model: ModelSpec = ModelSpec()
+    optim: OptimSpec = OptimSpec()
+    loading: LoadingSpec = LoadingSpec()
+    version: int = SPEC_VERSION
+
+    def __post_init__(self):
+        check(self)
+
+    # -- paths -------------------------------------------------------------------------------------
+    def get(self, path: str):
+        """The value at ``path`` (``"optim.lr"``)."""
+        value = self
+        for name in path.split("."):
+            value = getattr(value, name)
+        return value
+
+    def override(self, values: dict) -> "RunSpec":
+        """A copy with ``{path: value}`` applied (checked like any spec)."""
+        parts: dict[str, dict] = {}
+        for path, value in values.items():
+            part, _, name = path.partition(".")
+            if part not in _PARTS:
+                raise SpecError(path, f"expected a field of one of the parts {list(_PARTS)}, found {part!r}")
+            names = [f.name for f in dataclasses.fields(_PARTS[part])]
+            if name not in names:
+                raise SpecError(path, f"expected a field of '{part}' among {names}, found {name!r}")
+            parts.setdefault(part, {})[name] = _typed(_PARTS[part], name, value, path)
+        return dataclasses.replace(self, **{p: dataclasses.replace(getattr(self, p), **v) for p, v in parts.items()})
+
+    def request(self) -> "RunSpec":
+        """The spec without what its data fixed (split indices, fingerprint, classes, channels): ``config.yaml``."""
+        return self.override({"data.splits": None, "data.fingerprint": None, "task.classes": 0,
+                              "model.in_channels": 0, "model.out_channels": 0})
+
+    @property
+    def resolved(self) -> bool:
+        return self.data.splits is not None
+
+    # -- serialisation -----------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """Plain values (YAML, JSON and ``torch.load(weights_only=True)`` read them back); unset resolved parts left out."""
+        out: dict = {"version": self.version}
+        for part in _PARTS:
+            values = {}
+            for f in dataclasses.fields(_PARTS[part]):
+                value = getattr(getattr(self, part), f.name)
+                if f.name in _RESOLVED.get(part, ()) and not value:
+                    continue
+                values[f.name] = _plain(value)
+            out[part] = values
+        return out
+
+    @classmethod
+    def from_dict(cls, state: dict) -> "RunSpec":
+        """Inverse of :meth:`to_dict`; unknown keys and another version are one-line errors."""
+        if not isinstance(state, dict):
+            raise SpecError("spec", f"expected a mapping of parts {list(_PARTS)}, found {type(state).__name__}")
+        found = state.get("version")
+        if found != SPEC_VERSION:
+            raise SpecError("version", f"expected run spec version {SPEC_VERSION}, found {found!r} (a run written "
+                            "by another circuitop: train it again)")
+        unknown = sorted(set(state) - {"version", *_PARTS})
+        if unknown:
+            raise SpecError(unknown[0], f"expected parts among {list(_PARTS)}, found {unknown[0]!r}")
+        values = {}
+        for part, entries in state.items():
+            if part == "version":
+                continue
+            if not isinstance(entries, dict):
+                raise SpecError(part, f"expected a mapping of fields, found {entries!r}")
+            values.update({f"{part}.{name}": value for name, value in entries.items()})
+        return cls().override(values)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+_PARTS = {"data": DataSpec, "task": TaskSpec, "model": ModelSpec, "optim": OptimSpec, "loading": LoadingSpec}
+#: fields the data fix when a run starts, left out of the serialised form while unset
+_RESOLVED = {"data": ("splits", "fingerprint"), "task": ("classes",), "model": ("in_channels", "out_channels")}
+
+
+def paths() -> list[str]:
+    """Every field path of a spec (``"optim.lr"``, ...)."""
+    return [f"{part}.{f.name}" for part, cls in _PARTS.items() for f in dataclasses.fields(cls)]
+
+
+def conflicts(stored: RunSpec, given: RunSpec) -> list[tuple[str, object, object]]:
+    """``(path, stored value, given value)`` of every requested field that differs, except :data:`RESUMABLE`;
+    a mapping (``model.config``) is compared key by key (``"model.config.width"``)."""
+    a, b = stored.request(), given.request()
+    found = []
+    for p in paths():
+        old, new = a.get(p), b.get(p)
+        if p.startswith(RESUMABLE) or old == new:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            found += [(f"{p}.{k}", old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+        else:
+            found.append((p, old, new))
+    return found
+
+
+# -- value conversion ----------------------------------------------------------------------------
+def _plain(value):
+    if isinstance(value, Splits):
+        return {k: list(getattr(value, k)) for k in ("train", "val", "test")}
+    if isinstance(value, Fingerprint):
+        return value.to_state()
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _typed(cls: type, name: str, value, path: str):
+    """``value`` converted to the annotated type of ``cls.name`` (lists → tuples, ints → floats), or a
+    :class:`SpecError` naming ``path``, what was expected and what was found."""
+    hint = typing.get_type_hints(cls)[name]
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    if value is None:
+        if type(None) in options:
+            return None
+        raise SpecError(path, f"expected {_describe(hint)}, found none")
+    for option in options:
+        converted = _convert(option, value)
+        if converted is not _NO:
+            return converted
+    raise SpecError(path, f"expected {_describe(hint)}, found {value!r}")
+
+
+_NO = object()
+
+
+def _convert(option, value):
+    origin = typing.get_origin(option)
+    if option is bool:
+        return value if isinstance(value, bool) else _NO
+    if option is int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else _NO
+    if option is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return float(value) if ok else _NO
+    if option is str:
+        return value if isinstance(value, str) else _NO
+    if origin is tuple and isinstance(value, (list, tuple)):
+        item = typing.get_args(option)[0]
+        items = [_convert(item, v) for v in value]
+        return _NO if any(v is _NO for v in items) else tuple(items)
+    if option is dict:
+        return {str(k): (tuple(v) if isinstance(v, list) else v) for k, v in value.items()} if isinstance(value, dict) else _NO
+    if option is Splits:
+        return _splits(value)
+    if option is Fingerprint:
+        return value if isinstance(value, Fingerprint) else Fingerprint.from_state(value) if isinstance(value, dict) else _NO
+    return _NO
+
+
+def _splits(value):
+    if isinstance(value, Splits):
+        return value
+    if not isinstance(value, dict) or set(value) != {"train", "val", "test"}:
+        return _NO
+    parts = [value[k] for k in ("train", "val", "test")]
+    if not all(isinstance(p, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool) for i in p)
+               for p in parts):
+        return _NO
+    return Splits(*(tuple(p) for p in parts))
+
+
+def _describe(hint) -> str:
+    text = str(hint).replace("typing.", "").replace("NoneType", "None")
+    return text.replace("<class '", "").replace("'>", "").replace("pde_data.fingerprint.", "").replace(
+        "operators.training.spec.", "")

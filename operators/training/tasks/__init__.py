@@ -1,0 +1,99 @@
+"""The tasks of a run — :class:`Steady`, :class:`Window`, :class:`Classify`, :class:`Sequence` — and
+:func:`resolve`, which fixes a :class:`~operators.training.spec.RunSpec` against its data.
+
+Example:
+    >>> spec = resolve(RunSpec(data=DataSpec("darcy.nc"), model=ModelSpec("fno")), pde_data.open_data("darcy.nc"))
+    >>> spec.task.kind, spec.data.inputs, spec.data.splits.sizes
+    ('steady', ('a',), (205, 25, 26))
+"""
+
+from __future__ import annotations
+
+import xarray as xr
+
+import pde_data
+from operators.training.spec import RunSpec, SpecError, Splits
+from operators.training.tasks.base import EvalOptions, Normalizers, Task
+from operators.training.tasks.classify import Classify, label_target
+from operators.training.tasks.fields import Steady, Window
+from operators.training.tasks.sequence import Sequence
+from pde_data.model import SAMPLE, kind_of
+
+__all__ = ["Task", "Steady", "Window", "Classify", "Sequence", "TASKS", "Normalizers", "EvalOptions", "resolve",
+           "make_task", "default_sizes"]
+
+TASKS: dict[str, type[Task]] = {cls.kind: cls for cls in (Steady, Window, Classify, Sequence)}
+
+
+def _kind(spec: RunSpec, ds: xr.Dataset) -> str:
+    """The task the data and the spec call for (when ``task.kind`` is not given)."""
+    if spec.task.window is not None:
+        return "window"
+    inputs = [v for v in spec.data.inputs if v in ds.data_vars]
+    data = ds[inputs] if inputs else ds
+    if kind_of(data) == "sequence":
+        return "sequence"
+    return "classify" if label_target(spec, ds) is not None else "steady"
+
+
+def default_sizes(n: int) -> tuple[int, int, int]:
+    """80/10/10 %, at least one validation and test sample once there are 3 samples (all train below)."""
+    n_val = max(1, n // 10) if n >= 3 else 0
+    return n - 2 * n_val, n_val, n_val
+
+
+def _splits(spec: RunSpec, n: int) -> Splits:
+    """The stored split if the spec has one (checked), else drawn from ``data.split`` sizes with ``data.split_seed``."""
+    if spec.data.splits is None:
+        sizes = spec.data.split or default_sizes(n)
+        if sum(sizes) > n:
+            raise SpecError("data.split", f"expected sizes summing to at most the {n} samples, found {list(sizes)}")
+        parts = pde_data.split_indices(n, sizes=list(sizes), seed=spec.data.split_seed)
+        splits = Splits(*(tuple(int(i) for i in parts[k]) for k in ("train", "val", "test")))
+    else:
+        splits = spec.data.splits
+    parts = [sorted(getattr(splits, k)) for k in ("train", "val", "test")]
+    every = [i for p in parts for i in p]
+    if not parts[0] or len(set(every)) != len(every) or (every and not 0 <= min(every) <= max(every) < n):
+        raise SpecError("data.splits", f"expected disjoint sample indices in [0, {n}) with at least one training "
+                        f"sample; found sizes {[len(p) for p in parts]}")
+    return Splits(*(tuple(p) for p in parts))
+
+
+def _check_model(spec: RunSpec, task: type[Task]) -> RunSpec:
+    """``spec`` with the model's whole config (validated by the registry), if the model fits the task."""
+    from operators.models import MODELS, model_spec
+
+    name = spec.model.name
+    if name not in MODELS:
+        raise SpecError("model.name", f"expected one of {', '.join(sorted(MODELS))}; found {name!r}")
+    if MODELS[name].task != task.model_task:
+        fitting = sorted(n for n, entry in MODELS.items() if entry.task == task.model_task)
+        raise SpecError("model.name", f"expected a model for a {task.kind} run (one of {', '.join(fitting)}), "
+                        f"found {name!r}")
+    m = spec.model
+    try:
+        full = model_spec(name, m.in_channels, m.out_channels, **m.config)
+    except ValueError as exc:
+        raise SpecError("model.config", str(exc)) from None
+    return spec.override({"model.config": full["config"]})
+
+
+def resolve(spec: RunSpec, ds: xr.Dataset) -> RunSpec:
+    """``spec`` fixed against the data ``ds``: task kind, variables, split indices, fingerprint, classes,
+    model channels and whole config. Raises :class:`SpecError` naming the field that does not fit."""
+    if SAMPLE not in ds.dims:
+        raise SpecError("data.path", f"expected a '{SAMPLE}' dim in the data model; found dims {tuple(ds.dims)}")
+    kind = spec.task.kind or _kind(spec, ds)
+    task = TASKS[kind]
+    task.check_loss(spec)
+    spec = spec.override({"task.kind": kind})
+    spec = spec.override({"data.splits": _splits(spec, ds.sizes[SAMPLE])})
+    spec = task.resolve(spec, ds)
+    spec = spec.override({"data.split": list(spec.data.splits.sizes), "data.fingerprint": pde_data.fingerprint(ds)})
+    return _check_model(spec, task)
+
+
+def make_task(spec: RunSpec, normalizers: Normalizers = Normalizers()) -> Task:
+    """The task object of a resolved ``spec``."""
+    return TASKS[spec.task.kind](spec, normalizers)

@@ -1,0 +1,137 @@
+"""What every task shares: the :class:`Task` interface, the run's :class:`Normalizers`, and the choice of
+the task from the data.
+
+A task owns everything that depends on the kind of problem, so that the trainer and ``evaluate_run`` stay
+generic: which variables a run reads (:meth:`Task.resolve`), its normalizers and datasets, prediction,
+the per-sample loss, the per-sample metrics (the same in validation and in ``evaluate``), the score that
+picks ``best.pt``, and how predictions are scored and written over a whole split (:meth:`Task.evaluate`).
+
+A batch is the tuple of tensors the task's dataset reads (``read_batch``), on the training device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+import xarray as xr
+from torch import nn
+
+import pde_data
+from operators.training.spec import RunSpec, SpecError
+
+__all__ = ["Task", "Normalizers", "EvalOptions", "fit_variables"]
+
+
+def fit_variables(ds: xr.Dataset, spec: RunSpec, variables) -> pde_data.Normalizer | None:
+    """The normalizer of ``variables`` (``spec.data.normalize``; None: none): from the statistics shipped with
+    the data (The Well's stats.yaml) when it has them, else fitted on the training split."""
+    kind = spec.data.normalize
+    if kind is None:
+        return None
+    shipped = pde_data.normalizer_from_stats(ds, list(variables), kind=kind)
+    return shipped or pde_data.fit_normalizer(ds, list(variables), indices=list(spec.data.splits.train), kind=kind)
+
+
+@dataclass(frozen=True)
+class Normalizers:
+    """The run's normalizers of the model's inputs and outputs (``None``: not normalized)."""
+
+    input: pde_data.Normalizer | None = None
+    output: pde_data.Normalizer | None = None
+
+    def state_dict(self) -> dict:
+        """Plain tensors and strings (``weights_only``-loadable)."""
+        return {k: (None if v is None else v.state_dict()) for k, v in (("input", self.input), ("output", self.output))}
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> "Normalizers":
+        return cls(*(None if state.get(k) is None else pde_data.Normalizer.from_state_dict(state[k])
+                     for k in ("input", "output")))
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.input is None else self.input.encode(x)
+
+    def decode(self, y: torch.Tensor) -> torch.Tensor:
+        return y if self.output is None else self.output.decode(y)
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """How ``evaluate_run`` scores a run: ``steps`` of a rollout (window runs; None: to the end of the
+    data), ``batch_size``, the model's ``device``, whether to write ``pred.nc`` and plots into ``out``."""
+
+    out: object
+    steps: int | None = None
+    batch_size: int = 16
+    device: torch.device = torch.device("cpu")
+    write: bool = True
+    plots: bool = True
+
+
+class Task:
+    """One kind of problem (see the module docstring). Subclasses set :attr:`kind`, :attr:`model_task`
+    (the registry task of the models that fit, :data:`operators.models.registry.TASKS`) and :attr:`losses_allowed`."""
+
+    kind: ClassVar[str]
+    model_task: ClassVar[str]
+    losses_allowed: ClassVar[tuple[str, ...]]
+
+    def __init__(self, spec: RunSpec, normalizers: Normalizers = Normalizers()):
+        self.spec, self.normalizers = spec, normalizers
+        self.loss = self.losses_allowed[0] if spec.task.loss == "auto" else spec.task.loss
+
+    # -- choosing the data (classmethods: before the run exists) --------------------------------
+    @classmethod
+    def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> RunSpec:
+        """``spec`` with the variables chosen and checked against ``ds``, classes and model channels set."""
+        raise NotImplementedError
+
+    @classmethod
+    def check_loss(cls, spec: RunSpec) -> None:
+        if spec.task.loss not in ("auto", *cls.losses_allowed):
+            raise SpecError("task.loss", f"expected one of {['auto', *cls.losses_allowed]} for a {cls.kind} run, "
+                            f"found {spec.task.loss!r}")
+        if cls.kind != "classify":
+            used = [p for p in ("task.label_smoothing", "task.shift") if spec.get(p)]
+            if used:
+                raise SpecError(used[0], f"expected only in classification runs, found it in a {cls.kind} run")
+
+    # -- reading --------------------------------------------------------------------------------
+    def fit_normalizers(self, source, ds: xr.Dataset) -> Normalizers:
+        raise NotImplementedError
+
+    def dataset(self, source, indices, *, cache: bool, dtype: torch.dtype = torch.float32):
+        raise NotImplementedError
+
+    def item_bytes(self, ds: xr.Dataset) -> int:
+        """Bytes one sample of the run's variables takes in memory (the cache decision)."""
+        variables = sorted(set(self.spec.data.inputs) | set(self.spec.data.targets))
+        return pde_data.item_bytes(ds, variables)
+
+    # -- learning -------------------------------------------------------------------------------
+    def predict(self, model: nn.Module, batch: tuple[torch.Tensor, ...], *, training: bool) -> torch.Tensor:
+        raise NotImplementedError
+
+    def losses(self, pred: torch.Tensor, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Per-sample losses ``(batch,)``."""
+        raise NotImplementedError
+
+    def metrics(self, pred: torch.Tensor, batch: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
+        """Per-sample metrics ``{name: (batch,)}`` in physical units (validation and ``evaluate``)."""
+        raise NotImplementedError
+
+    def summary(self, means: dict[str, float], n: int) -> dict[str, float]:
+        """Whole-set values from the means of :meth:`metrics` over ``n`` samples (e.g. an RMSE from the
+        mean squared error); validation and ``evaluate`` report these."""
+        return means
+
+    def score(self, record: dict) -> float:
+        """What ``best.pt`` minimises, from an epoch's record (``val_*`` metrics, ``train_loss``)."""
+        raise NotImplementedError
+
+    # -- evaluation -----------------------------------------------------------------------------
+    def evaluate(self, model: nn.Module, ds: xr.Dataset, samples, options: EvalOptions) -> tuple[dict, list]:
+        """``(result, files written)`` of the model on ``samples`` of ``ds``: ``{"metrics", ...}``."""
+        raise NotImplementedError

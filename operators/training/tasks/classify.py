@@ -1,0 +1,115 @@
+"""Image classification: image variables ``(sample, x, y)`` → an integer label ``(sample,)``.
+
+Cross-entropy (with ``label_smoothing``), random shifts of the training images (``shift``,
+:func:`operators.training.augment.random_shift`), and top-1/top-5 accuracy and cross-entropy in
+validation and ``evaluate``; ``pred.nc`` holds the predicted classes over the source's sample indices.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import torch
+import xarray as xr
+from torch import nn
+
+import evaluation
+import pde_data
+from operators.training.augment import random_shift
+from operators.training.spec import RunSpec, SpecError
+from operators.training.tasks.base import EvalOptions, Normalizers, Task, fit_variables
+from pde_data.model import SAMPLE, TIME, spatial_dims
+
+__all__ = ["Classify", "CLASS_METRICS", "label_target", "check_labels", "write_classes"]
+
+CLASS_METRICS = {"cross_entropy": evaluation.cross_entropy, "top1": partial(evaluation.top_k_accuracy, k=1),
+                 "top5": partial(evaluation.top_k_accuracy, k=5)}
+
+
+def label_target(spec: RunSpec, ds: xr.Dataset) -> str | None:
+    """The target when it is one label variable (or, with no target named, the data's label variable with
+    an ``n_classes`` attribute: an integer per-sample setting of a PDE set is not a label), else None."""
+    targets, inputs = spec.data.targets, spec.data.inputs
+    if targets:
+        one = len(targets) == 1 and targets[0] in ds.data_vars and pde_data.is_label(ds[targets[0]])
+        return targets[0] if one else None
+    labels = [v for v in ds.data_vars if pde_data.is_label(ds[v]) and "n_classes" in ds[v].attrs and v not in inputs]
+    return labels[0] if labels else None
+
+
+def check_labels(labels: torch.Tensor, classes: int, data: str) -> None:
+    """One line when ``labels`` reach beyond the run's ``classes``."""
+    if labels.numel() and int(labels.max()) >= classes:
+        raise ValueError(f"{data}: expected labels below the run's {classes} classes, found {int(labels.max())}")
+
+
+def write_classes(path: Path, samples: np.ndarray, predicted: np.ndarray, name: str) -> Path:
+    """``path`` (NetCDF, atomically): variable ``name`` = ``predicted`` over the ``sample`` coordinate ``samples``."""
+    return pde_data.save(xr.Dataset({name: ((SAMPLE,), predicted.astype(np.int64))}, coords={SAMPLE: samples}), path)
+
+
+class Classify(Task):
+    """Images ``(batch, C, h, w)`` → logits ``(batch, classes)``."""
+
+    kind, model_task, losses_allowed = "classify", "classify", ("cross_entropy",)
+
+    @classmethod
+    def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> RunSpec:
+        label = label_target(spec, ds)
+        if label is None:
+            raise SpecError("data.targets", f"expected one integer label variable of dims ({SAMPLE},), found "
+                            f"{list(spec.data.targets) or 'none'}")
+        names = list(ds.data_vars)
+        images = list(spec.data.inputs) or [v for v in names if spatial_dims(ds[v]) and TIME not in ds[v].dims]
+        bad = [v for v in images if v not in names or len(spatial_dims(ds[v])) != 2 or TIME in ds[v].dims]
+        if bad or not images:
+            raise SpecError("data.inputs", f"expected 2D image variables (sample, x, y) to classify by {label!r}; "
+                            f"found {bad or 'none'} among {names}")
+        classes = pde_data.n_classes(ds, label)
+        return spec.override({"data.inputs": images, "data.targets": [label], "task.classes": classes,
+                              "model.in_channels": len(images), "model.out_channels": classes})
+
+    def fit_normalizers(self, source, ds):
+        return Normalizers(fit_variables(ds, self.spec, self.spec.data.inputs), None)
+
+    def item_bytes(self, ds: xr.Dataset) -> int:
+        return pde_data.item_bytes(ds, list(self.spec.data.inputs))
+
+    def dataset(self, source, indices, *, cache, dtype=torch.float32):
+        return pde_data.LabelDataset(source, self.spec.data.inputs, self.spec.data.targets[0], indices=list(indices),
+                                     cache=cache, dtype=dtype, input_normalizer=self.normalizers.input)
+
+    def predict(self, model: nn.Module, batch, *, training: bool):
+        x = random_shift(batch[0], self.spec.task.shift) if training else batch[0]
+        return model(x)
+
+    def losses(self, pred, batch):
+        return evaluation.cross_entropy(pred, batch[1], reduce="none", label_smoothing=self.spec.task.label_smoothing)
+
+    def metrics(self, pred, batch):
+        return {name: fn(pred, batch[1], reduce="none") for name, fn in CLASS_METRICS.items()}
+
+    def score(self, record: dict) -> float:
+        return 1.0 - record["val_top1"] if "val_top1" in record else record["train_loss"]
+
+    @torch.no_grad()
+    def evaluate(self, model, ds, samples, options: EvalOptions):
+        if options.steps is not None:
+            raise SpecError("steps", "expected none: the run is a classifier, not a time-stepper")
+        label = self.spec.data.targets[0]
+        labels = torch.as_tensor(pde_data.read_labels(ds, label, samples))
+        check_labels(labels, self.spec.task.classes, str(ds.attrs.get("source_file", "data")))
+        sums, predicted = {name: 0.0 for name in CLASS_METRICS}, []
+        for start in range(0, len(samples), options.batch_size):
+            x = pde_data.read_samples(ds, self.spec.data.inputs, samples[start:start + options.batch_size])
+            logits = model(self.normalizers.encode(x).to(options.device)).float().cpu()
+            batch = (x, labels[start:start + options.batch_size])
+            for name, values in self.metrics(logits, batch).items():
+                sums[name] += float(values.sum())
+            predicted.append(logits.argmax(dim=1))
+        files = []
+        if options.write:
+            files.append(write_classes(Path(options.out) / "pred.nc", samples, torch.cat(predicted).numpy(), label))
+        return {"metrics": self.summary({k: v / max(len(samples), 1) for k, v in sums.items()}, len(samples))}, files

@@ -1,0 +1,138 @@
+"""Field tasks: :class:`Steady` (input fields → target fields, e.g. Darcy ``a → u``) and :class:`Window`
+(``window`` given frames → the next ``horizon`` frames of the same variables, rolled out autoregressively).
+
+Losses and validation metrics are relative errors in physical units (decoded), per sample; ``evaluate``
+adds the PDEBench suite and, for windows, per-step rollout errors (:mod:`operators.training.tasks.field_eval`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import xarray as xr
+from torch import nn
+
+import evaluation
+import pde_data
+from operators.rollout import rollout
+from operators.training.spec import RunSpec, SpecError
+from operators.training.tasks.base import EvalOptions, Normalizers, Task, fit_variables
+from pde_data.model import TIME, spatial_dims
+
+__all__ = ["Steady", "Window", "FIELD_LOSSES", "FIELD_METRICS"]
+
+FIELD_LOSSES = {"rel_l2": evaluation.rel_l2, "rel_l1": evaluation.rel_l1}
+#: per-sample validation metrics of field runs (``evaluate`` reports them too, beside the PDEBench suite)
+FIELD_METRICS = {"rel_l2": evaluation.rel_l2, "rel_l1": evaluation.rel_l1,
+                 "rel_l2_spectral": evaluation.rel_l2_spectral, "nrmse_range": evaluation.nrmse_range}
+
+
+def _model_fields(spec: RunSpec, ds: xr.Dataset, in_channels: int, out_channels: int, **auto) -> RunSpec:
+    """The model's channels, and config values the data decide (``n_dim``; ``frames``) unless given."""
+    from operators.models import MODELS
+
+    entry = MODELS.get(spec.model.name)
+    names = {f.name for f in dataclasses.fields(entry.config)} if entry else set()
+    config = dict(spec.model.config)
+    for key, value in {"n_dim": len(spatial_dims(ds[spec.data.inputs[0]])), **auto}.items():
+        if key in names and key not in config:
+            config[key] = value
+    return spec.override({"model.in_channels": in_channels, "model.out_channels": out_channels, "model.config": config})
+
+
+class _FieldTask(Task):
+    model_task = "fields"
+    losses_allowed = ("rel_l2", "rel_l1")
+
+    def losses(self, pred, batch):
+        decode = self.normalizers.decode
+        return FIELD_LOSSES[self.loss](decode(pred), decode(batch[1]), reduce="none")
+
+    def metrics(self, pred, batch):
+        p, t = self.normalizers.decode(pred), self.normalizers.decode(batch[1])
+        return {name: fn(p, t, reduce="none") for name, fn in FIELD_METRICS.items()}
+
+    def score(self, record: dict) -> float:
+        return record.get("val_rel_l2", record["train_loss"])
+
+    def evaluate(self, model, ds, samples, options: EvalOptions):
+        from operators.training.tasks.field_eval import evaluate_fields
+
+        return evaluate_fields(self, model, ds, samples, options)
+
+
+class Steady(_FieldTask):
+    """``inputs`` fields of a sample → its ``targets`` fields: ``(batch, C_in, *s)`` → ``(batch, C_out, *s)``."""
+
+    kind = "steady"
+
+    @classmethod
+    def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> RunSpec:
+        names = list(ds.data_vars)
+        inputs = list(spec.data.inputs) or names[:1]
+        targets = list(spec.data.targets)
+        if not targets:  # the other variables on the inputs' grid (not, e.g., Poisson's coefficients (sample, i, j))
+            dims = ds[inputs[0]].dims if inputs[0] in names else None
+            targets = [v for v in names if v not in inputs and ds[v].dims == dims]
+        missing = [v for v in inputs + targets if v not in names]
+        if missing or not targets:
+            raise SpecError("data.inputs" if set(missing) & set(inputs) else "data.targets",
+                            f"expected variables among {names}; missing {missing or 'a target'}")
+        timed = [v for v in inputs + targets if TIME in ds[v].dims]
+        if timed:
+            raise SpecError("task.window", f"expected a number of given frames: variables {timed} have a '{TIME}' dim")
+        spec = spec.override({"data.inputs": inputs, "data.targets": targets})
+        return _model_fields(spec, ds, len(inputs), len(targets))
+
+    def fit_normalizers(self, source, ds):
+        return Normalizers(fit_variables(ds, self.spec, self.spec.data.inputs), fit_variables(ds, self.spec, self.spec.data.targets))
+
+    def dataset(self, source, indices, *, cache, dtype=torch.float32):
+        n = self.normalizers
+        return pde_data.PairDataset(source, self.spec.data.inputs, self.spec.data.targets, indices=list(indices),
+                                    cache=cache, dtype=dtype, input_normalizer=n.input, output_normalizer=n.output)
+
+    def predict(self, model: nn.Module, batch, *, training: bool):
+        return model(batch[0])
+
+
+class Window(_FieldTask):
+    """``window`` frames ``(batch, m, C, *s)`` → the next ``horizon`` frames ``(batch, horizon, C, *s)`` by
+    a one-step model rolled out (:func:`operators.rollout.rollout`; ``pushforward`` in training)."""
+
+    kind = "window"
+
+    @classmethod
+    def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> RunSpec:
+        names, inputs, targets = list(ds.data_vars), list(spec.data.inputs), list(spec.data.targets)
+        variables = inputs or [v for v in names if TIME in ds[v].dims]
+        if not variables:
+            raise SpecError("data.inputs", f"expected variables with a '{TIME}' dim, found {names} without one")
+        if targets and targets != variables:
+            raise SpecError("data.targets", f"expected the input variables {variables} (a window run predicts "
+                            f"its inputs), found {targets}")
+        missing = [v for v in variables if v not in names or TIME not in ds[v].dims]
+        if missing:
+            raise SpecError("data.inputs", f"expected variables with a '{TIME}' dim among {names}; not found or "
+                            f"without time: {missing}")
+        m, k, n_time = spec.task.window, spec.task.horizon, ds.sizes[TIME]
+        if m is None or m + k > n_time:
+            raise SpecError("task.window", f"expected window >= 1 and window + horizon <= {n_time} frames; found "
+                            f"window={m}, horizon={k}")
+        spec = spec.override({"data.inputs": variables, "data.targets": variables})
+        return _model_fields(spec, ds, m * len(variables), len(variables), frames=m)
+
+    def fit_normalizers(self, source, ds):
+        norm = fit_variables(ds, self.spec, self.spec.data.inputs)
+        return Normalizers(norm, norm)
+
+    def dataset(self, source, indices, *, cache, dtype=torch.float32):
+        t = self.spec.task
+        return pde_data.WindowDataset(source, self.spec.data.inputs, m=t.window, horizon=t.horizon,
+                                      indices=list(indices), normalizer=self.normalizers.output, stack=False,
+                                      cache=cache, dtype=dtype)
+
+    def predict(self, model: nn.Module, batch, *, training: bool):
+        push = training and self.spec.task.pushforward
+        return rollout(model, batch[0], batch[1].shape[1], pushforward=push)

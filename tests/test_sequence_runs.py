@@ -1,0 +1,141 @@
+"""Sequence runs through the command line: every sequence model trains on a generated irregular-time file
+with unequal lengths and beats the training-mean predictor; ``evaluate --run`` writes ``pred.nc`` and the
+metrics; ``--resume`` after ``kill -9`` is bit-identical; 2-process ``torchrun`` equals 1 process; per-step
+and label targets."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+from cli_run import run_cli
+from operators.cli import main
+from operators.training import load_checkpoint
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+COMMON = ["--target", "rul", "--split", "96,32,32", "--batch-size", "16", "--lr", "1e-2", "--scheduler", "none",
+          "--threads", "1", "--no-progress", "--workers", "0"]
+#: name -> (model config, epochs); small widths, CPU-sized
+MODELS = {"ltc": (["units=16", "ode_unfolds=2"], 8), "cfc": (["units=16", "backbone_units=16"], 12),
+          "pdna": (["units=16", "backbone_units=16"], 12), "nac": (["d_model=16", "num_heads=2"], 12),
+          "ckb_seq": (["d_model=16", "d_state=8"], 12), "gru": (["units=16"], 12),
+          "attention": (["d_model=16", "num_heads=2"], 12)}
+
+
+@pytest.fixture(scope="module")
+def degradation(tmp_path_factory):
+    """160 degradation trajectories of 6..12 irregular observations, made by ``circuitop generate``."""
+    path = tmp_path_factory.mktemp("seq") / "seq.nc"
+    done = run_cli("generate", "degradation", "--out", path, "--n", "160", "--min-length", "6", "--max-length", "12")
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+def _mean_predictor_rmse(path, run_dir) -> float:
+    """RMSE of the training-split mean of RUL on the validation split (what the model must beat)."""
+    spec = json.loads((Path(run_dir) / "run.json").read_text())["data"]["splits"]
+    rul = xr.open_dataset(path)["rul"].values
+    mean = rul[spec["train"]].mean()
+    return float(np.sqrt(np.mean((rul[spec["val"]] - mean) ** 2)))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_sequence_model_trains_and_beats_the_mean_predictor(degradation, tmp_path, name):
+    config, epochs = MODELS[name]
+    out = tmp_path / name
+    assert main(["train", "--data", str(degradation), "--model", name, "--out", str(out), "--epochs", str(epochs),
+                 "--config", *config, *COMMON]) == 0
+    history = json.loads((out / "history.json").read_text())
+    best, trivial = min(r["val_rmse"] for r in history), _mean_predictor_rmse(degradation, out)
+    assert best < 0.8 * trivial, (best, trivial)
+    assert "val_phm" in history[-1] and history[-1]["train_loss"] < history[0]["train_loss"]
+
+
+def test_every_pdna_variant_trains(degradation, tmp_path):
+    for variant in "ABCDE":
+        assert main(["train", "--data", str(degradation), "--model", "pdna", "--out", str(tmp_path / variant),
+                     "--epochs", "2", "--config", "units=8", "backbone_units=8", f"variant={variant!r}", *COMMON]) == 0
+        assert json.loads((tmp_path / variant / "run.json").read_text())["model"]["config"]["variant"] == variant
+
+
+def test_evaluate_writes_predictions_and_metrics(degradation, tmp_path):
+    out = tmp_path / "cfc"
+    assert main(["train", "--data", str(degradation), "--model", "cfc", "--out", str(out), "--epochs", "2",
+                 "--config", "units=8", "backbone_units=8", *COMMON]) == 0
+    done = run_cli("evaluate", "--run", out, "--data", degradation)
+    assert done.returncode == 0, done.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["samples"] == "test" and metrics["n_samples"] == 32
+    assert {"rmse", "phm", "phm_sum"} <= set(metrics["metrics"]) and "phm_sum" in done.stdout
+    pred = xr.open_dataset(out / "pred.nc")
+    true = xr.open_dataset(degradation)["rul"].values[pred["sample"].values]
+    error = pred["rul"].values - true
+    assert metrics["metrics"]["rmse"] == pytest.approx(float(np.sqrt(np.mean(error ** 2))), rel=1e-5)
+    terms = np.where(error < 0, np.expm1(-error / 13), np.expm1(error / 10))  # NAC Eq. 58
+    assert metrics["metrics"]["phm_sum"] == pytest.approx(float(terms.sum()), rel=1e-4)
+
+
+def test_per_step_and_label_targets(degradation, tmp_path):
+    assert main(["train", "--data", str(degradation), "--model", "gru", "--out", str(tmp_path / "steps"),
+                 "--epochs", "2", "--config", "units=8", *COMMON[:0], "--target", "rul_step", "--split", "96,32,32",
+                 "--threads", "1", "--no-progress", "--workers", "0"]) == 0
+    run = json.loads((tmp_path / "steps" / "run.json").read_text())
+    assert run["model"]["config"]["readout"] == "steps" and run["data"]["inputs"] == ["health", "gap"]
+    assert main(["evaluate", "--run", str(tmp_path / "steps"), "--data", str(degradation)]) == 0
+    pred = xr.open_dataset(tmp_path / "steps" / "pred.nc")
+    assert pred["rul_step"].dims == ("sample", "time") and "time" in pred.coords
+    digits = tmp_path / "digits.nc"
+    assert run_cli("generate", "digits", "--out", digits, "--gap", "0.3").returncode == 0
+    assert main(["train", "--data", str(digits), "--model", "cfc", "--out", str(tmp_path / "digits"), "--epochs", "1",
+                 "--config", "units=8", "backbone_units=8", "--threads", "1", "--no-progress", "--workers", "0"]) == 0
+    run = json.loads((tmp_path / "digits" / "run.json").read_text())
+    assert run["task"]["kind"] == "sequence" and run["task"]["classes"] == 10 and run["model"]["out_channels"] == 10
+    assert "val_top1" in json.loads((tmp_path / "digits" / "history.json").read_text())[-1]
+
+
+def _cmd(data, out, *extra):
+    return [sys.executable, "-m", "operators.cli", "train", "--data", str(data), "--model", "cfc", "--out", str(out),
+            "--config", "units=8", "backbone_units=8", "dropout=0.1", "--epochs", "6", *COMMON[:-2], "--cache",
+            "stream", "--workers", "1", *extra]
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_equals_uninterrupted(degradation, tmp_path):
+    cut = tmp_path / "cut"
+    proc = subprocess.Popen(_cmd(degradation, cut), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert main(_cmd(degradation, tmp_path / "full")[3:]) == 0
+    while not (cut / "last.pt").exists() and proc.poll() is None:
+        pass
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    resumed = subprocess.run(_cmd(degradation, cut, "--resume"), env=ENV, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = (load_checkpoint(d / "last.pt") for d in (tmp_path / "full", cut))
+    assert a["epoch"] == b["epoch"] == 6 and all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+@pytest.mark.slow
+def test_two_process_torchrun_matches_one_process(degradation, tmp_path):
+    def args(out, *extra):
+        return ["train", "--data", str(degradation), "--model", "gru", "--out", str(out), "--config", "units=8",
+                "--epochs", "2", *COMMON[:-2], *extra]
+
+    ddp = subprocess.Popen([str(TORCHRUN), "--standalone", "--nproc_per_node", "2", "-m", "operators.cli",
+                            *args(tmp_path / "two", "--cache", "stream", "--workers", "1")], env=ENV,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert main(args(tmp_path / "one", "--cache", "memory", "--workers", "0")) == 0
+    _, err = ddp.communicate(timeout=300)
+    assert ddp.returncode == 0, err[-3000:]
+    a, b = load_checkpoint(tmp_path / "one" / "last.pt"), load_checkpoint(tmp_path / "two" / "last.pt")
+    for key, value in a["model"].items():
+        torch.testing.assert_close(b["model"][key], value, rtol=1e-4, atol=1e-6)
+    assert [r["train_loss"] for r in b["history"]] == pytest.approx([r["train_loss"] for r in a["history"]], rel=1e-4)
