@@ -206,16 +206,16 @@ def _split(n: int) -> tuple[int, int, int]:
     return n - 4, 2, 2
 
 
-def _window_task(path: Path, ds, *, window: int, sizes: tuple[int, int, int], cache: str, workers: int):
-    """The task of a window run over the file ``path`` opened as ``ds`` (an FNO's, which the loaders never
-    use) and the seconds of its normalizer fit."""
+def _window_task(source, *, window: int, sizes: tuple[int, int, int], cache: str, workers: int):
+    """The task of a window run over ``source`` (a :class:`pde_data.Source`; an FNO's, which the loaders
+    never use) and the seconds of its normalizer fit."""
     from operators.training import DataSpec, LoadingSpec, ModelSpec, RunSpec, TaskSpec, make_task, resolve
 
     spec = RunSpec(data=DataSpec(split=sizes), task=TaskSpec(window=window), model=ModelSpec("fno"),
                    loading=LoadingSpec(cache=cache, workers=workers, prefetch=2))
-    task = make_task(resolve(spec, ds))
+    task = make_task(resolve(spec, source))
     start = time.perf_counter()
-    normalizers = task.fit_normalizers(str(path), ds)
+    normalizers = task.fit_normalizers(source)
     return make_task(task.spec, normalizers), time.perf_counter() - start
 
 
@@ -224,11 +224,11 @@ def _loader_epoch(path: Path, sizes: Sizes, cache: str) -> dict:
     import pde_data
     from operators.training.data import default_workers, make_loaders
 
-    ds = pde_data.open_data(path)
+    source = pde_data.open_source(path)
     workers = default_workers()
-    task, fit_s = _window_task(path, ds, window=WINDOW, sizes=_split(sizes.n), cache=cache, workers=workers)
+    task, fit_s = _window_task(source, window=WINDOW, sizes=_split(sizes.n), cache=cache, workers=workers)
     start = time.perf_counter()
-    train, val = make_loaders(task, str(path), ds, batch_size=BATCH, seed=0)
+    train, val = make_loaders(task, source, batch_size=BATCH, seed=0)
     setup_s = time.perf_counter() - start
     total, windows, first_s = 0.0, 0, None
     start = time.perf_counter()
@@ -383,9 +383,9 @@ def _well_rows(folder: Path, quick: bool) -> list[Row]:
     path = _well_file(well_dir / "data.hdf5", quick)
     workers = default_workers()
     try:
-        ds = pde_data.open_data(path)
-        task, _ = _window_task(path, ds, window=4, sizes=(ds.sizes["sample"], 0, 0), cache="stream", workers=workers)
-        train, _ = make_loaders(task, str(path), ds, batch_size=16, seed=0)
+        source = pde_data.open_source(path)
+        task, _ = _window_task(source, window=4, sizes=(source.sizes["sample"], 0, 0), cache="stream", workers=workers)
+        train, _ = make_loaders(task, source, batch_size=16, seed=0)
         start, ours = time.perf_counter(), 0
         for batch in train.epoch(0):
             ours += len(batch.tensors[0])
@@ -400,7 +400,7 @@ def _well_rows(folder: Path, quick: bool) -> list[Row]:
         theirs_s = time.perf_counter() - start
     finally:
         shutil.rmtree(well_dir, ignore_errors=True)
-    size = f"{ds.sizes['sample']}x{ds.sizes['time']}x{ds.sizes['x']}^2x3"
+    size = f"{source.sizes['sample']}x{source.sizes['time']}x{source.sizes['x']}^2x3"
     return [Row(NAME, f"Well-format {size}: stream loader", ours / ours_s, "windows/s", f"{workers} workers, batch 16"),
             Row(NAME, f"Well-format {size}: WellDataset + DataLoader", theirs / theirs_s, "windows/s",
                 f"{workers} workers, batch 16"),

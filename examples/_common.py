@@ -259,7 +259,7 @@ def evaluate(trained: Trained, data: Path, **options) -> dict:
 def fields(trained: Trained, data: Path, variable: str) -> tuple[np.ndarray, np.ndarray]:
     """Predicted and true ``variable`` of the first sample the last evaluation scored (the last frame of
     a rollout): from the run's ``pred.nc`` and from ``data``."""
-    with pde_data.open(trained.run_dir / "pred.nc") as predictions, pde_data.open_data(data) as ds:
+    with pde_data.open_data(trained.run_dir / "pred.nc") as predictions, pde_data.open_data(data) as ds:
         pred = predictions[variable].isel({SAMPLE: 0})
         true = ds[variable].isel({SAMPLE: int(pred[SAMPLE])})
         if TIME in pred.dims:  # the given frames and the rollout: the data's first frames

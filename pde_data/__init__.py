@@ -4,7 +4,7 @@ Lowest layer: imports nothing from ``circuitop``, ``evaluation`` or ``operators`
 """
 
 from pde_data import model
-from pde_data.io import atomic_path, check_output, open, parse_shard, save, shard_path, shard_range
+from pde_data.io import atomic_path, check_output, parse_shard, save, shard_path, shard_range
 from pde_data.model import from_tensor, time_steps, to_tensor
 from pde_data.grf import gaussian_random_field_2d
 from pde_data.navier_stokes import simulate_navier_stokes
@@ -13,8 +13,8 @@ from pde_data.shallow_water import simulate_shallow_water
 from pde_data.dam_break import generate_dam_break
 from pde_data.pdebench_read import open_pdebench
 from pde_data.pdebench_write import write_pdebench
-from pde_data.opener import open_data
-from pde_data.datasets import PairDataset, WindowDataset, item_bytes, split_indices
+from pde_data.source import Source, open_data, open_source
+from pde_data.datasets import PairDataset, SampleDataset, WindowDataset, item_bytes, split_indices
 from pde_data.labels import LabelDataset, is_label, n_classes, read_labels
 from pde_data.model import LENGTH, padded_time, valid_mask
 from pde_data.sequence_sets import generate_degradation, generate_gapped_digits
@@ -31,12 +31,12 @@ from pde_data._allocator import retain_freed_memory
 
 __all__ = [
     "model",
-    "save", "open", "atomic_path", "check_output", "shard_path", "shard_range", "parse_shard",
+    "save", "atomic_path", "check_output", "shard_path", "shard_range", "parse_shard",
     "to_tensor", "from_tensor", "time_steps",
-    "open_pdebench", "write_pdebench", "open_data",
+    "open_pdebench", "write_pdebench", "open_data", "open_source", "Source",
     "gaussian_random_field_2d", "simulate_navier_stokes", "generate_navier_stokes",
     "simulate_shallow_water", "generate_dam_break",
-    "PairDataset", "WindowDataset", "split_indices", "item_bytes", "DataReadError", "read_samples", "Normalizer", "fit_normalizer", "normalizer_from_stats",
+    "PairDataset", "WindowDataset", "SampleDataset", "split_indices", "item_bytes", "DataReadError", "read_samples", "Normalizer", "fit_normalizer", "normalizer_from_stats",
     "Fingerprint", "fingerprint", "PredictionWriter",
     "generate_order_benchmark", "generate_order_splits",
     "generate_poisson", "generate_poisson_splits", "solve_poisson",

@@ -1,10 +1,12 @@
 """Lazily indexed h5py-backed variables: xarray reads a slice only when it is asked for.
 
 An :class:`H5Source` says where sample ``i`` of a variable lives (row ``i`` of one dataset, or one
-dataset per sample group; optionally one trailing channel of it); :func:`lazy_variable` wraps it in
-``xarray``'s ``LazilyIndexedArray`` so ``ds.isel(sample=i).values`` costs one h5py read. Every slice
-read is checked for NaN. File handles are opened per process on first use, so datasets pickle into
-DataLoader workers.
+dataset per sample group; optionally one trailing channel of it); :func:`lazy_dataset` wraps each in
+``xarray``'s ``LazilyIndexedArray`` so ``ds.isel(sample=i).values`` costs one h5py read, and hands the
+sources back so a reader of many slices (:class:`pde_data.Source`) can call :func:`read_channels`
+itself, straight into its buffer. Every slice read is checked for NaN. A file has one read handle per
+process (:func:`open_file`), opened on first use, so lazy variables pickle into DataLoader workers;
+the Datasets holding it count as its holders (:func:`opening`, :func:`release_file`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator, Sequence
 
 import h5py
 import numpy as np
@@ -20,9 +24,13 @@ import xarray as xr
 from xarray.backends import BackendArray
 from xarray.core import indexing
 
-__all__ = ["H5Source", "H5SOURCE", "lazy_variable", "read_into", "open_file", "open_dataset", "close_file", "file_stamp"]
+from pde_data.io import check_file
+
+__all__ = ["H5Source", "lazy_dataset", "read_into", "read_channels", "open_file", "open_dataset", "opening",
+           "release_file", "file_stamp"]
 
 _FILES: dict[tuple, h5py.File] = {}
+_HOLDERS: dict[tuple, int] = {}  # open Datasets over each handle: the last one to close closes it
 
 
 def file_stamp(path: str) -> tuple[int, int, int]:
@@ -40,25 +48,62 @@ def open_file(path: str, stamp: tuple[int, ...] = ()) -> h5py.File:
     return handle
 
 
-def close_file(path: str, stamp: tuple[int, ...] = ()) -> None:
-    handle = _FILES.pop((path, stamp, os.getpid()), None)
+@contextmanager
+def opening(path: str, stamp: tuple[int, ...]) -> Iterator[h5py.File]:
+    """This process's handle of ``path``, held for a Dataset the block builds: released again if the block
+    raises; on success the caller's Dataset holds it (its ``close`` calls :func:`release_file`).
+
+    Raises:
+        ValueError: the file is not HDF5 (naming its leading bytes), or HDF5 cannot read it (it is truncated).
+    """
+    try:
+        handle = open_file(path, stamp)
+    except OSError as err:
+        check_file(path)  # a file that does not start like HDF5 is named by its leading bytes
+        raise ValueError(f"{path}: expected a readable HDF5 file, found it unreadable ({err})") from None
+    key = (path, stamp, os.getpid())
+    _HOLDERS[key] = _HOLDERS.get(key, 0) + 1
+    try:
+        yield handle
+    except BaseException:
+        release_file(path, stamp)
+        raise
+
+
+def release_file(path: str, stamp: tuple[int, ...] = ()) -> None:
+    """One holder of the handle of ``path`` is done with it; the last one closes it (a later read opens it again)."""
+    key = (path, stamp, os.getpid())
+    holders = _HOLDERS.pop(key, 0) - 1
+    if holders > 0:
+        _HOLDERS[key] = holders
+        return
+    handle = _FILES.pop(key, None)
     if handle is not None and handle.id.valid:
         handle.close()
     _dataset.cache_clear()
 
 
 @functools.lru_cache(maxsize=64)
-def _dataset(path: str, stamp: tuple[int, ...], pid: int, name: str) -> h5py.Dataset:
+def _dataset(path: str, stamp: tuple[int, ...], pid: int, name: str, chunk_cache: int) -> h5py.Dataset:
     """The dataset ``name`` of the process's handle (looking a name up costs ~0.1 ms per read)."""
-    return open_file(path, stamp)[name]
+    handle = open_file(path, stamp)
+    if not chunk_cache:
+        return handle[name]
+    access = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+    access.set_chunk_cache(_CHUNK_SLOTS, chunk_cache, 0.75)
+    return h5py.Dataset(h5py.h5d.open(handle.id, name.encode(), dapl=access))
 
 
-def open_dataset(path: str, stamp: tuple[int, ...], name: str) -> h5py.Dataset:
-    """:func:`open_file` ``[name]``, cached per process."""
-    dset = _dataset(path, stamp, os.getpid(), name)
+#: slots of a dataset's chunk cache of its own size (a prime, about 10x the chunks of 64 KiB it holds)
+_CHUNK_SLOTS = 10007
+
+
+def open_dataset(path: str, stamp: tuple[int, ...], name: str, chunk_cache: int = 0) -> h5py.Dataset:
+    """:func:`open_file` ``[name]``, cached per process, with a chunk cache of ``chunk_cache`` bytes (0: HDF5's)."""
+    dset = _dataset(path, stamp, os.getpid(), name, chunk_cache)
     if not dset.id.valid:  # its file was closed: open again
         _dataset.cache_clear()
-        dset = _dataset(path, stamp, os.getpid(), name)
+        dset = _dataset(path, stamp, os.getpid(), name, chunk_cache)
     return dset
 
 
@@ -89,6 +134,8 @@ class H5Source:
     swap_xy: bool = False  # the file stores (..., y, x)
     stamp: tuple[int, ...] = ()  # file_stamp() at open time
     axes: tuple[int, ...] | None = None  # the file's axis of each data-model axis (MATLAB: reversed order)
+    check_nan: bool = True  # False where the format's own reader lets NaN through (NetCDF)
+    chunk_cache: int = 0  # bytes of decompressed chunks kept per dataset and process (0: HDF5's default)
 
 
 class _H5Array(BackendArray):
@@ -121,12 +168,13 @@ def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[
     """Sample ``i``'s block ``rest`` (slices of the axes after ``sample``, data-model order) into ``out[where]``.
 
     ``out`` is C-contiguous and ``out[where]`` has the block's shape (any strides): h5py reads straight
-    into it, one copy, when it is contiguous and the file stores the block as it is laid out in memory;
-    otherwise through a temporary block: a file storing ``(..., y, x)`` or MATLAB's reversed axes
-    (``src.axes``) is read in its own order and transposed, and a channel of a ``(..., channels)``
-    dataset comes from one contiguous read of every channel, kept for the next component
-    (:func:`_all_channels`). The NaN check is a sum, and an elementwise search only when the sum is
-    NaN; ``out[where]`` is left unwritten when it fails on a temporary block.
+    into it, one copy, when it is contiguous, of the file's dtype, and the file stores the block as it is
+    laid out in memory; otherwise through a temporary block: a file storing ``(..., y, x)`` or MATLAB's
+    reversed axes (``src.axes``) is read in its own order and transposed, and a channel of a ``(...,
+    channels)`` dataset comes from one contiguous read of every channel, kept for the next component
+    (:func:`_all_channels`). The NaN check (unless ``src.check_nan`` is false) is a sum, and an
+    elementwise search only when the sum is NaN; ``out[where]`` is left unwritten when it fails on a
+    temporary block.
 
     Raises:
         ValueError: the block holds a NaN (naming the file, key and sample).
@@ -134,7 +182,7 @@ def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[
     channel = () if src.channel is None else tuple(np.atleast_1d(src.channel).tolist())
     if src.groups is None:  # one dataset per variable: kept open (with its chunk cache)
         name, lead = src.key, (i,) + src.lead
-        dset = open_dataset(src.path, src.stamp, name)
+        dset = open_dataset(src.path, src.stamp, name, src.chunk_cache)
     else:  # one per sample: opened for this read only, so chunk caches do not pile up
         name, lead = f"{src.groups[i]}/{src.key}", ()
         dset = open_file(src.path, src.stamp)[name]
@@ -146,15 +194,34 @@ def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[
         block = np.swapaxes(dset[lead + file_rest + channel], -1, -2)
     elif channel:
         block = _all_channels(src, dset, name, lead + rest)[(Ellipsis, *channel)]
-    elif target.flags.c_contiguous and target.size:
+    elif target.flags.c_contiguous and target.size and out.dtype == dset.dtype:
         dset.read_direct(out, lead + rest, where)
-    elif target.size:  # HDF5 scatters into strided memory ~100x slower than a read plus a numpy copy
-        block = _scratch(target.shape, out.dtype)
+    elif target.size:  # HDF5 scatters into strided memory ~100x slower than a read plus a numpy copy (and
+        # converts dtypes slower than numpy)
+        block = _scratch(target.shape, dset.dtype)
         dset.read_direct(block, lead + rest)
-    if _has_nan(block):  # checked where the values are contiguous, before they are copied on
+    if src.check_nan and _has_nan(block):  # checked where the values are contiguous, before they are copied on
         raise ValueError(f"{src.path}: key '{name}', sample {i}: expected finite values, found NaN")
     if block is not target:
         target[...] = block
+
+
+def read_channels(sources: Sequence[H5Source], out: np.ndarray, samples: Sequence[int],
+                  frames: slice | None = None) -> None:
+    """Samples ``samples`` of every source (channel ``c`` from ``sources[c]``) into ``out``, one read each.
+
+    Args:
+        sources: one per channel, all of the same shape ``(sample, [time], *spatial)``.
+        out: C-contiguous ``(len(samples), frames, channels, *spatial)`` when ``frames`` is given, else
+            ``(len(samples), channels, *spatial)``.
+        frames: the frames to read (``None`` for steady variables).
+    """
+    n_spatial = len(sources[0].shape) - (2 if frames is not None else 1)
+    rest = ((frames,) if frames is not None else ()) + (slice(None),) * n_spatial
+    channel_at = (slice(None),) if frames is not None else ()
+    for k, sample in enumerate(samples):
+        for c, source in enumerate(sources):
+            read_into(source, out, (k, *channel_at, c), int(sample), rest)
 
 
 _LAST_BLOCK: list = [None, None]  # (key, block) of the last all-channel read in this process
@@ -198,11 +265,9 @@ def _bounding_slice(k: int | slice | np.ndarray) -> slice:
     return slice(int(k.min()), int(k.max()) + 1) if k.size else slice(0, 0)
 
 
-def lazy_variable(source: H5Source, dims: tuple[str, ...]) -> xr.Variable:
-    """A lazily indexed Variable over ``source``; ``encoding["h5source"]`` keeps the source, so that readers
-    of many slices (the torch datasets) can call :func:`read_into` themselves."""
-    return xr.Variable(dims, indexing.LazilyIndexedArray(_H5Array(source)), encoding={H5SOURCE: source})
-
-
-#: key of a lazy variable's :class:`H5Source` in its ``encoding``
-H5SOURCE = "h5source"
+def lazy_dataset(fields: dict[str, tuple[H5Source, tuple[str, ...]]], coords: dict | None = None,
+                 attrs: dict | None = None) -> tuple[xr.Dataset, dict[str, H5Source]]:
+    """A Dataset of lazily indexed variables ``{name: (source, dims)}``, and the source of each variable."""
+    data = {name: xr.Variable(dims, indexing.LazilyIndexedArray(_H5Array(source)))
+            for name, (source, dims) in fields.items()}
+    return xr.Dataset(data, coords=coords, attrs=attrs), {name: source for name, (source, _) in fields.items()}

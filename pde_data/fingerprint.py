@@ -9,7 +9,7 @@ value in a fingerprinted slice) does not. A fingerprint is stored as plain str/i
 
 Example:
     >>> saved = Fingerprint.from_state(ckpt["data_fingerprint"])
-    >>> for line in saved.differences(fingerprint(pde_data.open_data("darcy.nc"))):
+    >>> for line in saved.differences(pde_data.open_source("darcy.nc").fingerprint()):
     ...     print(line)                     # e.g. "sizes: sample 64 vs 32"
 """
 
@@ -33,7 +33,9 @@ class Fingerprint:
     """What identifies a data source independent of its path.
 
     Args:
-        format: ``attrs["source_format"]``, else ``attrs["pdebench_layout"]``, else ``"netcdf"``.
+        format: the format of the file (:attr:`pde_data.Source.format`); for a Dataset alone its
+            ``attrs["source_format"]``, else ``"pdebench:<attrs["pdebench_layout"]>"`` (as the Source of that
+            file says), else ``"netcdf"``.
         sizes: ``((dim, length), ...)`` sorted by dim name.
         dtypes: ``((variable, dtype), ...)`` of the data variables, sorted by name (e.g. ``("u", "float32")``).
         digest: sha256 hex digest of the sample slices and the non-sample coordinates.
@@ -89,7 +91,8 @@ def _mapping_differences(label: str, mine: dict, theirs: dict) -> list[str]:
 
 
 def _source_format(ds: xr.Dataset) -> str:
-    return str(ds.attrs.get("source_format") or ds.attrs.get("pdebench_layout") or "netcdf")
+    layout = ds.attrs.get("pdebench_layout")
+    return str(ds.attrs.get("source_format") or (f"pdebench:{layout}" if layout else "netcdf"))
 
 
 def _as_bytes(values: np.ndarray) -> bytes:
@@ -134,18 +137,19 @@ def _digest(ds: xr.Dataset) -> str:
     return digest.hexdigest()
 
 
-def fingerprint(ds: xr.Dataset) -> Fingerprint:
+def fingerprint(ds: xr.Dataset, *, format: str | None = None) -> Fingerprint:  # noqa: A002
     """The :class:`Fingerprint` of a (lazy) Dataset; reads only the slices the digest covers.
 
     Args:
-        ds: a Dataset of the data model, e.g. from :func:`pde_data.open_data`.
+        ds: a Dataset of the data model (an opened file's: :meth:`pde_data.Source.fingerprint`).
+        format: the file's format (default: from ``ds.attrs``, see :class:`Fingerprint`).
 
     Example:
-        >>> fingerprint(pde_data.open("a.nc")) == fingerprint(pde_data.open("copy-of-a.nc"))
+        >>> fingerprint(pde_data.open_data("a.nc")) == fingerprint(pde_data.open_data("copy-of-a.nc"))
         True
     """
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"fingerprint: expected an xarray.Dataset, found {type(ds).__name__}")
     sizes = tuple(sorted((str(d), int(n)) for d, n in ds.sizes.items()))
     dtypes = tuple(sorted((str(v), str(ds[v].dtype)) for v in ds.data_vars))
-    return Fingerprint(_source_format(ds), sizes, dtypes, _digest(ds))
+    return Fingerprint(format or _source_format(ds), sizes, dtypes, _digest(ds))

@@ -19,26 +19,30 @@ original FNO ``.mat`` files (MATLAB v7.3 and v5).
 from __future__ import annotations
 
 import os
+from typing import BinaryIO
 
 import h5py
 import numpy as np
 import torch
 import xarray as xr
 
-from pde_data._h5lazy import H5Source, file_stamp, lazy_variable
+from pde_data._h5lazy import H5Source, lazy_dataset
 from pde_data.model import SAMPLE, TIME, X, Y
 
-__all__ = ["TORCH_MAGICS", "MAT73_MAGIC", "MAT5_MAGIC", "sniff", "open_torch_pt", "open_fno_mat"]
+__all__ = ["TORCH_MAGICS", "MAT73_MAGIC", "MAT5_MAGIC", "HEAD_BYTES", "sniff", "open_torch_pt", "read_mat73",
+           "open_mat5"]
 
 TORCH_MAGICS = (b"PK\x03\x04", b"\x80\x02")  # torch's zip format; the legacy pickle-based format
 MAT73_MAGIC = b"MATLAB 7.3 MAT-file"
 MAT5_MAGIC = b"MATLAB 5.0 MAT-file"
 
 
-def sniff(path: str) -> str | None:
-    """``"pt"``, ``"mat73"``, ``"mat5"`` or None, from the file's first bytes."""
-    with open(path, "rb") as fh:
-        head = fh.read(128)
+#: how many leading bytes :func:`sniff` looks at
+HEAD_BYTES = 128
+
+
+def sniff(head: bytes) -> str | None:
+    """``"pt"``, ``"mat73"``, ``"mat5"`` or None, from a file's first :data:`HEAD_BYTES` bytes."""
     if head.startswith(MAT73_MAGIC):
         return "mat73"
     if head.startswith(MAT5_MAGIC):
@@ -58,17 +62,22 @@ def _spatial_dims(path: str, name: str, shape: tuple[int, ...]) -> tuple[str, ..
     return (SAMPLE, X, Y)[: len(shape)]
 
 
-def open_torch_pt(path: str) -> xr.Dataset:
+def open_torch_pt(path: str, fh: BinaryIO) -> xr.Dataset:
     """neuraloperator's ``.pt`` data set (module docstring) as a Dataset with ``input`` and ``target``.
+
+    Args:
+        path: the file. fh: the file open for reading in binary mode: a file in torch's legacy format is
+            read from it; one in the zip format is memory-mapped from ``path`` (the legacy one cannot be).
 
     Raises:
         ValueError: the file is not a dict of tensors (only tensors load with ``weights_only``), lacks
             ``x`` or ``y``, or their shapes do not fit.
     """
-    with open(path, "rb") as fh:
-        zipped = fh.read(4) == TORCH_MAGICS[0]  # torch's zip format memory-maps; the legacy one cannot
+    fh.seek(0)
+    zipped = fh.read(len(TORCH_MAGICS[0])) == TORCH_MAGICS[0]
+    fh.seek(0)
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=zipped)
+        obj = torch.load(path if zipped else fh, map_location="cpu", weights_only=True, mmap=zipped)
     except Exception as exc:  # noqa: BLE001 - whatever torch raises for a non-tensor pickle, say it in one line
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"{path}: expected a torch-saved dict of tensors (read with weights_only=True), "
@@ -95,17 +104,6 @@ def open_torch_pt(path: str) -> xr.Dataset:
     return xr.Dataset(data, coords=_grid(arrays["input"].shape[1:]))
 
 
-def open_fno_mat(path: str) -> xr.Dataset:
-    """An FNO ``.mat`` file (module docstring), v7.3 lazily, v5 whole.
-
-    Raises:
-        ValueError: no ``a`` or ``u``, shapes that do not fit, or a v5 file too big to read whole.
-    """
-    if sniff(path) == "mat73":
-        return _open_mat73(path)
-    return _open_mat5(path)
-
-
 def _roles(path: str, shapes: dict[str, tuple[int, ...]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Data-model dims of ``a`` and ``u`` from their MATLAB shapes."""
     missing = [k for k in ("a", "u") if k not in shapes]
@@ -126,14 +124,13 @@ def _times(t: np.ndarray | None, n: int) -> np.ndarray:
     return np.arange(1, n + 1, dtype=np.float64)
 
 
-def _open_mat73(path: str) -> xr.Dataset:
-    stamp = file_stamp(path)
-    with h5py.File(path, "r") as f:
-        shapes = {k: tuple(reversed(f[k].shape)) for k in f if isinstance(f[k], h5py.Dataset)}
-        a_dims, u_dims = _roles(path, shapes)
-        t = f["t"][()] if "t" in f else None
-        dtypes = {k: f[k].dtype for k in ("a", "u")}
-    data = {}
+def read_mat73(f: h5py.File, path: str, stamp: tuple) -> tuple[xr.Dataset, dict[str, H5Source]]:
+    """The MATLAB v7.3 file open as ``f``: the lazy Dataset and the HDF5 source of ``a`` and ``u``."""
+    shapes = {k: tuple(reversed(f[k].shape)) for k in f if isinstance(f[k], h5py.Dataset)}
+    a_dims, u_dims = _roles(path, shapes)
+    t = f["t"][()] if "t" in f else None
+    dtypes = {k: f[k].dtype for k in ("a", "u")}
+    fields = {}
     for name, dims in (("a", a_dims), ("u", u_dims)):
         matlab = shapes[name]  # (N, X[, Y][, T]) ; on disk reversed
         disk_axis = {k: len(matlab) - 1 - k for k in range(len(matlab))}  # MATLAB axis -> h5py axis
@@ -141,26 +138,30 @@ def _open_mat73(path: str) -> xr.Dataset:
         order = (0, len(matlab) - 1, *range(1, len(matlab) - 1)) if TIME in dims else tuple(range(len(matlab)))
         shape = tuple(matlab[k] for k in order)
         source = H5Source(path, name, shape, dtypes[name], stamp=stamp, axes=tuple(disk_axis[k] for k in order))
-        data[name] = lazy_variable(source, dims)
+        fields[name] = source, dims
     coords = _grid(shapes["a"][1:])
     if TIME in u_dims:
         coords[TIME] = xr.Variable(TIME, _times(t, shapes["u"][-1]))
-    return xr.Dataset(data, coords=coords, attrs={"matlab_format": "7.3"})
+    return lazy_dataset(fields, coords, {"matlab_format": "7.3"})
 
 
-def _open_mat5(path: str) -> xr.Dataset:
+def open_mat5(path: str, fh: BinaryIO) -> xr.Dataset:
+    """A MATLAB v5 FNO file, read whole (module docstring) from ``fh``, the file ``path`` open for reading
+    in binary mode."""
     from scipy.io import loadmat, whosmat
 
     try:
-        listing = {name: tuple(shape) for name, shape, _ in whosmat(path)}
+        fh.seek(0)
+        listing = {name: tuple(shape) for name, shape, _ in whosmat(fh)}
     except Exception as exc:  # noqa: BLE001 - scipy's errors for a broken header, in one line
         raise ValueError(f"{path}: expected a MATLAB v5 file, found one scipy cannot list ({exc})") from None
     a_dims, u_dims = _roles(path, listing)
-    size, free = os.path.getsize(path), _free_memory()
+    size, free = os.fstat(fh.fileno()).st_size, _free_memory()
     if free is not None and size > free / 2:
         raise ValueError(f"{path}: a MATLAB v5 file is read whole; {size / 2**30:.1f} GiB is more than half the "
                          f"free memory ({free / 2**30:.1f} GiB); save it as v7.3 (save -v7.3), which is read lazily")
-    mat = loadmat(path, variable_names=[k for k in ("a", "u", "t") if k in listing])
+    fh.seek(0)
+    mat = loadmat(fh, variable_names=[k for k in ("a", "u", "t") if k in listing])
     data = {"a": xr.Variable(a_dims, np.asarray(mat["a"])),
             "u": xr.Variable(u_dims, np.moveaxis(np.asarray(mat["u"]), -1, 1) if TIME in u_dims else np.asarray(mat["u"]))}
     coords = _grid(listing["a"][1:])

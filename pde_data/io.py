@@ -1,8 +1,9 @@
 """NetCDF-4 files for the data model: compressed, chunked per sample, written atomically, opened lazily.
 
 ``save`` writes to a temporary file in the target's folder and renames it into place, so an
-interrupted write never leaves a file at the target path. ``open`` checks that the path exists and
-is NetCDF/HDF5 before handing it to xarray, and opens shard sets (``name-00000.nc``, ...) lazily.
+interrupted write never leaves a file at the target path. :func:`open_netcdf` opens a file, or a set of
+shards (``name-00000.nc``, ...) given as a glob, lazily; :func:`pde_data.open_data` (one opener for
+every format) uses it for shard globs.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import xarray as xr
 
 from pde_data.model import SAMPLE, SPATIAL_DIMS, TIME
 
-__all__ = ["save", "open", "atomic_path", "check_output", "check_file", "shard_path", "shard_range", "parse_shard",
-           "sample_chunks", "HDF5_MAGIC", "NETCDF3_MAGIC"]
+__all__ = ["save", "open_netcdf", "read_netcdf", "atomic_path", "check_output", "check_file", "shard_path",
+           "shard_range", "parse_shard", "sample_chunks", "HDF5_MAGIC", "NETCDF3_MAGIC"]
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 NETCDF3_MAGIC = b"CDF"
@@ -67,7 +68,7 @@ def check_output(path: str | os.PathLike, *, overwrite: bool = False) -> Path:
                          f"{'a folder' if target.is_dir() else 'a special file'}")
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target}: expected a new output file, found an existing one; "
-                              "pass --overwrite to replace it")
+                              "pass overwrite=True to replace it")
     folder = target.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -145,21 +146,39 @@ def check_file(path: str | os.PathLike, *, expected: str = "a NetCDF or HDF5 fil
     return p
 
 
-def open(path: str | os.PathLike, *, chunks: dict | None = None) -> xr.Dataset:  # noqa: A001
+def open_netcdf(path: str | os.PathLike, *, chunks: dict | None = None) -> xr.Dataset:
     """Open a NetCDF file, or a set of shards given as a glob (``"set-*.nc"``), lazily.
 
-    Shards are concatenated along ``sample`` with ``xarray.open_mfdataset`` (dask-backed).
+    Shards are concatenated along ``sample`` with ``xarray.open_mfdataset`` (dask-backed), each opened
+    once; their leading bytes are looked at only when one fails to open, to name it.
+
+    Raises:
+        FileNotFoundError: the file is missing, or the glob matches nothing.
+        ValueError: a file is not NetCDF (named, with its leading bytes), or the NetCDF library cannot read it.
     """
     text = os.fspath(path)
-    if any(ch in text for ch in "*?["):
-        files = sorted(glob.glob(text))
-        if not files:
-            raise FileNotFoundError(f"no files match {text}")
-        for f in files:
-            check_file(f)
+    if not any(ch in text for ch in "*?["):
+        return read_netcdf(check_file(path), chunks=chunks)
+    files = sorted(glob.glob(text))
+    if not files:
+        raise FileNotFoundError(f"no files match {text}")
+    try:
         return xr.open_mfdataset(files, combine="nested", concat_dim="sample", engine="netcdf4",
                                  data_vars="minimal", coords="minimal", compat="override")
-    p = check_file(path)
+    except OSError:
+        for f in files:
+            check_file(f)  # names the shard that is not NetCDF
+        raise
+
+
+def read_netcdf(path: str | os.PathLike, *, chunks: dict | None = None) -> xr.Dataset:
+    """One NetCDF file opened lazily by the NetCDF library (its leading bytes unchecked: :func:`open_netcdf`
+    checks them).
+
+    Raises:
+        ValueError: the NetCDF library cannot read the file (one line with its reason).
+    """
+    p = Path(path)
     try:
         return xr.open_dataset(p, engine="netcdf4", chunks=chunks)
     except OSError as exc:  # netCDF4's "[Errno -51] NetCDF: Unknown file format" and the like
@@ -175,20 +194,20 @@ def shard_path(path: str | os.PathLike, index: int) -> Path:
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """Parse ``"i/n"`` (as in ``--shard 2/8``) into ``(i, n)`` with ``0 <= i < n``."""
+    """Parse a shard ``text`` ``"i/n"`` (shard ``i`` of ``n``, e.g. ``"2/8"``) into ``(i, n)`` with ``0 <= i < n``."""
     try:
         i, n = (int(v) for v in text.split("/"))
     except ValueError:
-        raise ValueError(f"--shard: expected 'i/n' with integers, found {text!r}") from None
+        raise ValueError(f"shard: expected 'i/n' with integers, found {text!r}") from None
     if not 0 <= i < n:
-        raise ValueError(f"--shard: expected 0 <= i < n, found i={i}, n={n}")
+        raise ValueError(f"shard: expected 0 <= i < n, found i={i}, n={n}")
     return i, n
 
 
 def shard_range(n_samples: int, index: int, count: int) -> range:
     """The sample indices of shard ``index`` of ``count`` (contiguous, sizes differ by at most one)."""
     if not 0 <= index < count:
-        raise ValueError(f"shard index: expected 0 <= index < {count}, found {index}")
+        raise ValueError(f"index: expected 0 <= index < {count}, found {index}")
     start = index * n_samples // count
     stop = (index + 1) * n_samples // count
     return range(start, stop)

@@ -8,7 +8,7 @@ read whole; images stream like every other field (:class:`LabelDataset`).
 
 Example:
     >>> ds = xr.Dataset({"image": (("sample", "x", "y"), images), "label": (("sample",), labels)})
-    >>> train = LabelDataset("digits.nc", ["image"], "label", indices=splits["train"])
+    >>> train = LabelDataset(open_source("digits.nc"), ["image"], "label", indices=splits["train"])
     >>> x, y = train.read_batch([0, 1, 2])   # (3, 1, 8, 8) float32, (3,) int64
 """
 
@@ -20,9 +20,10 @@ import numpy as np
 import torch
 import xarray as xr
 
-from pde_data.datasets import Source, _encode_, _SampleItems
+from pde_data.datasets import SampleDataset
 from pde_data.model import SAMPLE
 from pde_data.normalize import Normalizer
+from pde_data.source import SourceLike
 
 __all__ = ["is_label", "read_labels", "n_classes", "LabelDataset"]
 
@@ -63,31 +64,30 @@ def n_classes(ds: xr.Dataset, name: str) -> int:
     return int(stated)
 
 
-class LabelDataset(_SampleItems):
+class LabelDataset(SampleDataset):
     """Classification items: the ``inputs`` variables of sample ``i`` (channel-first) → its label.
 
     Args:
-        source: a Dataset of the module's layout, or the path of such a file.
+        source: a :class:`pde_data.Source` (or a path, or a Dataset) of the module's layout.
         inputs: the image variables, in channel order. label: the label variable.
         indices: the samples of this split (default: all).
         input_normalizer: applied per item (fitted on the training split).
         cache: read the split's images into memory once (items identical to reading them from the file).
     """
 
-    def __init__(self, source: Source, inputs: Sequence[str], label: str, *, indices: Sequence[int] | None = None,
+    def __init__(self, source: SourceLike, inputs: Sequence[str], label: str, *, indices: Sequence[int] | None = None,
                  input_normalizer: Normalizer | None = None, dtype: torch.dtype = torch.float32, cache: bool = False):
         self.inputs, self.label, self.input_normalizer = list(inputs), label, input_normalizer
-        self._setup(source, self.inputs, indices, dtype, cache)
-        self.labels = torch.as_tensor(read_labels(self.ds, label, self.indices))
+        super().__init__(source, self.inputs, indices, dtype)
+        self.labels = torch.as_tensor(read_labels(self.source.dataset, label, self.indices))
+        if cache:
+            self._cache = (self._read(self.inputs, self.cached_samples),)
 
     def __len__(self) -> int:
         return len(self.indices)
-
-    def _load_cache(self) -> tuple[torch.Tensor]:
-        return self._read_groups([self.inputs])
 
     def read_batch(self, items: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Items ``items`` stacked: images ``(batch, channels, *spatial)`` and labels ``(batch,)`` int64."""
         items = np.asarray(items, dtype=np.int64)
         (x,) = self._gather([self.inputs], self.indices[items])
-        return _encode_(x, self.input_normalizer), self.labels[torch.as_tensor(items)]
+        return self._encode_(x, self.input_normalizer), self.labels[torch.as_tensor(items)]

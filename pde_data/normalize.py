@@ -7,15 +7,16 @@ with shape ``(channels, 1, ..., 1)`` (one 1 per spatial axis) so they broadcast 
 ``(batch, time, channels, *spatial)`` alike. The fit is one streaming pass over the training samples
 in blocks of bounded size, merging per-block moments in float64 (Chan et al.'s parallel update).
 
+Both fits read through a :class:`pde_data.Source` (given one, a path or a Dataset); statistics shipped
+with the data (:meth:`pde_data.Source.stats`) give a normalizer without a pass (:func:`normalizer_from_stats`).
+
 Example:
-    >>> norm = fit_normalizer(ds, ["a"], indices=splits["train"])
+    >>> norm = fit_normalizer(source, ["a"], indices=splits["train"])
     >>> z = norm.encode(x); torch.save({"norm": norm.state_dict()}, "ckpt.pt")
     >>> Normalizer.from_state_dict(torch.load("ckpt.pt", weights_only=True)["norm"]).decode(z)
 """
 
 from __future__ import annotations
-
-import json
 
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -26,8 +27,9 @@ import xarray as xr
 
 from pde_data.model import SAMPLE, TIME, kind_of, spatial_dims
 from pde_data.reading import read_samples
+from pde_data.source import Source, SourceLike, open_source
 
-__all__ = ["Normalizer", "fit_normalizer", "KINDS"]
+__all__ = ["Normalizer", "Moments", "fit_normalizer", "normalizer_from_stats", "training_samples", "KINDS"]
 
 KINDS = ("gaussian", "minmax")
 
@@ -70,9 +72,15 @@ class Normalizer:
 
 
 @dataclass(frozen=True)
-class _Moments:
+class Moments:
     """Per-channel moments of some values: ``count``; ``mean``, ``m2`` (sum of squared deviations from the
-    mean), ``low``, ``high``, each float64 ``(channels,)``."""
+    mean), ``low``, ``high``, each float64 ``(channels,)``. A fit merges the moments of its blocks and
+    ends with :meth:`normalizer`.
+
+    Example:
+        >>> total = Moments.of(block_a, 1).merge(Moments.of(block_b, 1))     # blocks (n, channels, *spatial)
+        >>> norm = total.normalizer("gaussian", 1e-8, n_spatial=2)           # shift, scale (channels, 1, 1)
+    """
 
     count: int
     mean: torch.Tensor
@@ -81,14 +89,14 @@ class _Moments:
     high: torch.Tensor
 
     @classmethod
-    def of(cls, t: torch.Tensor, channel_axis: int) -> "_Moments":
+    def of(cls, t: torch.Tensor, channel_axis: int) -> "Moments":
         """Moments of one block ``t`` (float64, channels on ``channel_axis``), deviations from its own mean."""
         flat = t.movedim(channel_axis, 0).reshape(t.shape[channel_axis], -1)
         mean = flat.mean(1)
         m2 = (flat - mean[:, None]).square().sum(1)
         return cls(flat.shape[1], mean, m2, flat.amin(1), flat.amax(1))
 
-    def merge(self, other: "_Moments") -> "_Moments":
+    def merge(self, other: "Moments") -> "Moments":
         """Chan, Golub & LeVeque's parallel update (1979):
 
         ``δ = mean_b - mean_a``, ``mean_ab = mean_a + δ·n_b/n``, ``M2_ab = M2_a + M2_b + δ²·n_a·n_b/n``.
@@ -97,7 +105,20 @@ class _Moments:
         delta = other.mean - self.mean
         mean = self.mean + delta * (other.count / n)
         m2 = self.m2 + other.m2 + delta.square() * (self.count * other.count / n)
-        return _Moments(n, mean, m2, torch.minimum(self.low, other.low), torch.maximum(self.high, other.high))
+        return Moments(n, mean, m2, torch.minimum(self.low, other.low), torch.maximum(self.high, other.high))
+
+    def normalizer(self, kind: str, eps: float, *, n_spatial: int = 0) -> Normalizer:
+        """The :class:`Normalizer` of these moments: ``gaussian`` shift = mean, scale = std + eps with the
+        population ``std = sqrt(M2 / count)``; ``minmax`` shift = min, scale = max - min + eps. ``shift`` and
+        ``scale`` are float32 ``(channels, 1, ..., 1)`` with ``n_spatial`` ones (``(channels,)`` for sequences)."""
+        if kind not in KINDS:
+            raise ValueError(f"kind: expected one of {KINDS}, found {kind!r}")
+        if kind == "gaussian":
+            shift, scale = self.mean, (self.m2 / self.count).sqrt() + eps
+        else:
+            shift, scale = self.low, self.high - self.low + eps
+        ones = (1,) * n_spatial
+        return Normalizer(kind, shift.float().reshape(-1, *ones), scale.float().reshape(-1, *ones))
 
 
 def _frame_values(sub: xr.Dataset) -> int:
@@ -126,21 +147,23 @@ def _blocks(sub: xr.Dataset, samples: np.ndarray, max_bytes: int,
             yield np.array([i]), slice(t0, t0 + frames)
 
 
-def _raise_non_finite(ds: xr.Dataset, variables: Sequence[str], t: torch.Tensor, block: np.ndarray,
+def _raise_non_finite(source: Source, variables: Sequence[str], t: torch.Tensor, block: np.ndarray,
                       channel_axis: int, time: slice | None) -> None:
     """Raise a one-line ``ValueError`` naming the first non-finite value's variable, sample and frame."""
     where = (~torch.isfinite(t)).nonzero()[0].tolist()
     value = t[tuple(where)].item()
     frame = where[1] + (time.start if time is not None else 0) if channel_axis == 2 else None
     at = f"sample {int(block[where[0]])}" + ("" if frame is None else f", frame {frame}")
-    source = ds.attrs.get("source_file", "the data")
-    raise ValueError(f"{source}: variable '{variables[where[channel_axis]]}', {at}: expected finite training data, "
-                     f"found {value} (fix or leave out that sample before training)")
+    raise ValueError(f"{source.name}: variable '{variables[where[channel_axis]]}', {at}: expected finite training "
+                     f"data, found {value} (fix or leave out that sample before training)")
 
 
-def _training_samples(ds: xr.Dataset, indices: Sequence[int] | None) -> np.ndarray:
-    """The sorted, distinct sample indices to fit on; all samples when ``indices`` is ``None``."""
-    n = ds.sizes[SAMPLE]
+def training_samples(n: int, indices: Sequence[int] | None) -> np.ndarray:
+    """The sorted, distinct sample indices to fit on, of ``n`` samples; all of them when ``indices`` is ``None``.
+
+    Raises:
+        ValueError: no index, or one outside ``[0, n)``.
+    """
     samples = np.arange(n) if indices is None else np.unique(np.asarray(indices, dtype=np.int64))
     if samples.size == 0:
         raise ValueError("indices: expected at least one training sample, found none")
@@ -150,7 +173,7 @@ def _training_samples(ds: xr.Dataset, indices: Sequence[int] | None) -> np.ndarr
 
 
 def fit_normalizer(
-    ds: xr.Dataset,
+    data: SourceLike,
     variables: Sequence[str],
     *,
     indices: Sequence[int] | None = None,
@@ -163,12 +186,13 @@ def fit_normalizer(
 
     The samples are read in file order, in blocks of at most ``max_bytes`` of float64 values (several
     whole samples, or one sample's frames ``[t0, t1)``); each block gives per-channel (count, mean,
-    M2, min, max) in float64, merged with Chan et al.'s update (see :class:`_Moments`), so memory stays
+    M2, min, max) in float64, merged with Chan et al.'s update (see :class:`Moments`), so memory stays
     bounded by one block and the variance has no cancellation (values 1e4 + N(0, 1e-2) are fine).
     ``std = sqrt(M2 / count)`` (population std, over samples, time and space).
 
     Args:
-        ds: a (possibly lazy) Dataset of the data model; each variable is one channel.
+        data: a :class:`pde_data.Source` (or what :func:`pde_data.open_source` takes: a path, a Dataset);
+            each variable is one channel.
         variables: the variables (channels) to normalize, in channel order.
         indices: sample indices to fit on (default: all), used as a set (sorted, duplicates once);
             the statistics see no other sample.
@@ -187,35 +211,36 @@ def fit_normalizer(
         raise ValueError(f"kind: expected one of {KINDS}, found {kind!r}")
     if max_bytes < 1 or (chunk_size is not None and chunk_size < 1):
         raise ValueError(f"max_bytes, chunk_size: expected positive integers, found {max_bytes}, {chunk_size}")
-    samples = _training_samples(ds, indices)
-    sub = ds[list(variables)]
+    source = open_source(data)
+    samples = training_samples(source.sizes[SAMPLE], indices)
+    sub = source.dataset[list(variables)]
     channel_axis = 2 if TIME in sub.dims else 1
     total = None
     for block, time in _blocks(sub, samples, max_bytes, chunk_size):
-        t = read_samples(sub, variables, block, time=time, dtype=torch.float64)
-        moments = _Moments.of(t, channel_axis)
+        t = read_samples(source, variables, block, time=time, dtype=torch.float64)
+        moments = Moments.of(t, channel_axis)
         if not bool(torch.isfinite(moments.mean).all()):  # a NaN/Inf anywhere makes its channel's mean non-finite
-            _raise_non_finite(ds, variables, t, block, channel_axis, time)
+            _raise_non_finite(source, variables, t, block, channel_axis, time)
         total = moments if total is None else total.merge(moments)
-    std = (total.m2 / total.count).sqrt()
-    shift, scale = (total.mean, std + eps) if kind == "gaussian" else (total.low, total.high - total.low + eps)
-    ones = (1,) * (len(spatial_dims(sub)) if kind_of(sub) == "field" else 0)
-    return Normalizer(kind, shift.float().reshape(-1, *ones), scale.float().reshape(-1, *ones))
+    return total.normalizer(kind, eps, n_spatial=_n_spatial(sub))
 
 
-def normalizer_from_stats(ds: xr.Dataset, variables: Sequence[str], *, kind: str = "gaussian",
+def _n_spatial(sub: xr.Dataset) -> int:
+    """The spatial dims of fields (a normalizer's ones after ``channels``); 0 for sequences."""
+    return len(spatial_dims(sub)) if kind_of(sub) == "field" else 0
+
+
+def normalizer_from_stats(data: SourceLike, variables: Sequence[str], *, kind: str = "gaussian",
                           eps: float = 1e-8) -> Normalizer | None:
-    """A gaussian :class:`Normalizer` from statistics shipped with the data (The Well's ``stats.yaml``,
-    read into ``attrs["well_stats"]`` by :mod:`pde_data.well_format`): shift = mean, scale = std + eps,
-    shaped as :func:`fit_normalizer`'s. None when ``kind`` is not gaussian or a variable has no entry
-    (then the caller fits on the training split)."""
-    text = ds.attrs.get("well_stats")
-    if kind != "gaussian" or not text:
+    """A gaussian :class:`Normalizer` from statistics shipped with the data (:meth:`pde_data.Source.stats`:
+    The Well's ``stats.yaml``): shift = mean, scale = std + eps, shaped as :func:`fit_normalizer`'s. None
+    when ``kind`` is not gaussian or a variable has no entry (then the caller fits on the training split);
+    always None for an in-memory Dataset (it ships none)."""
+    source = open_source(data)
+    stats = source.stats()
+    if kind != "gaussian" or not stats or not all(v in stats for v in variables):
         return None
-    stats = json.loads(text)
-    if not all(v in stats for v in variables):
-        return None
-    ones = (1,) * (len(spatial_dims(ds[list(variables)])) if kind_of(ds[list(variables)]) == "field" else 0)
+    ones = (1,) * _n_spatial(source.dataset[list(variables)])
     shift = torch.tensor([stats[v]["mean"] for v in variables], dtype=torch.float32).reshape(-1, *ones)
     scale = torch.tensor([stats[v]["std"] + eps for v in variables], dtype=torch.float32).reshape(-1, *ones)
     return Normalizer(kind, shift, scale)

@@ -30,7 +30,7 @@ import numpy as np
 import xarray as xr
 
 from pde_data.io import atomic_path, sample_chunks
-from pde_data.model import SAMPLE, SPATIAL_DIMS, TIME
+from pde_data.model import SAMPLE
 
 __all__ = ["PredictionWriter"]
 

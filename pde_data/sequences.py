@@ -18,39 +18,34 @@ tensor      shape                                       meaning
 ==========  ==========================================  ==============================================
 
 Normalizers encode ``x`` and a float ``y``; padded steps of ``x`` and of a per-step ``y`` are 0 after
-encoding, as in the file. Items are read when asked for, one read per run of consecutive samples (the
-per-sequence variables ``(sample,)`` — targets and lengths — are a few bytes per sample and read once).
+encoding, as in the file. Items are read when asked for, through the :class:`pde_data.Source` (one read
+per run of consecutive samples, :meth:`pde_data.Source.read`); the per-sequence variables ``(sample,)`` —
+targets and lengths — are a few bytes per sample and read once.
 
 Example:
-    >>> norm = fit_sequence_normalizer(ds, ["health", "gap"], indices=splits["train"])
-    >>> train = SequenceDataset("seq.nc", ["health", "gap"], ["rul"], indices=splits["train"], input_normalizer=norm)
+    >>> source = open_source("seq.nc")
+    >>> norm = fit_sequence_normalizer(source, ["health", "gap"], indices=splits["train"])
+    >>> train = SequenceDataset(source, ["health", "gap"], ["rul"], indices=splits["train"], input_normalizer=norm)
     >>> x, y, dt, mask = train.read_batch([0, 1, 2])   # (3, 32, 2), (3, 1), (3, 32), (3, 32)
 """
 
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
 import numpy as np
 import torch
 import xarray as xr
 
-from pde_data.batches import BatchReads
+from pde_data.datasets import SampleDataset
 from pde_data.labels import is_label, read_labels
-from pde_data.model import FEATURE, LENGTH, SAMPLE, TIME, time_steps, to_tensor, valid_mask
-from pde_data.normalize import KINDS, Normalizer, _Moments, _training_samples
-from pde_data.reading import DataReadError, SourceHandle, one_line, read_samples, sample_runs
+from pde_data.model import FEATURE, LENGTH, SAMPLE, TIME, time_steps, valid_mask
+from pde_data.normalize import KINDS, Moments, Normalizer, training_samples
+from pde_data.source import SourceLike, open_source
 
 __all__ = ["SequenceDataset", "fit_sequence_normalizer"]
 
 _STEP_DIMS = ({SAMPLE, TIME}, {SAMPLE, TIME, FEATURE})
-
-
-def _open_source(source: xr.Dataset | str | os.PathLike) -> SourceHandle:
-    """This module's one access to data: a handle whose ``.ds`` is the Dataset (a file is opened once per
-    process, so a DataLoader worker opens its own) and whose ``.name`` names it in errors."""
-    return SourceHandle(source)
 
 
 def _is_step(da: xr.DataArray) -> bool:
@@ -81,22 +76,12 @@ def _per_sequence(ds: xr.Dataset, names: Sequence[str], samples: np.ndarray) -> 
     return np.stack([np.asarray(ds[v].values, dtype=np.float64)[samples] for v in names], axis=1)
 
 
-def _read_run(ds: xr.Dataset, groups: Sequence[Sequence[str]], start: int, stop: int,
-              dtype: torch.dtype) -> list[torch.Tensor]:
-    """Samples ``start:stop``: each group of step variables ``(n, time, C)``, then the step sizes ``(n, time)``."""
-    part = ds[[v for group in groups for v in group]].isel({SAMPLE: slice(start, stop)})
-    out = [to_tensor(part, list(group), dtype=dtype) for group in groups]
-    if TIME in part.coords:
-        return out + [time_steps(part, dtype=dtype)]
-    return out + [torch.ones((stop - start, part.sizes[TIME]), dtype=dtype)]
-
-
-class SequenceDataset(BatchReads):
+class SequenceDataset(SampleDataset):
     """Sequence items ``(x, y, dt, mask)`` (layouts in the module docstring) for sample ``indices[k]``.
 
     Args:
-        source: a Dataset of the sequence layout, or the path of a file :func:`pde_data.open_data` reads
-            (opened by each process on first use; the dataset pickles as the path).
+        source: a :class:`pde_data.Source` of the sequence layout, used as it is, or what
+            :func:`pde_data.open_source` opens (a path, an in-memory Dataset).
         inputs: input variables ``(sample, time[, feature])``, in channel order.
         targets: float variables ``(sample,)``, float variables ``(sample, time[, feature])``, or one label.
         indices: the samples of this split (default: all).
@@ -105,22 +90,18 @@ class SequenceDataset(BatchReads):
         cache: read the split's samples into memory once (items identical to reading them from the file).
     """
 
-    def __init__(self, source: xr.Dataset | str | os.PathLike, inputs: Sequence[str], targets: Sequence[str], *,
+    def __init__(self, source: SourceLike, inputs: Sequence[str], targets: Sequence[str], *,
                  indices: Sequence[int] | None = None, input_normalizer: Normalizer | None = None,
                  output_normalizer: Normalizer | None = None, cache: bool = False, dtype: torch.dtype = torch.float32):
-        self.inputs, self.targets, self.dtype = list(inputs), list(targets), dtype
+        self.inputs, self.targets = list(inputs), list(targets)
         self.input_normalizer, self.output_normalizer = input_normalizer, output_normalizer
-        self._source = _open_source(source)
-        ds = self._source.ds
+        source = open_source(source)
+        ds = source.dataset
         if _kind(ds, self.inputs, "inputs") != "step":
             raise ValueError(f"inputs: expected sequence variables of dims ({SAMPLE}, {TIME}[, {FEATURE}]), found "
                              f"{[tuple(ds[v].dims) for v in self.inputs]}")
         self.target_kind = _kind(ds, self.targets, "targets")
-        n = ds.sizes[SAMPLE]
-        self.indices = np.arange(n) if indices is None else np.asarray(indices, dtype=np.int64)
-        if self.indices.size and (self.indices.min() < 0 or self.indices.max() >= n):
-            raise ValueError(f"indices: expected sample indices in [0, {n}), found {self.indices.min()} .. "
-                             f"{self.indices.max()}")
+        super().__init__(source, self.inputs + self.targets, indices, dtype)
         self.n_time = ds.sizes[TIME]
         self._lengths = ds[LENGTH].values[self.indices] if LENGTH in ds.data_vars else None
         if self._lengths is not None:
@@ -129,8 +110,8 @@ class SequenceDataset(BatchReads):
             self._y = torch.as_tensor(read_labels(ds, self.targets[0], self.indices))
         elif self.target_kind == "sequence":
             self._y = torch.as_tensor(_per_sequence(ds, self.targets, self.indices), dtype=dtype)
-        self._cached = np.unique(self.indices)
-        self._cache = self._read(self._cached) if cache else None
+        if cache:
+            self._cache = tuple(self._steps(self.cached_samples))
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -139,25 +120,24 @@ class SequenceDataset(BatchReads):
     def _groups(self) -> list[list[str]]:
         return [self.inputs, self.targets] if self.target_kind == "step" else [self.inputs]
 
-    def _read(self, samples: np.ndarray) -> list[torch.Tensor]:
-        """The step variables and step sizes of ``samples`` (sorted, distinct), one read per run of them."""
-        runs = sample_runs(samples)
-        try:
-            parts = [_read_run(self._source.ds, self._groups, a, b, self.dtype) for a, b in runs]
-            self._source.verify()  # a file changed under the reads (a truncated HDF5 file reads as zeros)
-        except Exception as exc:  # noqa: BLE001 - every reader error becomes one line naming file and samples
-            where = ", ".join(f"{a}" if b == a + 1 else f"{a}..{b - 1}" for a, b in runs)
-            raise DataReadError(f"{self._source.name}: reading sample {where} failed: {one_line(exc)}") from exc
-        return [torch.cat(group) for group in zip(*parts)]
-
     def _steps(self, samples: np.ndarray) -> list[torch.Tensor]:
-        """The step tensors of ``samples`` (any order, repeats allowed): from the cache or one read."""
+        """Of ``samples`` (any order, repeats allowed): each group of step variables ``(n, time, C)``, then the
+        step sizes ``(n, time)``; sliced from the cache, or read through the Source with one-line errors."""
         if self._cache is not None:
-            rows = torch.as_tensor(np.searchsorted(self._cached, samples))
+            rows = torch.as_tensor(self._rows(samples))
             return [t[rows] for t in self._cache]
-        distinct = np.unique(samples)
-        rows = torch.as_tensor(np.searchsorted(distinct, samples))
-        return [t[rows] for t in self._read(distinct)]
+        return [self._read(group, samples) for group in self._groups] + [self._step_sizes(samples)]
+
+    def _step_sizes(self, samples: np.ndarray) -> torch.Tensor:
+        """``(len(samples), time)`` step sizes from the ``time`` coordinate (:func:`pde_data.model.time_steps`;
+        1.0 without one)."""
+        ds = self.source.dataset
+        if TIME not in ds.coords:
+            return torch.ones((len(samples), self.n_time), dtype=self.dtype)
+        distinct, rows = np.unique(samples, return_inverse=True)
+        with self._naming(samples, None):
+            dt = time_steps(ds[[self.inputs[0]]].isel({SAMPLE: distinct}), dtype=self.dtype)
+        return dt[torch.as_tensor(rows.reshape(-1))]
 
     def _mask(self, items: Sequence[int]) -> torch.Tensor:
         """``(len(items), time)`` bool, True on the valid steps of items ``items``."""
@@ -185,17 +165,18 @@ def _encode(t: torch.Tensor, normalizer: Normalizer | None, mask: torch.Tensor |
     return t if mask is None else t.masked_fill(~mask[..., None], 0.0)
 
 
-def fit_sequence_normalizer(ds: xr.Dataset, variables: Sequence[str], *, indices: Sequence[int] | None = None,
+def fit_sequence_normalizer(data: SourceLike, variables: Sequence[str], *, indices: Sequence[int] | None = None,
                             kind: str = "gaussian", chunk_size: int = 4096, eps: float = 1e-8) -> Normalizer:
     """Per-channel statistics of ``variables`` on the samples ``indices``, over their valid steps only.
 
     As :func:`pde_data.fit_normalizer` (one streaming pass, Chan et al.'s merge of float64 moments,
-    population std), but padded steps (``k >= length``) are left out, and per-sequence float variables
-    ``(sample,)`` (regression targets) are allowed: all ``variables`` are step variables or all are
-    per-sequence ones.
+    population std: :class:`pde_data.normalize.Moments`), but padded steps (``k >= length``) are left out,
+    and per-sequence float variables ``(sample,)`` (regression targets) are allowed: all ``variables`` are
+    step variables or all are per-sequence ones.
 
     Args:
-        ds: a (lazy) Dataset of the sequence layout. variables: channels in order (``feature`` expands).
+        data: a :class:`pde_data.Source` of the sequence layout (or what :func:`pde_data.open_source` takes:
+            a path, a Dataset). variables: channels in order (``feature`` expands).
         indices: training samples (default: all). kind: ``"gaussian"`` or ``"minmax"``.
         chunk_size: samples read per block. eps: added to the scale.
 
@@ -207,25 +188,25 @@ def fit_sequence_normalizer(ds: xr.Dataset, variables: Sequence[str], *, indices
         raise ValueError(f"kind: expected one of {KINDS}, found {kind!r}")
     if chunk_size < 1:
         raise ValueError(f"chunk_size: expected a positive int, found {chunk_size}")
+    source = open_source(data)
+    ds = source.dataset
     steps = {"step": True, "sequence": False}.get(_kind(ds, variables, "variables"))
     if steps is None:
         raise ValueError(f"variables: expected float variables to normalize, found the label {list(variables)}")
-    samples = _training_samples(ds, indices)
+    samples = training_samples(ds.sizes[SAMPLE], indices)
     lengths = ds[LENGTH].values if steps and LENGTH in ds.data_vars else None
     total = None
     for start in range(0, samples.size, chunk_size):
         block = samples[start:start + chunk_size]
         if steps:
-            values = read_samples(ds, variables, block, dtype=torch.float64)  # (n, time, C)
+            values = source.read(variables, block, dtype=torch.float64)  # (n, time, C)
             if lengths is not None:
                 values = values[torch.from_numpy(valid_mask(lengths[block], values.shape[1]))]
         else:
             values = torch.from_numpy(_per_sequence(ds, variables, block))
-        moments = _Moments.of(values.reshape(-1, values.shape[-1]), 1)
+        moments = Moments.of(values.reshape(-1, values.shape[-1]), 1)
         if not bool(torch.isfinite(moments.mean).all()):
             raise ValueError(f"variables: expected finite training data in {list(variables)}, found NaN or Inf "
                              f"in samples {block[0]} .. {block[-1]}")
         total = moments if total is None else total.merge(moments)
-    std = (total.m2 / total.count).sqrt()
-    shift, scale = (total.mean, std + eps) if kind == "gaussian" else (total.low, total.high - total.low + eps)
-    return Normalizer(kind, shift.float(), scale.float())
+    return total.normalizer(kind, eps)

@@ -19,25 +19,29 @@ field is a variable of its own, named by component: ``velocity_x``, ``velocity_y
 ``stress_xy``, ... Each read is one slice of one dataset (:mod:`pde_data._h5lazy`). Fields that do not
 vary over samples, time or a spatial dim, and the boundary conditions and scalars, are not variables:
 their names are listed in ``attrs`` (``well_constant_fields``, ``well_boundaries``, ``well_scalars``).
-The optional ``stats.yaml`` beside the file (The Well's per-field ``mean`` and ``std``) is read into
-``attrs["well_stats"]``, by variable (component) name, and is used for normalization when present.
+The optional ``stats.yaml`` beside the file (The Well's per-field ``mean`` and ``std``) is read by
+variable (component) name into :meth:`pde_data.Source.stats`, and is used for normalization when present.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-import json
+import os
 from pathlib import Path
 
 import h5py
 import numpy as np
 import xarray as xr
 
-from pde_data._h5lazy import H5Source, file_stamp, lazy_variable
+from pde_data._h5lazy import H5Source, file_stamp, lazy_dataset, opening, release_file
 from pde_data.io import atomic_path, check_output
 from pde_data.model import SAMPLE, TIME, X, Y, Z
 
-__all__ = ["FIELD_GROUPS", "is_well", "open_well", "write_well"]
+__all__ = ["FIELD_GROUPS", "Stats", "is_well", "open_well", "read_well", "write_well"]
+
+#: ``{variable: {"mean": m, "std": s}}``: statistics shipped with a file, by variable (component) name
+Stats = dict[str, dict[str, float]]
 
 FIELD_GROUPS = ("t0_fields", "t1_fields", "t2_fields")
 _MODEL_DIMS = (X, Y, Z)
@@ -56,49 +60,56 @@ def is_well(f: h5py.File) -> bool:
     return "dimensions" in f and "n_trajectories" in f.attrs and "n_spatial_dims" in f.attrs
 
 
-def open_well(path: str) -> xr.Dataset:
+def open_well(path: str | os.PathLike) -> xr.Dataset:
     """The Well's file ``path`` as a lazy Dataset (module docstring).
 
     Raises:
         ValueError: a field group missing, shapes that disagree with ``dimensions``, or no field that
             varies over samples, time and space.
     """
+    path = os.fspath(path)
     stamp = file_stamp(path)
-    with h5py.File(path, "r") as f:
-        missing = [g for g in FIELD_GROUPS if g not in f]
-        if missing:
-            raise ValueError(f"{path}: expected The Well's groups {', '.join(FIELD_GROUPS)}, found none of "
-                             f"{', '.join(missing)} (groups: {sorted(f)})")
-        spatial = _names(f["dimensions"].attrs.get("spatial_dims"))
-        n_dims = int(f.attrs["n_spatial_dims"])
-        if len(spatial) != n_dims or n_dims > 3:
-            raise ValueError(f"{path}: dimensions: expected {n_dims} spatial dims (at most 3), found {spatial}")
-        coords = {model: xr.Variable(model, np.asarray(f["dimensions"][name][()], dtype=np.float64))
-                  for model, name in zip(_MODEL_DIMS, spatial)}
-        sizes = tuple(coords[model].size for model in _MODEL_DIMS[:n_dims])
-        time = np.asarray(f["dimensions"]["time"][()], dtype=np.float64).reshape(-1)
-        n_samples = int(f.attrs["n_trajectories"])
-        data, constant = {}, []
-        for rank, group in enumerate(FIELD_GROUPS):
-            for name in _names(f[group].attrs.get("field_names")):
-                dset = f[group][name]
-                if not _varies(dset, n_dims):
-                    constant.append(name)
-                    continue
-                data.update(_field(path, stamp, name, dset, rank, spatial, (n_samples, time.size, *sizes)))
-        if not data:
-            raise ValueError(f"{path}: expected at least one field varying over samples, time and space, "
-                             f"found only constant ones {constant}")
-        attrs = {"well_dataset_name": _text(f.attrs.get("dataset_name", "")), "well_spatial_dims": spatial,
-                 "well_grid_type": _text(f.attrs.get("grid_type", "cartesian")),
-                 "well_constant_fields": constant, "well_boundaries": sorted(f.get("boundary_conditions", {})),
-                 "well_scalars": _names(f["scalars"].attrs.get("field_names")) if "scalars" in f else []}
-        for param in _names(f.attrs.get("simulation_parameters")):
-            attrs[param] = f.attrs[param].item() if hasattr(f.attrs[param], "item") else f.attrs[param]
-    stats = _stats(Path(path).with_name("stats.yaml"), list(data), spatial)
-    if stats:
-        attrs["well_stats"] = json.dumps(stats)
-    return xr.Dataset(data, coords={**coords, TIME: xr.Variable(TIME, time)}, attrs=attrs)
+    with opening(path, stamp) as f:
+        ds, _, _ = read_well(f, path, stamp)
+    ds.set_close(functools.partial(release_file, path, stamp))
+    return ds
+
+
+def read_well(f: h5py.File, path: str, stamp: tuple) -> tuple[xr.Dataset, dict[str, H5Source], Stats | None]:
+    """The Well's file open as ``f``: the lazy Dataset, the HDF5 source of each variable, and the
+    statistics of ``stats.yaml`` beside it (None without one)."""
+    missing = [g for g in FIELD_GROUPS if g not in f]
+    if missing:
+        raise ValueError(f"{path}: expected The Well's groups {', '.join(FIELD_GROUPS)}, found none of "
+                         f"{', '.join(missing)} (groups: {sorted(f)})")
+    spatial = _names(f["dimensions"].attrs.get("spatial_dims"))
+    n_dims = int(f.attrs["n_spatial_dims"])
+    if len(spatial) != n_dims or n_dims > 3:
+        raise ValueError(f"{path}: dimensions: expected {n_dims} spatial dims (at most 3), found {spatial}")
+    coords = {model: xr.Variable(model, np.asarray(f["dimensions"][name][()], dtype=np.float64))
+              for model, name in zip(_MODEL_DIMS, spatial)}
+    sizes = tuple(coords[model].size for model in _MODEL_DIMS[:n_dims])
+    time = np.asarray(f["dimensions"]["time"][()], dtype=np.float64).reshape(-1)
+    n_samples = int(f.attrs["n_trajectories"])
+    fields, constant = {}, []
+    for rank, group in enumerate(FIELD_GROUPS):
+        for name in _names(f[group].attrs.get("field_names")):
+            dset = f[group][name]
+            if not _varies(dset, n_dims):
+                constant.append(name)
+                continue
+            fields.update(_field(path, stamp, name, dset, rank, spatial, (n_samples, time.size, *sizes)))
+    if not fields:
+        raise ValueError(f"{path}: expected at least one field varying over samples, time and space, "
+                         f"found only constant ones {constant}")
+    attrs = {"well_dataset_name": _text(f.attrs.get("dataset_name", "")), "well_spatial_dims": spatial,
+             "well_grid_type": _text(f.attrs.get("grid_type", "cartesian")),
+             "well_constant_fields": constant, "well_boundaries": sorted(f.get("boundary_conditions", {})),
+             "well_scalars": _names(f["scalars"].attrs.get("field_names")) if "scalars" in f else []}
+    for param in _names(f.attrs.get("simulation_parameters")):
+        attrs[param] = f.attrs[param].item() if hasattr(f.attrs[param], "item") else f.attrs[param]
+    ds, sources = lazy_dataset(fields, {**coords, TIME: xr.Variable(TIME, time)}, attrs)
+    return ds, sources, _stats(Path(path).with_name("stats.yaml"), list(fields), spatial) or None
 
 
 def _varies(dset: h5py.Dataset, n_dims: int) -> bool:
@@ -107,7 +118,7 @@ def _varies(dset: h5py.Dataset, n_dims: int) -> bool:
         and bool(np.all(dim_varying))
 
 
-def _field(path, stamp, name, dset, rank, spatial, expected) -> dict[str, xr.Variable]:
+def _field(path, stamp, name, dset, rank, spatial, expected) -> dict[str, tuple[H5Source, tuple[str, ...]]]:
     """One variable per component of a rank-``rank`` field ``(trajectory, time, *spatial, [D[, D]])``."""
     n_dims = len(spatial)
     tail = dset.shape[len(expected):]
@@ -121,7 +132,7 @@ def _field(path, stamp, name, dset, rank, spatial, expected) -> dict[str, xr.Var
         channel = component if len(tail) == len(component) else (component[0] * n_dims + component[1],)
         source = H5Source(path, dset.name.lstrip("/"), expected, dset.dtype, stamp=stamp,
                           channel=channel or None)
-        out[label] = lazy_variable(source, dims)
+        out[label] = source, dims
     return out
 
 
@@ -132,7 +143,7 @@ def _components(name: str, rank: int, spatial: list[str]) -> list[tuple[tuple[in
             for c in itertools.product(range(len(spatial)), repeat=rank)]
 
 
-def _stats(path: Path, variables: list[str], spatial: list[str]) -> dict[str, dict[str, float]]:
+def _stats(path: Path, variables: list[str], spatial: list[str]) -> Stats:
     """``{variable: {"mean", "std"}}`` from The Well's ``stats.yaml`` (per field; vector and tensor entries
     are lists, one per component), for the variables present; {} without the file."""
     if not path.is_file():
@@ -140,7 +151,7 @@ def _stats(path: Path, variables: list[str], spatial: list[str]) -> dict[str, di
     import yaml
 
     raw = yaml.safe_load(path.read_text()) or {}
-    stats: dict[str, dict[str, float]] = {}
+    stats: Stats = {}
     for key in ("mean", "std"):
         for field, value in (raw.get(key) or {}).items():
             flat = np.asarray(value, dtype=np.float64).reshape(-1)

@@ -127,9 +127,13 @@ def _imports_all(path: Path) -> set[str]:
 
 
 def _strings(path: Path) -> list[str]:
-    """Every string constant of a module (f-string parts included)."""
+    """Every string constant of a module (f-string parts included) but its docstrings."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    owners = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))]
+    docs = {id(o.body[0].value) for o in owners
+            if o.body and isinstance(o.body[0], ast.Expr) and isinstance(o.body[0].value, ast.Constant)}
+    return [n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
 
 
 #: the library's layers: their errors name Python parameters (``window=``), never command-line options

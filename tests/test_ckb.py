@@ -45,7 +45,7 @@ def test_block_is_causal(conv_kernel):
 
 def _record_cells(block):
     """A list that receives ``(input, output)`` of every cell call: the block calls each cell's
-    unchecked ``_run`` (it checked its input once), so that is what is wrapped."""
+    unchecked ``forward_unchecked`` (it checked its input once), so that is what is wrapped."""
     seen = []
 
     def recording(run):
@@ -56,7 +56,7 @@ def _record_cells(block):
         return wrapped
 
     for cell in block.cells:
-        cell._run = recording(cell._run)
+        cell.forward_unchecked = recording(cell.forward_unchecked)
     return seen
 
 

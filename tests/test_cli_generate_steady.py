@@ -18,7 +18,7 @@ def _generate(*args):
 
 
 def _values(path, name):
-    with pde_data.open(path) as ds:
+    with pde_data.open_data(path) as ds:
         return ds[name].values
 
 
@@ -39,7 +39,7 @@ def test_order_shard_matches_full_set(tmp_path):
     assert not (tmp_path / "part.nc").exists()
     part = _values(tmp_path / "part-00001.nc", "target")
     assert part.tobytes() == _values(tmp_path / "full.nc", "target")[2:5].tobytes()
-    with pde_data.open(tmp_path / "full.nc") as ds:
+    with pde_data.open_data(tmp_path / "full.nc") as ds:
         assert ds.attrs["seed"] == 3 and ds.attrs["order"] == 3 and ds.sizes == {"sample": 5, "s": 128}
 
 
@@ -47,7 +47,7 @@ def test_darcy_shard_and_poisson_refusal(tmp_path):
     out = _generate("darcy", "--out", tmp_path / "d.nc", "--n", 5, "--n-grid", 12, "--beta", 2.0, "--shard", "2/3")
     assert out.returncode == 0, out.stderr
     full = pde_data.generate_darcy(5, n_grid=12, beta=2.0, seed=0)
-    with pde_data.open(tmp_path / "d-00002.nc") as ds:
+    with pde_data.open_data(tmp_path / "d-00002.nc") as ds:
         assert ds["u"].values.tobytes() == full["u"].isel(sample=[3, 4]).values.tobytes()
         assert ds.attrs["beta"] == 2.0 and list(ds["sample"].values) == [3, 4]
     bad = _generate("poisson", "--out", tmp_path / "x.nc", "--n", 2, "--K", 0)
@@ -58,7 +58,7 @@ def test_darcy_shard_and_poisson_refusal(tmp_path):
 
 def test_poisson_command(tmp_path):
     assert _main("poisson", "--out", tmp_path / "p.nc", "--n", 3, "--K", 4, "--n-grid", 16, "--seed", 1) == 0
-    with pde_data.open(tmp_path / "p.nc") as ds:
+    with pde_data.open_data(tmp_path / "p.nc") as ds:
         assert ds.attrs["K"] == 4 and ds["coef"].shape == (3, 4, 4)
         assert np.max(np.abs(pde_data.solve_poisson(ds["f"].values) - ds["u"].values)) < 1e-10
         np.testing.assert_array_equal(ds["u"].values, pde_data.generate_poisson(3, K=4, n_grid=16, seed=1)["u"].values)
@@ -68,7 +68,7 @@ def test_order_standard_splits(tmp_path):
     assert _main("order", "--out", tmp_path / "sets", "--splits", "--sizes", 3, 2, 2, "--n-points", 128) == 0
     files = sorted(p.name for p in (tmp_path / "sets").iterdir())
     assert files == sorted(f"order_T{n}_{s}.nc" for n in range(1, 5) for s in ("train", "val", "test"))
-    with pde_data.open(tmp_path / "sets" / "order_T4_val.nc") as ds:
+    with pde_data.open_data(tmp_path / "sets" / "order_T4_val.nc") as ds:
         assert ds.attrs["seed"] == 43 and ds.attrs["order"] == 4 and ds.sizes == {"sample": 2, "s": 128}
 
 

@@ -1,6 +1,7 @@
 """``circuitop generate ns|swe``: sharded output equals the full set, attributes, one-line errors."""
 
 import numpy as np
+import pytest
 import xarray as xr
 
 import pde_data
@@ -15,8 +16,8 @@ def test_ns_shards_reproduce_the_full_set(tmp_path, capsys):
     assert main([*NS, "--out", str(tmp_path / "full.nc"), "--record-initial"]) == 0
     for i in range(2):
         assert main([*NS, "--out", str(tmp_path / "ns.nc"), "--record-initial", "--shard", f"{i}/2"]) == 0
-    full = pde_data.open(tmp_path / "full.nc").load()
-    sharded = pde_data.open(str(tmp_path / "ns-*.nc")).load()
+    full = pde_data.open_data(tmp_path / "full.nc").load()
+    sharded = pde_data.open_data(str(tmp_path / "ns-*.nc")).load()
     xr.testing.assert_identical(full, sharded)
     assert full.vorticity.shape == (3, 3, 8, 8) and full.attrs["seed"] == 5
     assert "t=0.5" in capsys.readouterr().err  # progress bar shows simulated time on stderr
@@ -24,7 +25,7 @@ def test_ns_shards_reproduce_the_full_set(tmp_path, capsys):
 
 def test_ns_float64_and_bad_options_give_one_line_errors(tmp_path, capsys):
     assert main([*NS, "--out", str(tmp_path / "d.nc"), "--dtype", "float64"]) == 0
-    ds = pde_data.open(tmp_path / "d.nc")
+    ds = pde_data.open_data(tmp_path / "d.nc")
     assert ds.vorticity.dtype == np.float64 and ds.attrs["simulation_dtype"] == "float64"
     capsys.readouterr()
     assert main([*NS, "--out", str(tmp_path / "e.nc"), "--n-out", "6"]) == 1
@@ -32,6 +33,9 @@ def test_ns_float64_and_bad_options_give_one_line_errors(tmp_path, capsys):
     assert err.startswith("circuitop generate: error: n_out") and "Traceback" not in err
     assert main([*NS, "--out", str(tmp_path / "e.nc"), "--t-final", "-1"]) == 1
     assert "t_final" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse's usage error, with pde_data.parse_shard's message
+        main([*NS, "--out", str(tmp_path / "e.nc"), "--shard", "2/2"])
+    assert "argument --shard: shard: expected 0 <= i < n, found i=2, n=2" in capsys.readouterr().err
     assert not (tmp_path / "e.nc").exists()
 
 
@@ -43,8 +47,8 @@ def test_swe_shards_reproduce_the_full_set(tmp_path, capsys):
     assert main([*SWE, "--out", str(tmp_path / "full.nc"), "--momenta"]) == 0
     for i in range(3):
         assert main([*SWE, "--out", str(tmp_path / "swe.nc"), "--momenta", "--shard", f"{i}/3"]) == 0
-    full = pde_data.open(tmp_path / "full.nc").load()
-    xr.testing.assert_identical(full, pde_data.open(str(tmp_path / "swe-*.nc")).load())
+    full = pde_data.open_data(tmp_path / "full.nc").load()
+    xr.testing.assert_identical(full, pde_data.open_data(str(tmp_path / "swe-*.nc")).load())
     assert set(full.data_vars) == {"h", "hu", "hv", "dam_radius"} and full.h.shape == (3, 3, 12, 12)
     assert "t=0.2" in capsys.readouterr().err
 
@@ -62,8 +66,9 @@ def test_ns_writes_the_pdebench_layout_the_readme_trains_on(tmp_path, capsys):
     it back with the same vorticity as the NetCDF output."""
     assert main([*NS, "--out", str(tmp_path / "ns.h5"), "--pdebench", "--record-initial"]) == 0
     assert main([*NS, "--out", str(tmp_path / "ns.nc"), "--record-initial"]) == 0
-    h5, nc = pde_data.open_data(tmp_path / "ns.h5"), pde_data.open(tmp_path / "ns.nc")
-    assert h5.attrs["source_format"] == "pdebench:group"
+    source, nc = pde_data.open_source(tmp_path / "ns.h5"), pde_data.open_data(tmp_path / "ns.nc")
+    h5 = source.dataset
+    assert source.format == "pdebench:group"
     np.testing.assert_array_equal(h5.vorticity.values, nc.vorticity.values)
     capsys.readouterr()
     assert main(["info", str(tmp_path / "ns.h5")]) == 0

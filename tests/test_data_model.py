@@ -72,7 +72,7 @@ def test_missing_dims_are_named():
 def test_netcdf_round_trip_is_identical(tmp_path):
     ds = _field_dataset()
     path = pde_data.save(ds, tmp_path / "set.nc")
-    with pde_data.open(path) as back:
+    with pde_data.open_data(path) as back:
         xr.testing.assert_identical(back.load(), ds)
 
 
@@ -93,17 +93,17 @@ def test_save_replaces_existing_file_atomically(tmp_path):
     target = tmp_path / "set.nc"
     pde_data.save(_field_dataset(seed=1), target)
     pde_data.save(_field_dataset(seed=2), target)
-    with pde_data.open(target) as back:
+    with pde_data.open_data(target) as back:
         xr.testing.assert_identical(back.load(), _field_dataset(seed=2))
     assert [p.name for p in tmp_path.iterdir()] == ["set.nc"]
 
 
 def test_open_refuses_missing_and_foreign_files(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file"):
-        pde_data.open(tmp_path / "absent.nc")
+        pde_data.open_data(tmp_path / "absent.nc")
     (tmp_path / "text.nc").write_text("hello")
-    with pytest.raises(ValueError, match="expected a NetCDF or HDF5 file"):
-        pde_data.open(tmp_path / "text.nc")
+    with pytest.raises(ValueError, match="text.nc: expected a NetCDF, HDF5 .*, found leading bytes b.hello."):
+        pde_data.open_data(tmp_path / "text.nc")
 
 
 def test_shards_open_lazily_as_one_dataset(tmp_path):
@@ -111,7 +111,7 @@ def test_shards_open_lazily_as_one_dataset(tmp_path):
     for i in range(2):
         part = ds.isel(sample=list(pde_data.shard_range(5, i, 2)))
         pde_data.save(part, pde_data.shard_path(tmp_path / "set.nc", i))
-    combined = pde_data.open(str(tmp_path / "set-*.nc"))
+    combined = pde_data.open_data(str(tmp_path / "set-*.nc"))
     assert combined.h.chunks is not None  # dask-backed, not loaded
     xr.testing.assert_allclose(combined.load(), ds)
 

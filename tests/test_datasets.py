@@ -111,10 +111,10 @@ def test_window_dataset(tmp_path, m):
     x, y = data[len(data) - 1]  # sample 2, last window
     t0 = 7 - m - 1
     frames = to_tensor(ds.isel(sample=[2]), ["u", "v"])[0]  # (time, channels, x, y)
-    assert x.shape == (m * 2, 6, 5) and y.shape == (2, 6, 5)
-    torch.testing.assert_close(x, frames[t0:t0 + m].reshape(m * 2, 6, 5))
-    torch.testing.assert_close(y, frames[t0 + m])
-    x3, y3 = WindowDataset(lazy, ["u", "v"], m=m, horizon=2, stack=False)[0]
+    assert x.shape == (m, 2, 6, 5) and y.shape == (1, 2, 6, 5)
+    torch.testing.assert_close(x, frames[t0:t0 + m])
+    torch.testing.assert_close(y[0], frames[t0 + m])
+    x3, y3 = WindowDataset(lazy, ["u", "v"], m=m, horizon=2)[0]
     assert x3.shape == (m, 2, 6, 5) and y3.shape == (2, 2, 6, 5)
     torch.testing.assert_close(y3, to_tensor(ds.isel(sample=[0]), ["u", "v"])[0][m:m + 2])
     lazy.close()
@@ -125,8 +125,9 @@ def test_window_dataset_normalized_and_bad_args():
     norm = fit_normalizer(ds, ["u"], indices=[0])
     x, y = WindowDataset(ds, ["u"], m=2, normalizer=norm)[0]
     raw = torch.from_numpy(ds["u"].values[0])
-    torch.testing.assert_close(norm.decode(y)[0], raw[2], atol=1e-5, rtol=1e-6)
-    torch.testing.assert_close(x, norm.encode(raw[:2]), atol=1e-6, rtol=1e-6)
+    assert x.shape == (2, 1, 6, 5) and y.shape == (1, 1, 6, 5)
+    torch.testing.assert_close(norm.decode(y)[0, 0], raw[2], atol=1e-5, rtol=1e-6)
+    torch.testing.assert_close(x[:, 0], norm.encode(raw[:2]), atol=1e-6, rtol=1e-6)
     assert len(WindowDataset(ds, ["u"], m=2, stride=2)) == 3 * 3
     with pytest.raises(ValueError, match="m \\+ horizon <= 7 frames; found m=7"):
         WindowDataset(ds, ["u"], m=7)

@@ -34,8 +34,9 @@ def write_mat73(path: Path, variables: dict[str, np.ndarray]) -> Path:
 
 def test_mat73_reads_lazily_in_the_right_orientation(tmp_path):
     path = write_mat73(tmp_path / "ns.mat", {"a": A, "u": U, "t": np.arange(1.0, NT + 1)[None]})
-    ds = pde_data.open_data(path)
-    assert ds.attrs["source_format"] == "fno-mat:73"
+    source = pde_data.open_source(path)
+    ds = source.dataset
+    assert source.format == "fno-mat:73"
     assert ds["u"].dims == ("sample", "time", "x", "y") and dict(ds.sizes) == {"sample": N, "time": NT, "x": NX, "y": NY}
     np.testing.assert_array_equal(ds["u"].isel(sample=3).values, np.moveaxis(U[3], -1, 0))
     np.testing.assert_array_equal(ds["u"].isel(sample=slice(2, 5), time=1, x=slice(1, 4)).values, U[2:5, 1:4, :, 1])
@@ -45,15 +46,19 @@ def test_mat73_reads_lazily_in_the_right_orientation(tmp_path):
 
 def test_mat5_and_a_steady_pair(tmp_path):
     scipy.io.savemat(tmp_path / "darcy.mat", {"a": A, "u": 2 * A})
-    ds = pde_data.open_data(tmp_path / "darcy.mat")
-    assert ds.attrs["source_format"] == "fno-mat:5" and ds["u"].dims == ("sample", "x", "y")
+    source = pde_data.open_source(tmp_path / "darcy.mat")
+    ds = source.dataset
+    assert source.format == "fno-mat:5" and ds["u"].dims == ("sample", "x", "y")
     np.testing.assert_array_equal(ds["u"].values, 2 * A)
 
 
-def test_pt_dict_reads_as_input_and_target(tmp_path):
-    torch.save({"x": torch.from_numpy(A)[:, None], "y": torch.from_numpy(A * 3)}, tmp_path / "darcy_train_8.pt")
-    ds = pde_data.open_data(tmp_path / "darcy_train_8.pt")
-    assert ds.attrs["source_format"] == "neuraloperator-pt" and list(ds.data_vars) == ["input", "target"]
+@pytest.mark.parametrize("zipped", [True, False])
+def test_pt_dict_reads_as_input_and_target(tmp_path, zipped):
+    torch.save({"x": torch.from_numpy(A)[:, None], "y": torch.from_numpy(A * 3)}, tmp_path / "darcy_train_8.pt",
+               _use_new_zipfile_serialization=zipped)  # torch's zip format, memory-mapped, or its legacy one
+    source = pde_data.open_source(tmp_path / "darcy_train_8.pt")
+    ds = source.dataset
+    assert source.format == "neuraloperator-pt" and list(ds.data_vars) == ["input", "target"]
     np.testing.assert_array_equal(ds["input"].values, A)
     np.testing.assert_array_equal(ds["target"].values, 3 * A)
     np.testing.assert_array_equal(ds["x"].values, np.linspace(0, 1, NX))

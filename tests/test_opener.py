@@ -1,5 +1,6 @@
-"""``pde_data.open_data``: the reader chosen by content (never the suffix), clear errors, and the
-per-sample / per-frame chunks of the files circuitop writes; ``circuitop info`` on a PDEBench file."""
+"""``pde_data.open_source`` / ``open_data``: the reader chosen by content (never the suffix), clear
+errors, and the per-sample / per-frame chunks of the files circuitop writes; ``circuitop info`` on a
+PDEBench file."""
 
 import os
 import subprocess
@@ -8,10 +9,11 @@ import sys
 import h5py
 import numpy as np
 import pytest
+import torch
 import xarray as xr
 
 import pde_data
-from pde_data import open_data, write_pdebench
+from pde_data import open_data, open_source, write_pdebench
 
 F32 = np.float32
 
@@ -29,47 +31,50 @@ def field(n=3, nt=4, nx=8, ny=6, names=("h",), seed=0):
 def test_netcdf_named_h5_opens_as_netcdf(tmp_path):
     ds = field()
     pde_data.save(ds, tmp_path / "x.h5")
+    with open_source(tmp_path / "x.h5") as source:
+        assert source.format == "netcdf" and source.path == str(tmp_path / "x.h5")
+        xr.testing.assert_identical(source.dataset.load(), ds)  # no attrs added by the opener
     with open_data(tmp_path / "x.h5") as opened:
-        assert opened.attrs["source_format"] == "netcdf"
-        assert opened.attrs["source_file"] == str(tmp_path / "x.h5")
-        xr.testing.assert_identical(opened.load().drop_attrs(deep=False), ds)
+        xr.testing.assert_identical(opened.load(), ds)
 
 
 def test_pdebench_named_nc_opens_as_pdebench(tmp_path):
     ds = field()
     write_pdebench(ds, tmp_path / "y.nc", layout="group")
-    with open_data(tmp_path / "y.nc") as opened:
-        assert opened.attrs["source_format"] == "pdebench:group"
+    with open_source(tmp_path / "y.nc") as source:
+        opened = source.dataset
+        assert source.format == "pdebench:group" and source.path == str(tmp_path / "y.nc")
         assert opened.attrs["pdebench_layout"] == "group"
-        assert opened.attrs["source_file"] == str(tmp_path / "y.nc")
         assert not opened["h"].variable._in_memory  # lazy: nothing read at open time
+        assert all(not var.encoding for var in opened.variables.values())  # no read handles in encoding
         np.testing.assert_array_equal(opened["h"].values, ds["h"].values)
 
 
-def test_relative_path_gives_absolute_source_file(tmp_path, monkeypatch):
+def test_relative_path_gives_absolute_source_path(tmp_path, monkeypatch):
     pde_data.save(field(), tmp_path / "rel.nc")
     monkeypatch.chdir(tmp_path)
-    with open_data("rel.nc") as opened:
-        assert opened.attrs["source_file"] == os.path.join(str(tmp_path), "rel.nc")
+    with open_source("rel.nc") as source:
+        assert source.path == os.path.join(str(tmp_path), "rel.nc")
 
 
 def test_shard_glob(tmp_path):
     ds = field(n=5)
     for i, part in enumerate((slice(0, 2), slice(2, 5))):
         pde_data.save(ds.isel(sample=part), pde_data.shard_path(tmp_path / "set.nc", i))
-    with open_data(tmp_path / "set-*.nc") as opened:
-        assert opened.attrs["source_format"] == "netcdf"
-        assert opened.attrs["source_file"] == str(tmp_path / "set-*.nc")
-        assert opened.sizes["sample"] == 5
-        np.testing.assert_array_equal(opened["h"].values, ds["h"].values)
+    with open_source(tmp_path / "set-*.nc") as source:
+        assert source.format == "netcdf" and source.path == str(tmp_path / "set-*.nc")
+        assert source.sizes["sample"] == 5
+        np.testing.assert_array_equal(source.dataset["h"].values, ds["h"].values)
+        torch.testing.assert_close(source.read(["h"], [4, 1], slice(1, 3)),
+                                   pde_data.to_tensor(ds.isel(sample=[4, 1], time=slice(1, 3)), ["h"]))
 
 
 def test_netcdf3_by_magic(tmp_path):
     ds = field(n=2)
     ds.to_netcdf(tmp_path / "classic.h5", format="NETCDF3_64BIT", engine="netcdf4")
-    with open_data(tmp_path / "classic.h5") as opened:
-        assert opened.attrs["source_format"] == "netcdf"
-        np.testing.assert_array_equal(opened["h"].values, ds["h"].values)
+    with open_source(tmp_path / "classic.h5") as source:
+        assert source.format == "netcdf"
+        np.testing.assert_array_equal(source.dataset["h"].values, ds["h"].values)
 
 
 def _one_line(err: pytest.ExceptionInfo, *fragments: str) -> None:
@@ -159,7 +164,7 @@ def test_netcdf_save_chunks(tmp_path):
         assert f["steady"].chunks == (1, 8, 6)
         assert f["seq"].chunks == (1, 4, 2)  # a sequence keeps its time axis in one chunk
         assert f["per_time"].chunks != (1,)
-    xr.testing.assert_identical(pde_data.open(tmp_path / "a.nc").load(), ds)
+    xr.testing.assert_identical(pde_data.open_data(tmp_path / "a.nc").load(), ds)
 
 
 # circuitop info

@@ -30,13 +30,6 @@ def seq_file(tmp_path_factory, degradation):
     return pde_data.save(degradation, tmp_path_factory.mktemp("seq") / "seq.nc")
 
 
-def _without_source(ds):
-    """``ds`` without the attributes :func:`pde_data.open_data` adds."""
-    out = ds.copy()
-    out.attrs = {k: v for k, v in ds.attrs.items() if k not in ("source_file", "source_format")}
-    return out
-
-
 # -- the convention -------------------------------------------------------------------------------------------
 
 def test_valid_mask_and_padded_time():
@@ -132,7 +125,7 @@ def test_netcdf_round_trip(tmp_path, which, degradation, digits):
     ds = {"degradation": degradation, "digits": digits, "whole digits": pde_data.generate_gapped_digits()}[which]
     path = pde_data.save(ds, tmp_path / "set.nc")
     with pde_data.open_data(path) as back:
-        xr.testing.assert_identical(_without_source(back.load()), ds)
+        xr.testing.assert_identical(back.load(), ds)
 
 
 # -- SequenceDataset -------------------------------------------------------------------------------------------
@@ -148,7 +141,7 @@ def test_read_batch_layout_from_memory_and_file(degradation, seq_file):
     split = np.array([1, 4, 5, 6, 11, 15])
     items = [3, 0, 5, 3]
     x0, dt0, mask0 = _expected(degradation, split[items])
-    for source in (degradation, seq_file):
+    for source in (degradation, seq_file, pde_data.open_source(seq_file)):
         for cache in (False, True):
             data = pde_data.SequenceDataset(source, INPUTS, ["rul"], indices=split, cache=cache)
             x, y, dt, mask = data.read_batch(items)
@@ -208,6 +201,24 @@ def test_normalizer_ignores_padding(degradation):
     assert rul.shift.item() == pytest.approx(degradation["rul"].min().item(), rel=1e-6)
 
 
+def test_normalizer_and_dataset_read_through_one_source(degradation, seq_file):
+    """A Source of the file serves the fit and the dataset (the same values as the in-memory set); a failed
+    read is one line naming the file and the samples."""
+    source = pde_data.open_source(seq_file)
+    for kind in ("gaussian", "minmax"):
+        fitted = pde_data.fit_sequence_normalizer(source, INPUTS, indices=range(10), kind=kind, chunk_size=4)
+        expected = pde_data.fit_sequence_normalizer(degradation, INPUTS, indices=range(10), kind=kind)
+        assert fitted.kind == kind and fitted.shift.shape == (2,)
+        torch.testing.assert_close(fitted.shift, expected.shift)
+        torch.testing.assert_close(fitted.scale, expected.scale)
+    data = pde_data.SequenceDataset(source, INPUTS, ["rul_step"], indices=[3, 4, 5, 9])
+    assert data.source is source
+    broken = degradation.copy(deep=True)
+    broken["time"].values[4, 2] = broken["time"].values[4, 1]  # a step of 0 in sample 4
+    with pytest.raises(pde_data.DataReadError, match=r"^in-memory data: reading sample 4\.\.5 failed: time "):
+        pde_data.SequenceDataset(broken, INPUTS, ["rul"], indices=[3, 4, 5]).read_batch([1, 2])
+
+
 def test_normalizers_encode_valid_steps_and_keep_padding_zero(degradation):
     norm = pde_data.fit_sequence_normalizer(degradation, INPUTS)
     out = pde_data.fit_sequence_normalizer(degradation, ["rul"])
@@ -231,7 +242,7 @@ def test_generate_degradation_command(tmp_path):
     assert done.returncode == 0, done.stderr
     with pde_data.open_data(out) as ds:
         expected = pde_data.generate_degradation(12, min_length=4, max_length=7, seed=3)
-        xr.testing.assert_identical(_without_source(ds.load()), expected)
+        xr.testing.assert_identical(ds.load(), expected)
     from operators.cli import main
 
     assert main([str(a) for a in args]) == 1  # refuses to overwrite

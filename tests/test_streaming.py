@@ -2,6 +2,7 @@
 depend on workers or processes, evaluation scores the stored split of the same data wherever it lies,
 and a read error in a worker is one line naming the file and sample."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -45,7 +46,7 @@ def cfd_file(tmp_path):
 
 
 def test_every_window_item_is_a_slice_of_the_file(cfd_file):
-    data = pde_data.WindowDataset(cfd_file, ["density", "Vx"], m=3, horizon=2, indices=[1, 4, 5], stack=False)
+    data = pde_data.WindowDataset(cfd_file, ["density", "Vx"], m=3, horizon=2, indices=[1, 4, 5])
     x, y = data.read_batch(list(range(len(data))))
     with h5py.File(cfd_file) as f:
         for k, (sample, t0) in enumerate(data.windows):
@@ -68,8 +69,8 @@ def test_window_batches_are_the_same_from_every_layout(cfd_file, tmp_path, layou
         ds = ds[["density", "Vx"]]
         path = pde_data.write_pdebench(ds, tmp_path / f"{layout}.h5", layout=layout)
     variables = list(ds.data_vars)
-    reference = pde_data.WindowDataset(cfd_file, variables, m=2, horizon=2, stack=False)
-    other = pde_data.WindowDataset(path, variables, m=2, horizon=2, stack=False)
+    reference = pde_data.WindowDataset(cfd_file, variables, m=2, horizon=2)
+    other = pde_data.WindowDataset(path, variables, m=2, horizon=2)
     for items in ([0, 5, 9, 14], [3, 4, 5, 20, 21]):  # one window per sample; three and two of one sample
         for a, b in zip(reference.read_batch(items), other.read_batch(items)):
             assert torch.equal(a, b)
@@ -77,7 +78,7 @@ def test_window_batches_are_the_same_from_every_layout(cfd_file, tmp_path, layou
 
 def test_cached_items_equal_streamed_items(cfd_file):
     norm = pde_data.fit_normalizer(pde_data.open_data(cfd_file), list(CFD), indices=[0, 2, 3])
-    common = dict(m=2, horizon=1, indices=[0, 2, 3, 5], normalizer=norm, stack=False, dtype=torch.float64)
+    common = dict(m=2, horizon=1, indices=[0, 2, 3, 5], normalizer=norm, dtype=torch.float64)
     streamed = pde_data.WindowDataset(cfd_file, list(CFD), **common)
     cached = pde_data.WindowDataset(cfd_file, list(CFD), cache=True, **common)
     items = [13, 0, 7, 7, 19, 2]
@@ -129,19 +130,19 @@ def test_loading_leaves_the_global_rng_alone():
     assert torch.equal(draws[0], draws[1]) and torch.equal(draws[0], torch.rand(1))
 
 
-def _window_task(path, ds, *, seed=0, sizes=(4, 1, 1), **loading):
-    """The task of a window-2 U-Net run on ``path``, with its normalizers fitted."""
-    spec = RunSpec(data=DataSpec(str(path), split=sizes, split_seed=seed), task=TaskSpec(window=2),
+def _window_task(source, *, seed=0, sizes=(4, 1, 1), **loading):
+    """The task of a window-2 U-Net run on ``source``, with its normalizers fitted."""
+    spec = RunSpec(data=DataSpec(source.path, split=sizes, split_seed=seed), task=TaskSpec(window=2),
                    model=ModelSpec("unet", {"n_layers": 1, "n_res": 1, "n_res_neck": 1, "channel_multiplier": 4}),
                    optim=OptimSpec(epochs=2, batch_size=4), loading=LoadingSpec(**loading))
-    task = make_task(resolve(spec, ds))
-    return make_task(task.spec, task.fit_normalizers(path, ds))
+    task = make_task(resolve(spec, source))
+    return make_task(task.spec, task.fit_normalizers(source))
 
 
 def _train(path, cache, workers, tmp_path):
-    ds = pde_data.open_data(path)
-    task = _window_task(path, ds, seed=1, cache=cache, workers=workers)
-    train, val = make_loaders(task, path, ds, batch_size=4, seed=0, dtype=torch.float64)
+    source = pde_data.open_source(path)
+    task = _window_task(source, seed=1, cache=cache, workers=workers)
+    train, val = make_loaders(task, source, batch_size=4, seed=0, dtype=torch.float64)
     assert train.dataset.cached == (cache == "memory")
     torch.manual_seed(0)
     m = task.spec.model
@@ -161,11 +162,10 @@ def test_streaming_and_in_memory_training_give_identical_weights(cfd_file, tmp_p
 
 
 def test_auto_cache_follows_the_memory_budget(cfd_file):
-    ds = pde_data.open_data(cfd_file)
-    need = 5 * pde_data.item_bytes(ds, list(CFD))
-    small, _ = make_loaders(_window_task(cfd_file, ds, memory_budget=need - 1, workers=0), cfd_file, ds, batch_size=2,
-                            seed=0)
-    fits, _ = make_loaders(_window_task(cfd_file, ds, memory_budget=need), cfd_file, ds, batch_size=2, seed=0)
+    source = pde_data.open_source(cfd_file)
+    need = 5 * pde_data.item_bytes(source, list(CFD))
+    small, _ = make_loaders(_window_task(source, memory_budget=need - 1, workers=0), source, batch_size=2, seed=0)
+    fits, _ = make_loaders(_window_task(source, memory_budget=need), source, batch_size=2, seed=0)
     assert not small.dataset.cached and fits.dataset.cached
 
 
@@ -185,7 +185,7 @@ def test_evaluation_of_a_copy_scores_the_stored_split_and_another_file_is_refuse
     first = evaluate_run(tmp_path / "run", data, write=False)
     copy = evaluate_run(tmp_path / "run", moved)
     assert copy["samples"] == "test" and copy["n_samples"] == 4 and copy["metrics"] == first["metrics"]
-    predictions = pde_data.open(tmp_path / "run" / "pred.nc")
+    predictions = pde_data.open_data(tmp_path / "run" / "pred.nc")
     assert predictions.sizes["sample"] == 4 and "u" in predictions
     assert str(tmp_path / "run" / "pred.nc") in copy["files"]
     other = write_poisson(tmp_path / "other.nc", n_samples=18, seed=1)
@@ -209,8 +209,8 @@ def test_streamed_evaluation_equals_one_batch(tmp_path):
 
 def test_a_truncated_file_fails_in_a_worker_with_one_line(tmp_path):
     path = pde_data.write_pdebench(cfd_dataset(n=40, nt=4, nx=32), tmp_path / "big.hdf5", layout="cfd")
-    task = _window_task(path, pde_data.open_data(path), sizes=(40, 0, 0))
-    dataset = task.dataset(path, range(40), cache=False)
+    source = pde_data.open_source(path)
+    dataset = _window_task(source, sizes=(40, 0, 0)).dataset(source, range(40), cache=False)
     loader = Loader(dataset, batch_size=2, seed=0, workers=2, prefetch=1)
     batches = loader.epoch(0)
     next(batches)
@@ -232,3 +232,32 @@ def test_cli_streams_with_workers(tmp_path):
     assert done.returncode == 0, done.stderr
     run = RunSpec.from_dict(load_checkpoint(out / "last.pt")["spec"])
     assert run.data.splits.test and run.data.fingerprint
+
+
+@pytest.mark.parametrize("layout", ["netcdf", "cfd"])
+def test_a_training_run_with_0_workers_opens_its_data_file_once(tmp_path, monkeypatch, layout):
+    """Resolving the spec, the fingerprint, the normalizer fit, the train and validation reads of every
+    epoch: one open of the file (HDF5 opens and Python opens counted), whatever the format."""
+    import builtins
+
+    ds = cfd_dataset(n=8)
+    path = (pde_data.save(ds, tmp_path / "cfd.nc") if layout == "netcdf"
+            else pde_data.write_pdebench(ds, tmp_path / "cfd.hdf5", layout="cfd"))
+    opened, h5_open, py_open = [], h5py.h5f.open, builtins.open
+
+    def counted_h5(name, *args, **kwargs):
+        opened.append(os.fsdecode(name))
+        return h5_open(name, *args, **kwargs)
+
+    def counted_py(file, *args, **kwargs):
+        if isinstance(file, (str, bytes, os.PathLike)):
+            opened.append(os.fsdecode(file))
+        return py_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(h5py.h5f, "open", counted_h5)
+    monkeypatch.setattr(builtins, "open", counted_py)
+    assert main(["train", "--data", str(path), "--model", "fno", "--out", str(tmp_path / "run"), "--window", "2",
+                 "--split", "6,2,0", "--epochs", "2", "--batch-size", "4", "--cache", "stream", "--workers", "0",
+                 "--config", "n_modes=3", "width=6", "n_layers=2", "--threads", "1", "--no-progress"]) == 0
+    assert [p for p in opened if os.path.abspath(p) == str(path)] == [str(path)]
+    assert len(json.loads((tmp_path / "run" / "history.json").read_text())) == 2  # it did read the data

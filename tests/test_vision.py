@@ -51,10 +51,10 @@ def test_the_four_scan_orders_and_their_inverse():
 
 def _second_cell_input(routing: KirchhoffRouting2d, x: torch.Tensor) -> torch.Tensor:
     seen = []
-    run = routing.cells[1]._run
-    routing.cells[1]._run = lambda u, dt: seen.append(u.detach().clone()) or run(u, dt)
+    run = routing.cells[1].forward_unchecked
+    routing.cells[1].forward_unchecked = lambda u, dt: seen.append(u.detach().clone()) or run(u, dt)
     routing(x)
-    del routing.cells[1]._run
+    del routing.cells[1].forward_unchecked
     return seen[0]
 
 

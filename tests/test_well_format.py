@@ -33,7 +33,7 @@ def _write(path: Path, **extra) -> Path:
 
 def test_the_writer_follows_the_format(tmp_path):
     path = _write(tmp_path / "flow.hdf5", stats=STATS)
-    with pytest.raises(FileExistsError, match="pass --overwrite"):  # nothing is replaced without the flag
+    with pytest.raises(FileExistsError, match="pass overwrite=True"):  # nothing is replaced without the flag
         _write(path)
     path.unlink()
     with pytest.raises(FileExistsError, match="stats.yaml"):  # nor the statistics beside it
@@ -51,19 +51,20 @@ def test_the_writer_follows_the_format(tmp_path):
 
 
 def test_round_trip_of_scalar_vector_and_tensor_fields(tmp_path):
-    ds = pde_data.open_data(_write(tmp_path / "flow.hdf5", stats=STATS))
-    assert ds.attrs["source_format"] == "the-well" and ds.attrs["well_dataset_name"] == "test_flow"
+    source = pde_data.open_source(_write(tmp_path / "flow.hdf5", stats=STATS))
+    ds = source.dataset
+    assert source.format == "the-well" and ds.attrs["well_dataset_name"] == "test_flow"
     assert list(ds.data_vars) == ["density", "velocity_x", "velocity_y", "stress_xx", "stress_xy", "stress_yx", "stress_yy"]
     assert ds["density"].dims == ("sample", "time", "x", "y")
     np.testing.assert_array_equal(ds["density"].values, RHO)
     np.testing.assert_array_equal(ds["velocity_y"].isel(sample=3).values, VEL[3, ..., 1])
     np.testing.assert_array_equal(ds["stress_yx"].isel(time=2).values, STRESS[:, 2, ..., 1, 0])
     np.testing.assert_allclose(ds["time"].values, np.arange(T) * 0.25)
-    stats = json.loads(ds.attrs["well_stats"])
+    stats = source.stats()
     assert stats["velocity_y"] == {"mean": -0.2, "std": 3.0} and stats["density"] == {"mean": 0.5, "std": 2.0}
-    norm = pde_data.normalizer_from_stats(ds, ["density", "velocity_x"])
+    norm = pde_data.normalizer_from_stats(source, ["density", "velocity_x"])
     assert norm.shift.flatten().tolist() == pytest.approx([0.5, 0.1]) and norm.scale.shape == (2, 1, 1)
-    assert pde_data.normalizer_from_stats(ds, ["stress_xx"]) is None  # no statistics: fitted on the data
+    assert pde_data.normalizer_from_stats(source, ["stress_xx"]) is None  # no statistics: fitted on the data
 
 
 def test_a_flattened_tensor_field_reads_by_component(tmp_path):

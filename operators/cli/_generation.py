@@ -26,12 +26,12 @@ def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_defau
 
 
 def _shard(text: str) -> tuple[int, int]:
-    """argparse type: :func:`pde_data.parse_shard` with its own message (argparse would print "invalid
-    parse_shard value")."""
+    """argparse type: :func:`pde_data.parse_shard` with its own message, naming ``shard`` (argparse would
+    print "invalid parse_shard value")."""
     try:
         return pde_data.parse_shard(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shard: ")) from None
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def selected_samples(args: argparse.Namespace) -> range:

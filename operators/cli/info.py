@@ -15,9 +15,6 @@ _PACKAGES = ("circuitop", "torch", "neuraloperator", "ncps", "numpy", "scipy", "
              "netCDF4", "h5netcdf", "dask", "matplotlib")
 
 
-_OPENER_ATTRS = ("source_format",)  # printed as the "format:" line
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("info", help="print versions and devices, or describe a data file")
     p.add_argument("path", nargs="?", help="a NetCDF file, NetCDF shard glob or PDEBench HDF5 file")
@@ -41,17 +38,16 @@ def environment() -> dict[str, str]:
 
 
 def describe(path: str) -> list[str]:
-    """One line per fact about a data file (any that :func:`pde_data.open_data` reads).
+    """One line per fact about a data file (any that :func:`pde_data.open_source` reads).
 
     Raises:
         FileNotFoundError / ValueError: the file is missing, unreadable or not in the data model.
     """
-    with pde_data.open_data(path) as ds:
-        kind = model.kind_of(ds)
-        lines = [f"file: {path}", f"format: {ds.attrs['source_format']}", f"kind: {kind}",
-                 f"dims: {dict(ds.sizes)}"]
+    with pde_data.open_source(path) as source:
+        ds = source.dataset
+        lines = [f"file: {path}", f"format: {source.format}", f"kind: {model.kind_of(ds)}", f"dims: {dict(ds.sizes)}"]
         lines += [f"variable {name}: {var.dims} {var.dtype}" for name, var in ds.data_vars.items()]
-        lines += [f"attr {key}: {value}" for key, value in ds.attrs.items() if key not in _OPENER_ATTRS]
+        lines += [f"attr {key}: {value}" for key, value in ds.attrs.items()]
     return lines
 
 

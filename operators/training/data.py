@@ -5,7 +5,7 @@ path (each DataLoader worker opens the file itself) or, when they fit the memory
 (``loading.cache == "auto"``) or on request (``"memory"``), cached in memory with identical items.
 
 Example:
-    >>> train, val = make_loaders(task, "ns.h5", ds, batch_size=20, seed=0)
+    >>> train, val = make_loaders(task, pde_data.open_source("ns.h5"), batch_size=20, seed=0)
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 
 import torch
-import xarray as xr
 
 from operators.training.distributed import DistInfo
 from operators.training.loader import Loader
@@ -26,21 +25,19 @@ def default_workers() -> int:
     return min(4, os.cpu_count() or 1)
 
 
-def _cached(task, ds: xr.Dataset) -> bool:
+def _cached(task, source) -> bool:
     loading, splits = task.spec.loading, task.spec.data.splits
     if loading.cache != "auto":
         return loading.cache == "memory"
-    return (len(splits.train) + len(splits.val)) * task.item_bytes(ds) <= loading.memory_budget
+    return (len(splits.train) + len(splits.val)) * task.item_bytes(source) <= loading.memory_budget
 
 
-def make_loaders(task, source, ds: xr.Dataset, *, batch_size: int, seed: int, dist: DistInfo | None = None,
+def make_loaders(task, source, *, batch_size: int, seed: int, dist: DistInfo | None = None,
                  dtype: torch.dtype = torch.float32) -> tuple[Loader, Loader | None]:
-    """Train loader (shuffled per epoch, this rank's slice of each batch) and validation loader (or None).
-
-    ``source`` is the file path (or an in-memory Dataset); ``ds`` the same data opened here for sizes.
-    """
+    """Train loader (shuffled per epoch, this rank's slice of each batch) and validation loader (or None),
+    both reading through ``source`` (a :class:`pde_data.Source`: workers reopen its file themselves)."""
     loading, splits = task.spec.loading, task.spec.data.splits
-    cache = _cached(task, ds)
+    cache = _cached(task, source)
     workers = 0 if cache else (default_workers() if loading.workers is None else loading.workers)
     common = dict(workers=workers, prefetch=loading.prefetch)
     train = Loader(task.dataset(source, splits.train, cache=cache, dtype=dtype),

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import xarray as xr
 
 import pde_data
 from operators.training.run import LoadedRun, check_source, load_run
@@ -32,24 +31,24 @@ from pde_data.model import SAMPLE
 __all__ = ["evaluate_run"]
 
 
-def _samples(run: LoadedRun, ds: xr.Dataset, data, all_samples: bool) -> tuple[np.ndarray, str]:
+def _samples(run: LoadedRun, source: pde_data.Source, all_samples: bool) -> tuple[np.ndarray, str]:
     if all_samples:
-        return np.arange(ds.sizes[SAMPLE]), "all"
-    check_source(run.spec, ds, data, "pass all_samples=True to score every sample of it")
+        return np.arange(source.sizes[SAMPLE]), "all"
+    check_source(run.spec, source, "pass all_samples=True to score every sample of it")
     name, idx = run.spec.data.splits.scored
     if not idx:
-        raise ValueError(f"{os.fspath(data)}: the run stored no test or validation samples to score; "
+        raise ValueError(f"{source.name}: the run stored no test or validation samples to score; "
                          "pass all_samples=True to score every sample of the file")
     return np.asarray(idx, dtype=np.int64), name
 
 
-def _check_variables(run: LoadedRun, ds: xr.Dataset) -> None:
-    """One line unless ``ds`` has every input and target variable of the run."""
+def _check_variables(run: LoadedRun, source: pde_data.Source) -> None:
+    """One line unless ``source`` has every input and target variable of the run."""
     data = run.spec.data
-    missing = [v for v in dict.fromkeys((*data.inputs, *data.targets)) if v not in ds.data_vars]
+    missing = [v for v in dict.fromkeys((*data.inputs, *data.targets)) if v not in source.variables]
     if missing:
         raise ValueError(f"expected the run's variables {sorted(set(data.inputs) | set(data.targets))} in the data; "
-                         f"missing {missing}, found {list(ds.data_vars)}")
+                         f"missing {missing}, found {list(source.variables)}")
 
 
 def _json_safe(value):
@@ -76,11 +75,11 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike, *, steps: 
         raise SpecError("batch_size", f"expected a positive integer, found {batch_size}")
     run_dir = Path(run_dir)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    run, ds = load_run(run_dir, which=which, device=device), pde_data.open_data(data)
-    idx, split = _samples(run, ds, data, all_samples)
-    _check_variables(run, ds)
+    run, source = load_run(run_dir, which=which, device=device), pde_data.open_source(data)
+    idx, split = _samples(run, source, all_samples)
+    _check_variables(run, source)
     options = EvalOptions(run_dir, steps=steps, batch_size=batch_size, device=device, write=write, plots=plots)
-    scored, files = run.task.evaluate(run.model, ds, idx, options)
+    scored, files = run.task.evaluate(run.model, source, idx, options)
     result = _json_safe({"data": os.fspath(data), "samples": split, "n_samples": int(len(idx)), "epoch": run.epoch,
                          **scored})
     if write:

@@ -39,11 +39,11 @@ __all__ = ["train_run", "load_run", "stored_spec", "LoadedRun", "check_source", 
 CONFIG_FILE, RUN_FILE = "config.yaml", "run.json"
 
 
-def check_source(spec: RunSpec, ds, data, what: str) -> None:
-    """Raise a one-line ``ValueError`` unless ``ds`` has the fingerprint of the run's source file."""
-    differences = spec.data.fingerprint.differences(pde_data.fingerprint(ds))
+def check_source(spec: RunSpec, source: pde_data.Source, what: str) -> None:
+    """Raise a one-line ``ValueError`` unless ``source`` has the fingerprint of the run's source file."""
+    differences = spec.data.fingerprint.differences(source.fingerprint())
     if differences:
-        raise ValueError(f"{os.fspath(data)}: not the data this run was trained on ({'; '.join(differences)}); {what}")
+        raise ValueError(f"{source.name}: not the data this run was trained on ({'; '.join(differences)}); {what}")
 
 
 def stored_spec(run_dir: str | os.PathLike, *, which: str = "last") -> RunSpec:
@@ -56,10 +56,10 @@ def stored_spec(run_dir: str | os.PathLike, *, which: str = "last") -> RunSpec:
         raise ckpt.CheckpointError(f"{path}: expected a run spec, found {exc}") from None
 
 
-def _resumed(spec: RunSpec, stored: RunSpec, out: Path, ds, data) -> RunSpec:
+def _resumed(spec: RunSpec, stored: RunSpec, out: Path, source: pde_data.Source) -> RunSpec:
     """The stored spec with what a resumed run may change from ``spec`` (the stored spec with overrides,
     :func:`stored_spec`); one line naming the first other change."""
-    check_source(stored, ds, data, "resume needs the same file")
+    check_source(stored, source, "resume needs the same file")
     for path, old, new in conflicts(stored, spec):
         raise SpecError(path, f"resuming {out} keeps the stored value {old!r}; found {new!r} (drop the change, or "
                         "train into a new folder)")
@@ -95,15 +95,14 @@ def _claimed(out: Path, info: distributed.DistInfo, *, resume: bool, overwrite: 
         yield folder
 
 
-def _prepared(spec: RunSpec, out: Path, ds, resume: bool) -> tuple[RunSpec, Task]:
+def _prepared(spec: RunSpec, out: Path, source: pde_data.Source, resume: bool) -> tuple[RunSpec, Task]:
     """The resolved spec and its task with normalizers (stored ones when resuming, else fitted now)."""
     if resume:
-        resolved = _resumed(spec, stored_spec(out), out, ds, spec.data.path)
+        resolved = _resumed(spec, stored_spec(out), out, source)
         normalizers = Normalizers.from_state_dict(ckpt.load_checkpoint(out / "last.pt")["normalizers"])
         return resolved, make_task(resolved, normalizers)
-    resolved = resolve(spec, ds)
-    task = make_task(resolved)
-    return resolved, make_task(resolved, task.fit_normalizers(spec.data.path, ds))
+    resolved = resolve(spec, source)
+    return resolved, make_task(resolved, make_task(resolved).fit_normalizers(source))
 
 
 def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, overwrite: bool = False,
@@ -124,12 +123,12 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
     spec = spec.override({"data.path": os.path.abspath(spec.data.path)})
     try:
         with _claimed(out, info, resume=resume, overwrite=overwrite) as folder:
-            ds = pde_data.open_data(spec.data.path)
-            spec, task = _prepared(spec, out, ds, resume)
+            source = pde_data.open_source(spec.data.path)  # the one open of the file in this process
+            spec, task = _prepared(spec, out, source, resume)
             torch.manual_seed(spec.optim.seed)
             net = models.build(spec.model.name, spec.model.in_channels, spec.model.out_channels, **spec.model.config)
-            train, val = make_loaders(task, spec.data.path, ds, batch_size=spec.optim.batch_size,
-                                      seed=spec.optim.seed, dist=info)
+            train, val = make_loaders(task, source, batch_size=spec.optim.batch_size, seed=spec.optim.seed,
+                                      dist=info)
             if info.is_main:
                 folder.clear()  # an overwritten run's files go only now that this run's spec is checked
                 _write_json(out / RUN_FILE, spec.to_dict())

@@ -28,13 +28,11 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
 
 import yaml
 
-from operators.training.spec_checks import SpecError, check
+from operators.training.spec_values import SpecError, Splits, check, plain, typed
 from pde_data.fingerprint import Fingerprint
 
 __all__ = ["RunSpec", "DataSpec", "TaskSpec", "ModelSpec", "OptimSpec", "LoadingSpec", "Splits", "SpecError",
@@ -45,24 +43,6 @@ SPEC_VERSION = 1
 TASK_KINDS = ("steady", "window", "classify", "sequence")
 #: Fields a resumed run may change: they decide how long and how data is read, not what is learned.
 RESUMABLE = ("optim.epochs", "data.path", "loading.")
-
-
-@dataclass(frozen=True)
-class Splits:
-    """Disjoint sorted sample indices of the ``train``, ``val`` and ``test`` splits."""
-
-    train: tuple[int, ...]
-    val: tuple[int, ...]
-    test: tuple[int, ...]
-
-    @property
-    def scored(self) -> tuple[str, tuple[int, ...]]:
-        """``(name, indices)`` of the split ``evaluate`` scores: test, or val when test is empty."""
-        return ("test", self.test) if self.test else ("val", self.val)
-
-    @property
-    def sizes(self) -> tuple[int, int, int]:
-        return len(self.train), len(self.val), len(self.test)
 
 
 @dataclass(frozen=True)
@@ -169,7 +149,7 @@ class RunSpec:
             names = [f.name for f in dataclasses.fields(_PARTS[part])]
             if name not in names:
                 raise SpecError(path, f"expected a field of '{part}' among {names}, found {name!r}")
-            parts.setdefault(part, {})[name] = _typed(_PARTS[part], name, value, path)
+            parts.setdefault(part, {})[name] = typed(_PARTS[part], name, value, path)
         return dataclasses.replace(self, **{p: dataclasses.replace(getattr(self, p), **v) for p, v in parts.items()})
 
     def request(self) -> "RunSpec":
@@ -191,7 +171,7 @@ class RunSpec:
                 value = getattr(getattr(self, part), f.name)
                 if f.name in _RESOLVED.get(part, ()) and not value:
                     continue
-                values[f.name] = _plain(value)
+                values[f.name] = plain(value)
             out[part] = values
         return out
 
@@ -244,77 +224,3 @@ def conflicts(stored: RunSpec, given: RunSpec) -> list[tuple[str, object, object
         else:
             found.append((p, old, new))
     return found
-
-
-# -- value conversion ----------------------------------------------------------------------------
-def _plain(value):
-    if isinstance(value, Splits):
-        return {k: list(getattr(value, k)) for k in ("train", "val", "test")}
-    if isinstance(value, Fingerprint):
-        return value.to_state()
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def _typed(cls: type, name: str, value, path: str):
-    """``value`` converted to the annotated type of ``cls.name`` (lists → tuples, ints → floats), or a
-    :class:`SpecError` naming ``path``, what was expected and what was found."""
-    hint = typing.get_type_hints(cls)[name]
-    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
-    if value is None:
-        if type(None) in options:
-            return None
-        raise SpecError(path, f"expected {_describe(hint)}, found none")
-    for option in options:
-        converted = _convert(option, value)
-        if converted is not _NO:
-            return converted
-    raise SpecError(path, f"expected {_describe(hint)}, found {value!r}")
-
-
-_NO = object()
-
-
-def _convert(option, value):
-    origin = typing.get_origin(option)
-    if option is bool:
-        return value if isinstance(value, bool) else _NO
-    if option is int:
-        return value if isinstance(value, int) and not isinstance(value, bool) else _NO
-    if option is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return float(value) if ok else _NO
-    if option is str:
-        return value if isinstance(value, str) else _NO
-    if origin is tuple and isinstance(value, (list, tuple)):
-        item = typing.get_args(option)[0]
-        items = [_convert(item, v) for v in value]
-        return _NO if any(v is _NO for v in items) else tuple(items)
-    if option is dict:
-        return {str(k): (tuple(v) if isinstance(v, list) else v) for k, v in value.items()} if isinstance(value, dict) else _NO
-    if option is Splits:
-        return _splits(value)
-    if option is Fingerprint:
-        return value if isinstance(value, Fingerprint) else Fingerprint.from_state(value) if isinstance(value, dict) else _NO
-    return _NO
-
-
-def _splits(value):
-    if isinstance(value, Splits):
-        return value
-    if not isinstance(value, dict) or set(value) != {"train", "val", "test"}:
-        return _NO
-    parts = [value[k] for k in ("train", "val", "test")]
-    if not all(isinstance(p, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool) for i in p)
-               for p in parts):
-        return _NO
-    return Splits(*(tuple(p) for p in parts))
-
-
-def _describe(hint) -> str:
-    text = str(hint).replace("typing.", "").replace("NoneType", "None")
-    return text.replace("<class '", "").replace("'>", "").replace("pde_data.fingerprint.", "").replace(
-        "operators.training.spec.", "")

@@ -2,7 +2,7 @@
 :func:`resolve`, which fixes a :class:`~operators.training.spec.RunSpec` against its data.
 
 Example:
-    >>> spec = resolve(RunSpec(data=DataSpec("darcy.nc"), model=ModelSpec("fno")), pde_data.open_data("darcy.nc"))
+    >>> spec = resolve(RunSpec(data=DataSpec("darcy.nc"), model=ModelSpec("fno")), "darcy.nc")
     >>> spec.task.kind, spec.data.inputs, spec.data.splits.sizes
     ('steady', ('a',), (205, 25, 26))
 """
@@ -79,9 +79,12 @@ def _check_model(spec: RunSpec, task: type[Task]) -> RunSpec:
     return spec.override({"model.config": full["config"]})
 
 
-def resolve(spec: RunSpec, ds: xr.Dataset) -> RunSpec:
-    """``spec`` fixed against the data ``ds``: task kind, variables, split indices, fingerprint, classes,
-    model channels and whole config. Raises :class:`SpecError` naming the field that does not fit."""
+def resolve(spec: RunSpec, data: pde_data.Source | xr.Dataset | str) -> RunSpec:
+    """``spec`` fixed against ``data`` (a :class:`pde_data.Source`, or what :func:`pde_data.open_source`
+    opens): task kind, variables, split indices, fingerprint, classes, model channels and whole config.
+    Raises :class:`SpecError` naming the field that does not fit."""
+    source = pde_data.open_source(data)
+    ds = source.dataset
     if SAMPLE not in ds.dims:
         raise SpecError("data.path", f"expected a '{SAMPLE}' dim in the data model; found dims {tuple(ds.dims)}")
     kind = spec.task.kind or _kind(spec, ds)
@@ -90,7 +93,7 @@ def resolve(spec: RunSpec, ds: xr.Dataset) -> RunSpec:
     spec = spec.override({"task.kind": kind})
     spec = spec.override({"data.splits": _splits(spec, ds.sizes[SAMPLE])})
     spec = task.resolve(spec, ds)
-    spec = spec.override({"data.split": list(spec.data.splits.sizes), "data.fingerprint": pde_data.fingerprint(ds)})
+    spec = spec.override({"data.split": list(spec.data.splits.sizes), "data.fingerprint": source.fingerprint()})
     return _check_model(spec, task)
 
 

@@ -24,14 +24,14 @@ from operators.training.spec import RunSpec, SpecError
 __all__ = ["Task", "Normalizers", "EvalOptions", "fit_variables"]
 
 
-def fit_variables(ds: xr.Dataset, spec: RunSpec, variables) -> pde_data.Normalizer | None:
-    """The normalizer of ``variables`` (``spec.data.normalize``; None: none): from the statistics shipped with
-    the data (The Well's stats.yaml) when it has them, else fitted on the training split."""
+def fit_variables(source: pde_data.Source, spec: RunSpec, variables) -> pde_data.Normalizer | None:
+    """The normalizer of ``variables`` (``spec.data.normalize``; None: none): from the statistics the source's
+    format ships (The Well's stats.yaml) when it has them, else fitted on the training split."""
     kind = spec.data.normalize
     if kind is None:
         return None
-    shipped = pde_data.normalizer_from_stats(ds, list(variables), kind=kind)
-    return shipped or pde_data.fit_normalizer(ds, list(variables), indices=list(spec.data.splits.train), kind=kind)
+    shipped = pde_data.normalizer_from_stats(source, list(variables), kind=kind)
+    return shipped or pde_data.fit_normalizer(source, list(variables), indices=list(spec.data.splits.train), kind=kind)
 
 
 @dataclass(frozen=True)
@@ -99,16 +99,17 @@ class Task:
                 raise SpecError(used[0], f"expected only in classification runs, found it in a {cls.kind} run")
 
     # -- reading --------------------------------------------------------------------------------
-    def fit_normalizers(self, source, ds: xr.Dataset) -> Normalizers:
+    def fit_normalizers(self, source: pde_data.Source) -> Normalizers:
         raise NotImplementedError
 
-    def dataset(self, source, indices, *, cache: bool, dtype: torch.dtype = torch.float32):
+    def dataset(self, source: pde_data.Source, indices, *, cache: bool, dtype: torch.dtype = torch.float32):
+        """The dataset of the samples ``indices``: a ``pde_data`` dataset reading through ``source``."""
         raise NotImplementedError
 
-    def item_bytes(self, ds: xr.Dataset) -> int:
+    def item_bytes(self, source: pde_data.Source) -> int:
         """Bytes one sample of the run's variables takes in memory (the cache decision)."""
         variables = sorted(set(self.spec.data.inputs) | set(self.spec.data.targets))
-        return pde_data.item_bytes(ds, variables)
+        return pde_data.item_bytes(source, variables)
 
     # -- learning -------------------------------------------------------------------------------
     def predict(self, model: nn.Module, batch: tuple[torch.Tensor, ...], *, training: bool) -> torch.Tensor:
@@ -132,6 +133,6 @@ class Task:
         raise NotImplementedError
 
     # -- evaluation -----------------------------------------------------------------------------
-    def evaluate(self, model: nn.Module, ds: xr.Dataset, samples, options: EvalOptions) -> tuple[dict, list]:
-        """``(result, files written)`` of the model on ``samples`` of ``ds``: ``{"metrics", ...}``."""
+    def evaluate(self, model: nn.Module, source: pde_data.Source, samples, options: EvalOptions) -> tuple[dict, list]:
+        """``(result, files written)`` of the model on ``samples`` of ``source``: ``{"metrics", ...}``."""
         raise NotImplementedError

@@ -71,11 +71,11 @@ class Classify(Task):
         return spec.override({"data.inputs": images, "data.targets": [label], "task.classes": classes,
                               "model.in_channels": len(images), "model.out_channels": classes})
 
-    def fit_normalizers(self, source, ds):
-        return Normalizers(fit_variables(ds, self.spec, self.spec.data.inputs), None)
+    def fit_normalizers(self, source):
+        return Normalizers(fit_variables(source, self.spec, self.spec.data.inputs), None)
 
-    def item_bytes(self, ds: xr.Dataset) -> int:
-        return pde_data.item_bytes(ds, list(self.spec.data.inputs))
+    def item_bytes(self, source) -> int:
+        return pde_data.item_bytes(source, list(self.spec.data.inputs))
 
     def dataset(self, source, indices, *, cache, dtype=torch.float32):
         return pde_data.LabelDataset(source, self.spec.data.inputs, self.spec.data.targets[0], indices=list(indices),
@@ -95,15 +95,15 @@ class Classify(Task):
         return 1.0 - record["val_top1"] if "val_top1" in record else record["train_loss"]
 
     @torch.no_grad()
-    def evaluate(self, model, ds, samples, options: EvalOptions):
+    def evaluate(self, model, source, samples, options: EvalOptions):
         if options.steps is not None:
             raise SpecError("steps", "expected none: the run is a classifier, not a time-stepper")
         label = self.spec.data.targets[0]
-        labels = torch.as_tensor(pde_data.read_labels(ds, label, samples))
-        check_labels(labels, self.spec.task.classes, str(ds.attrs.get("source_file", "data")))
+        labels = torch.as_tensor(pde_data.read_labels(source.dataset, label, samples))
+        check_labels(labels, self.spec.task.classes, source.name)
         sums, predicted = {name: 0.0 for name in CLASS_METRICS}, []
         for start in range(0, len(samples), options.batch_size):
-            x = pde_data.read_samples(ds, self.spec.data.inputs, samples[start:start + options.batch_size])
+            x = source.read(self.spec.data.inputs, samples[start:start + options.batch_size])
             logits = model(self.normalizers.encode(x).to(options.device)).float().cpu()
             batch = (x, labels[start:start + options.batch_size])
             for name, values in self.metrics(logits, batch).items():

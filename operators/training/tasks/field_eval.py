@@ -38,20 +38,21 @@ def _frames(task, ds: xr.Dataset, steps: int | None) -> tuple[int, slice | None]
 
 
 @torch.no_grad()
-def _predict(task, model, ds, samples, steps: int, time: slice | None, device) -> tuple[torch.Tensor, torch.Tensor]:
+def _predict(task, model, source, samples, steps: int, time: slice | None, device) -> tuple[torch.Tensor, torch.Tensor]:
     """Predicted and true tensors of ``samples`` (windows: the given frames, then the rollout)."""
     spec, norms = task.spec, task.normalizers
     if time is not None:
-        true = pde_data.read_samples(ds, spec.data.inputs, samples, time=time)
+        true = source.read(spec.data.inputs, samples, time)
         given = true[:, : spec.task.window]
         pred = norms.decode(rollout(model, norms.encode(given).to(device), steps).cpu())
         return torch.cat([given, pred], dim=1), true
-    x = norms.encode(pde_data.read_samples(ds, spec.data.inputs, samples)).to(device)
-    return norms.decode(model(x).cpu()), pde_data.read_samples(ds, spec.data.targets, samples)
+    x = norms.encode(source.read(spec.data.inputs, samples)).to(device)
+    return norms.decode(model(x).cpu()), source.read(spec.data.targets, samples)
 
 
-def evaluate_fields(task, model, ds: xr.Dataset, samples: np.ndarray, options) -> tuple[dict, list[Path]]:
-    """``({"metrics", ["rollout"]}, files)`` of a field run on ``samples`` of ``ds`` (see the module docstring)."""
+def evaluate_fields(task, model, source: pde_data.Source, samples: np.ndarray, options) -> tuple[dict, list[Path]]:
+    """``({"metrics", ["rollout"]}, files)`` of a field run on ``samples`` of ``source`` (module docstring)."""
+    ds = source.dataset
     steps, time = _frames(task, ds, options.steps)
     variables = list(task.spec.data.targets)
     where = {} if time is None else {TIME: time}
@@ -61,7 +62,7 @@ def evaluate_fields(task, model, ds: xr.Dataset, samples: np.ndarray, options) -
     with _writer(out / "pred.nc", like, variables, samples, options.write) as writer:
         for start in range(0, len(samples), options.batch_size):
             chunk = samples[start:start + options.batch_size]
-            pred, true = _predict(task, model, ds, chunk, steps, time, options.device)
+            pred, true = _predict(task, model, source, chunk, steps, time, options.device)
             here = like.isel({SAMPLE: chunk})
             pred_ds, true_ds = (pde_data.from_tensor(t, here, variables) for t in (pred, true))
             acc.update(pred_ds, true_ds)

@@ -56,10 +56,10 @@ class _FieldTask(Task):
     def score(self, record: dict) -> float:
         return record.get("val_rel_l2", record["train_loss"])
 
-    def evaluate(self, model, ds, samples, options: EvalOptions):
+    def evaluate(self, model, source, samples, options: EvalOptions):
         from operators.training.tasks.field_eval import evaluate_fields
 
-        return evaluate_fields(self, model, ds, samples, options)
+        return evaluate_fields(self, model, source, samples, options)
 
 
 class Steady(_FieldTask):
@@ -85,8 +85,9 @@ class Steady(_FieldTask):
         spec = spec.override({"data.inputs": inputs, "data.targets": targets})
         return _model_fields(spec, ds, len(inputs), len(targets))
 
-    def fit_normalizers(self, source, ds):
-        return Normalizers(fit_variables(ds, self.spec, self.spec.data.inputs), fit_variables(ds, self.spec, self.spec.data.targets))
+    def fit_normalizers(self, source):
+        spec = self.spec
+        return Normalizers(fit_variables(source, spec, spec.data.inputs), fit_variables(source, spec, spec.data.targets))
 
     def dataset(self, source, indices, *, cache, dtype=torch.float32):
         n = self.normalizers
@@ -123,15 +124,15 @@ class Window(_FieldTask):
         spec = spec.override({"data.inputs": variables, "data.targets": variables})
         return _model_fields(spec, ds, m * len(variables), len(variables), frames=m)
 
-    def fit_normalizers(self, source, ds):
-        norm = fit_variables(ds, self.spec, self.spec.data.inputs)
+    def fit_normalizers(self, source):
+        norm = fit_variables(source, self.spec, self.spec.data.inputs)
         return Normalizers(norm, norm)
 
     def dataset(self, source, indices, *, cache, dtype=torch.float32):
         t = self.spec.task
         return pde_data.WindowDataset(source, self.spec.data.inputs, m=t.window, horizon=t.horizon,
-                                      indices=list(indices), normalizer=self.normalizers.output, stack=False,
-                                      cache=cache, dtype=dtype)
+                                      indices=list(indices), normalizer=self.normalizers.output, cache=cache,
+                                      dtype=dtype)
 
     def predict(self, model: nn.Module, batch, *, training: bool):
         push = training and self.spec.task.pushforward

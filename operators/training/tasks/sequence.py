@@ -91,11 +91,11 @@ class Sequence(Task):
                               "model.config": config, "model.in_channels": in_channels,
                               "model.out_channels": classes or len(targets)})
 
-    def fit_normalizers(self, source, ds):
+    def fit_normalizers(self, source):
         train, kind = list(self.spec.data.splits.train), self.spec.data.normalize
         if kind is None:
             return Normalizers()
-        fit = lambda vs: pde_data.fit_sequence_normalizer(ds, list(vs), indices=train, kind=kind)  # noqa: E731
+        fit = lambda vs: pde_data.fit_sequence_normalizer(source, list(vs), indices=train, kind=kind)  # noqa: E731
         return Normalizers(fit(self.spec.data.inputs), None if self.labels else fit(self.spec.data.targets))
 
     def dataset(self, source, indices, *, cache, dtype=torch.float32):
@@ -153,21 +153,21 @@ class Sequence(Task):
         return record.get("val_rmse", record["train_loss"])
 
     @torch.no_grad()
-    def evaluate(self, model, ds, samples, options: EvalOptions):
+    def evaluate(self, model, source, samples, options: EvalOptions):
         if options.steps is not None:
             raise SpecError("steps", "expected none: a sequence run is scored on whole sequences")
-        data = self.dataset(ds, samples, cache=False)
+        data = self.dataset(source, samples, cache=False)
         sums, preds = {}, []
         for start in range(0, len(samples), options.batch_size):
             batch = data.read_batch(list(range(start, min(start + options.batch_size, len(samples)))))
             if self.labels:
-                check_labels(batch[1], self.spec.task.classes, str(ds.attrs.get("source_file", "data")))
+                check_labels(batch[1], self.spec.task.classes, source.name)
             pred = self.predict(model, tuple(t.to(options.device) for t in batch), training=False).float().cpu()
             for name, values in self.metrics(pred, batch).items():
                 sums[name] = sums.get(name, 0.0) + float(values.sum())
             preds.append(pred.argmax(1) if self.labels else self.normalizers.decode(pred))
         metrics = self.summary({k: v / max(len(samples), 1) for k, v in sums.items()}, len(samples))
-        files = [self._write(Path(options.out) / "pred.nc", ds, samples, torch.cat(preds))] if options.write else []
+        files = [self._write(Path(options.out) / "pred.nc", source.dataset, samples, torch.cat(preds))] if options.write else []
         return {"metrics": metrics}, files
 
     def _write(self, path: Path, ds: xr.Dataset, samples: np.ndarray, pred: torch.Tensor) -> Path:
