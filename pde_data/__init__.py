@@ -16,9 +16,9 @@ from pde_data.pdebench_write import write_pdebench
 from pde_data.source import Source, open_data, open_source
 from pde_data.datasets import PairDataset, SampleDataset, WindowDataset, item_bytes, split_indices
 from pde_data.labels import LabelDataset, is_label, n_classes, read_labels
-from pde_data.model import LENGTH, padded_time, valid_mask
+from pde_data.model import LENGTH, ROLE, TARGET, padded_time, valid_mask
 from pde_data.sequence_sets import generate_degradation, generate_gapped_digits
-from pde_data.sequences import SequenceDataset, fit_sequence_normalizer
+from pde_data.sequences import SequenceDataset, fit_sequence_normalizer, is_step, target_kind
 from pde_data.reading import DataReadError, read_samples
 from pde_data.normalize import Normalizer, fit_normalizer, normalizer_from_stats
 from pde_data.fingerprint import Fingerprint, fingerprint
@@ -42,6 +42,6 @@ __all__ = [
     "generate_poisson", "generate_poisson_splits", "solve_poisson",
     "generate_darcy", "solve_darcy", "retain_freed_memory", "open_well", "write_well",
     "LabelDataset", "is_label", "n_classes", "read_labels",
-    "LENGTH", "valid_mask", "padded_time", "generate_degradation", "generate_gapped_digits",
-    "SequenceDataset", "fit_sequence_normalizer",
+    "LENGTH", "ROLE", "TARGET", "valid_mask", "padded_time", "generate_degradation", "generate_gapped_digits",
+    "SequenceDataset", "fit_sequence_normalizer", "is_step", "target_kind",
 ]

@@ -8,7 +8,7 @@ value in a fingerprinted slice) does not. A fingerprint is stored as plain str/i
 (:meth:`Fingerprint.to_state`), so it fits in JSON and in ``weights_only`` torch checkpoints.
 
 Example:
-    >>> saved = Fingerprint.from_state(ckpt["data_fingerprint"])
+    >>> saved = Fingerprint.from_state(ckpt["spec"]["data"]["fingerprint"])
     >>> for line in saved.differences(pde_data.open_source("darcy.nc").fingerprint()):
     ...     print(line)                     # e.g. "sizes: sample 64 vs 32"
 """

@@ -36,7 +36,7 @@ import xarray as xr
 __all__ = [
     "SAMPLE", "TIME", "X", "Y", "Z", "S", "FEATURE", "SPATIAL_DIMS",
     "spatial_dims", "field_order", "kind_of", "check_dims",
-    "to_tensor", "from_tensor", "time_steps", "LENGTH", "valid_mask", "padded_time",
+    "to_tensor", "from_tensor", "time_steps", "LENGTH", "ROLE", "TARGET", "valid_mask", "padded_time",
 ]
 
 SAMPLE = "sample"
@@ -46,6 +46,9 @@ S = "s"  # the 1D order benchmark's periodic coordinate
 FEATURE = "feature"
 #: Each sequence's number of valid steps, an integer variable of dims ``(sample,)`` (see the module docstring).
 LENGTH = "length"
+#: ``attrs[ROLE] == TARGET`` marks a variable as a target, never chosen as an input by default (e.g. the
+#: remaining useful life at each step of a degradation set, which would give the answer away)
+ROLE, TARGET = "role", "target"
 #: Spatial dims in their canonical order ("ij" indexing: x before y). ``s`` is a 1D spatial axis.
 SPATIAL_DIMS = (S, X, Y, Z)
 

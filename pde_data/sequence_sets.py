@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import numpy as np
 import xarray as xr
 
-from pde_data.model import FEATURE, LENGTH, SAMPLE, TIME, padded_time, valid_mask
+from pde_data.model import FEATURE, LENGTH, ROLE, SAMPLE, TARGET, TIME, padded_time, valid_mask
 
 __all__ = ["generate_degradation", "generate_gapped_digits"]
 
@@ -90,9 +90,10 @@ def generate_degradation(n: int, *, min_length: int = 16, max_length: int = 32, 
         {"health": (_STEP, np.where(mask, health, 0.0), {"long_name": "noisy monotone health indicator"}),
          "gap": (_STEP, np.where(mask, np.diff(time, axis=1, prepend=0.0), 0.0),
                  {"long_name": "time since the previous observation (the first: since t = 0)"}),
-         "rul": (SAMPLE, t_fail - t_last, {"long_name": "remaining useful life at the last observation"}),
+         "rul": (SAMPLE, t_fail - t_last, {"long_name": "remaining useful life at the last observation",
+                                           ROLE: TARGET}),
          "rul_step": (_STEP, np.where(mask, t_fail[:, None] - time, 0.0),
-                      {"long_name": "remaining useful life at each observation"}),
+                      {"long_name": "remaining useful life at each observation", ROLE: TARGET}),
          LENGTH: (SAMPLE, length, {"long_name": "number of valid time steps"}),
          "t_fail": (SAMPLE, t_fail, {"long_name": "failure time T_f"}),
          "power": (SAMPLE, power, {"long_name": "shape p of the degradation 1 - (t / T_f)^p"})},

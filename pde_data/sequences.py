@@ -43,16 +43,16 @@ from pde_data.model import FEATURE, LENGTH, SAMPLE, TIME, time_steps, valid_mask
 from pde_data.normalize import KINDS, Moments, Normalizer, training_samples
 from pde_data.source import SourceLike, open_source
 
-__all__ = ["SequenceDataset", "fit_sequence_normalizer"]
+__all__ = ["SequenceDataset", "fit_sequence_normalizer", "target_kind", "is_step"]
 
 _STEP_DIMS = ({SAMPLE, TIME}, {SAMPLE, TIME, FEATURE})
 
-
-def _is_step(da: xr.DataArray) -> bool:
+def is_step(da: xr.DataArray) -> bool:
+    """Whether ``da`` has one value per step: dims ``(sample, time[, feature])``."""
     return set(da.dims) in _STEP_DIMS
 
 
-def _kind(ds: xr.Dataset, names: Sequence[str], param: str) -> str:
+def target_kind(ds: xr.Dataset, names: Sequence[str], param: str) -> str:
     """``"label"`` (one integer label), ``"sequence"`` (float ``(sample,)``) or ``"step"`` (``(sample, time[,
     feature])``): the kind of all variables ``names``, else a ``ValueError`` naming the parameter ``param``."""
     missing = [v for v in names if v not in ds.data_vars]
@@ -65,7 +65,7 @@ def _kind(ds: xr.Dataset, names: Sequence[str], param: str) -> str:
         return "label"
     if all(tuple(ds[v].dims) == (SAMPLE,) for v in names):
         return "sequence"
-    if all(_is_step(ds[v]) for v in names):
+    if all(is_step(ds[v]) for v in names):
         return "step"
     raise ValueError(f"{param}: expected all per-sequence ({SAMPLE},) or all per-step ({SAMPLE}, {TIME}[, {FEATURE}]) "
                      f"variables, found dims {[tuple(ds[v].dims) for v in names]}")
@@ -97,10 +97,10 @@ class SequenceDataset(SampleDataset):
         self.input_normalizer, self.output_normalizer = input_normalizer, output_normalizer
         source = open_source(source)
         ds = source.dataset
-        if _kind(ds, self.inputs, "inputs") != "step":
+        if target_kind(ds, self.inputs, "inputs") != "step":
             raise ValueError(f"inputs: expected sequence variables of dims ({SAMPLE}, {TIME}[, {FEATURE}]), found "
                              f"{[tuple(ds[v].dims) for v in self.inputs]}")
-        self.target_kind = _kind(ds, self.targets, "targets")
+        self.target_kind = target_kind(ds, self.targets, "targets")
         super().__init__(source, self.inputs + self.targets, indices, dtype)
         self.n_time = ds.sizes[TIME]
         self._lengths = ds[LENGTH].values[self.indices] if LENGTH in ds.data_vars else None
@@ -190,7 +190,7 @@ def fit_sequence_normalizer(data: SourceLike, variables: Sequence[str], *, indic
         raise ValueError(f"chunk_size: expected a positive int, found {chunk_size}")
     source = open_source(data)
     ds = source.dataset
-    steps = {"step": True, "sequence": False}.get(_kind(ds, variables, "variables"))
+    steps = {"step": True, "sequence": False}.get(target_kind(ds, variables, "variables"))
     if steps is None:
         raise ValueError(f"variables: expected float variables to normalize, found the label {list(variables)}")
     samples = training_samples(ds.sizes[SAMPLE], indices)

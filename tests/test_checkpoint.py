@@ -37,7 +37,7 @@ def test_trainer_checkpoint_loads_with_weights_only(tmp_path):
     assert all(torch.equal(loaded["model"][k], v) for k, v in state["model"].items())
     assert "_metadata" not in loaded["model"]  # neuraloperator's entry holding functions is dropped
     torch.load(tmp_path / "last.pt", weights_only=True)
-    model = operators.build(spec.model.name, spec.model.in_channels, spec.model.out_channels, **spec.model.config)
+    model = spec.model.build()
     model.load_state_dict(loaded["model"])
 
 

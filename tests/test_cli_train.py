@@ -10,7 +10,7 @@ import torch
 import pde_data
 from operators.cli import main
 from operators.cli.train import parse_config
-from operators.training import load_checkpoint
+from operators.training import load_checkpoint, load_run
 from test_trainer import poisson_dataset, write_poisson
 from cli_run import run_cli as _cli
 
@@ -85,6 +85,11 @@ def test_missing_variables_and_time_mismatch_are_clear_errors(tmp_path, capsys):
     assert "missing ['a']" in capsys.readouterr().err
     assert main(["train", "--data", str(data), "--model", "fno", "--out", str(tmp_path / "r"), "--window", "2"]) == 1
     assert "--input: expected variables with a 'time' dim, found ['f', 'u'] without one" in capsys.readouterr().err
+    waves = xr.Dataset({"h": (("sample", "time", "x"), np.ones((4, 5, 8)))})
+    pde_data.save(waves, tmp_path / "w.nc")
+    assert main(["train", "--data", str(tmp_path / "w.nc"), "--model", "fno", "--out", str(tmp_path / "r")]) == 1
+    assert "--window: expected the number of given frames of the time-dependent variables ['h']" in \
+        capsys.readouterr().err
     assert main(["train", "--data", str(tmp_path / "none.nc"), "--model", "fno", "--out", str(tmp_path / "r")]) == 1
     assert "no such file" in capsys.readouterr().err
     assert main(["train", "--data", str(data), "--out", str(tmp_path / "r2"), "--resume"]) == 1
@@ -127,5 +132,37 @@ def test_nac_over_time_takes_its_frames_from_window(tmp_path, capsys):
                  "--window", "3", "--epochs", "1", "--batch-size", "4", "--split", "4,2,2", "--no-progress",
                  "--config", "width=8", "n_modes=4", "n_layers=2", "tokens=time", "topk=2"]) == 0, capsys.readouterr().err
     model = json.loads((out / "run.json").read_text())["model"]
-    assert model["config"]["tokens"] == "time" and model["config"]["frames"] == 3
+    assert model["config"]["tokens"] == "time" and model["derived"]["frames"] == 3 and "frames" not in model["config"]
     assert main(["evaluate", "--run", str(out), "--data", str(tmp_path / "waves.nc"), "--steps", "3"]) == 0
+    # the run asked again with another window: the data decide the frames again (config.yaml does not freeze them)
+    assert main(["train", "--config-file", str(out / "config.yaml"), "--window", "2", "--out", str(tmp_path / "w2")]) == 0
+    model = json.loads((tmp_path / "w2" / "run.json").read_text())["model"]
+    assert model["derived"]["frames"] == 2 and model["in_channels"] == 2
+
+
+def test_info_describes_a_run_and_its_checkpoints(tmp_path):
+    """``circuitop info RUN_DIR`` / ``info RUN_DIR/last.pt``: the spec, the data, parameters, epochs, best
+    score; training said how many parameters and items it had, and where it started."""
+    data = write_poisson(tmp_path / "p.nc", n_samples=12)
+    out = tmp_path / "run"
+    train = _cli("train", "--data", data, "--model", "fno", "--out", out, "--input", "f", "--target", "u",
+                 "--split", "8,2,2", "--epochs", "2", "--batch-size", "4", *TINY)
+    assert train.returncode == 0, train.stderr
+    n_params = sum(p.numel() for p in load_run(out).model.parameters())
+    assert f"{n_params:,} parameters; 8 training and 2 validation items; starting at epoch 1 of 2" in train.stderr
+    resumed = _cli("train", "--out", out, "--resume", "--epochs", "3", "--no-progress", "--threads", "1")
+    assert "resuming after epoch 2 of 3" in resumed.stderr, resumed.stderr
+    history = json.loads((out / "history.json").read_text())
+    best = min(history, key=lambda r: r["val_rel_l2"])
+    for target, epoch in ((out, best["epoch"]), (out / "last.pt", 3)):
+        info = _cli("info", target)
+        assert info.returncode == 0, info.stderr
+        lines = dict(line.split(": ", 1) for line in info.stdout.splitlines())
+        assert lines["checkpoint"].endswith(f"(epoch {epoch} of 3)") and lines["task"] == "steady"
+        assert f"{n_params:,} parameters" in lines["model"] and lines["variables"] == "['f'] → ['u']"
+        assert lines["split"] == "train 8, val 2, test 2 (seed 0)" and str(data) in lines["data"]
+        assert f"val_rel_l2 {best['val_rel_l2']:.4g}" in lines[f"best epoch {best['epoch']}"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = _cli("info", empty)
+    assert done.returncode == 1 and "expected a run folder with best.pt or last.pt, or a data file" in done.stderr

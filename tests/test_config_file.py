@@ -50,7 +50,7 @@ def test_bad_config_files_are_one_line_errors(tmp_path):
     (tmp_path / "flat.yaml").write_text("lr: 0.1\n")
     for name, expected in (("bad.yaml", "expected YAML, found a syntax error"),
                            ("unknown.yaml", "optim.learning_rate: expected a field of 'optim' among"),
-                           ("flat.yaml", "version: expected run spec version 1, found None"),
+                           ("flat.yaml", "version: expected 'version: 1' and the parts"),
                            ("missing.yaml", "found no file at")):
         done = _cli("train", "--config-file", tmp_path / name, "--out", tmp_path / "run")
         assert done.returncode != 0 and expected in done.stderr and len(done.stderr.strip().splitlines()) == 1

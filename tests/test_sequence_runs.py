@@ -54,6 +54,8 @@ def test_every_sequence_model_trains_and_beats_the_mean_predictor(degradation, t
     assert main(["train", "--data", str(degradation), "--model", name, "--out", str(out), "--epochs", str(epochs),
                  "--config", *config, *COMMON]) == 0
     history = json.loads((out / "history.json").read_text())
+    # the inputs chosen by default: the health indicator and the gaps, never rul_step (a target: it would leak)
+    assert json.loads((out / "run.json").read_text())["data"]["inputs"] == ["health", "gap"]
     best, trivial = min(r["val_rmse"] for r in history), _mean_predictor_rmse(degradation, out)
     assert best < 0.8 * trivial, (best, trivial)
     assert "val_phm" in history[-1] and history[-1]["train_loss"] < history[0]["train_loss"]
@@ -88,10 +90,20 @@ def test_per_step_and_label_targets(degradation, tmp_path):
                  "--epochs", "2", "--config", "units=8", *COMMON[:0], "--target", "rul_step", "--split", "96,32,32",
                  "--threads", "1", "--no-progress", "--workers", "0"]) == 0
     run = json.loads((tmp_path / "steps" / "run.json").read_text())
-    assert run["model"]["config"]["readout"] == "steps" and run["data"]["inputs"] == ["health", "gap"]
+    assert run["model"]["derived"]["readout"] == "steps" and run["data"]["inputs"] == ["health", "gap"]
     assert main(["evaluate", "--run", str(tmp_path / "steps"), "--data", str(degradation)]) == 0
     pred = xr.open_dataset(tmp_path / "steps" / "pred.nc")
     assert pred["rul_step"].dims == ("sample", "time") and "time" in pred.coords
+    lengths = xr.open_dataset(degradation)["length"].values[pred["sample"].values]
+    valid = np.arange(pred.sizes["time"]) < lengths[:, None]
+    assert np.isfinite(pred["rul_step"].values[valid]).all() and np.isnan(pred["rul_step"].values[~valid]).all()
+    true = xr.open_dataset(degradation)["rul_step"].values[pred["sample"].values]
+    rmse = np.sqrt(np.mean((pred["rul_step"].values - true)[valid] ** 2))  # over every valid step of the set
+    metrics = json.loads((tmp_path / "steps" / "metrics.json").read_text())["metrics"]
+    assert metrics["rmse"] == pytest.approx(rmse, rel=1e-4)
+    bad = main(["train", "--data", str(degradation), "--model", "gru", "--out", str(tmp_path / "bad"), "--target",
+                "rul", "--config", "readout='steps'", "--no-progress"])
+    assert bad == 1 and not (tmp_path / "bad").exists()
     digits = tmp_path / "digits.nc"
     assert run_cli("generate", "digits", "--out", digits, "--gap", "0.3").returncode == 0
     assert main(["train", "--data", str(digits), "--model", "cfc", "--out", str(tmp_path / "digits"), "--epochs", "1",

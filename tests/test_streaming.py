@@ -14,7 +14,6 @@ import pytest
 import torch
 import xarray as xr
 
-import operators
 import pde_data
 from operators.cli import main
 from operators.training import (DataSpec, Loader, LoadingSpec, ModelSpec, OptimSpec, RunSpec, TaskSpec, Trainer,
@@ -146,7 +145,7 @@ def _train(path, cache, workers, tmp_path):
     assert train.dataset.cached == (cache == "memory")
     torch.manual_seed(0)
     m = task.spec.model
-    model = operators.build("unet", m.in_channels, m.out_channels, **m.config).double()
+    model = m.build().double()
     trainer = Trainer(model, task, train, val, tmp_path / cache, progress=False)
     trainer.fit()
     return trainer

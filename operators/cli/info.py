@@ -1,10 +1,12 @@
-"""``circuitop info [PATH]``: versions, torch device and threads; or a summary of a data file."""
+"""``circuitop info [PATH]``: versions, torch device and threads; a summary of a data file; or of a run
+(a run folder, or one of its checkpoints ``last.pt``/``best.pt``): its spec, data, epochs and best score."""
 
 from __future__ import annotations
 
 import argparse
 import platform
 from importlib import metadata
+from pathlib import Path
 
 import torch
 
@@ -16,8 +18,8 @@ _PACKAGES = ("circuitop", "torch", "neuraloperator", "ncps", "numpy", "scipy", "
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("info", help="print versions and devices, or describe a data file")
-    p.add_argument("path", nargs="?", help="a NetCDF file, NetCDF shard glob or PDEBench HDF5 file")
+    p = sub.add_parser("info", help="print versions and devices, or describe a data file or a run")
+    p.add_argument("path", nargs="?", help="a data file (any format train reads), a run folder or a checkpoint")
     p.set_defaults(func=run)
 
 
@@ -51,7 +53,52 @@ def describe(path: str) -> list[str]:
     return lines
 
 
+def _is_checkpoint(path: Path) -> bool:
+    """A run's checkpoint (``last.pt``/``best.pt`` beside a ``run.json``), not a neuraloperator data ``.pt``."""
+    return path.name in ("last.pt", "best.pt") and (path.parent / "run.json").is_file()
+
+
+def _scores(record: dict) -> str:
+    return ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k == "train_loss" or k.startswith("val_"))
+
+
+def describe_run(path: Path) -> list[str]:
+    """One line per fact about a run folder (its ``best.pt``, else ``last.pt``) or one of its checkpoints.
+
+    Raises:
+        ValueError: the folder holds no checkpoint.
+    """
+    from operators.training import RunSpec, load_checkpoint, make_task
+
+    if path.is_dir():
+        found = [path / name for name in ("best.pt", "last.pt") if (path / name).is_file()]
+        if not found:
+            raise ValueError(f"{path}: expected a run folder with best.pt or last.pt, or a data file; found neither")
+        path = found[0]
+    state = load_checkpoint(path)
+    spec, history = RunSpec.from_dict(state["spec"]), state["history"]
+    data, task, model = spec.data, spec.task, spec.model
+    parameters = sum(p.numel() for p in model.build().parameters() if p.requires_grad)
+    lines = [f"checkpoint: {path} (epoch {state['epoch']} of {spec.optim.epochs})",
+             f"task: {task.kind}" + (f", window {task.window} → horizon {task.horizon}" if task.window else ""),
+             f"model: {model.name} ({model.in_channels} → {model.out_channels} channels, {parameters:,} parameters), "
+             f"config {model.settings}",
+             f"data: {data.path} ({data.fingerprint.format}, sizes {dict(data.fingerprint.sizes)})",
+             f"variables: {list(data.inputs)} → {list(data.targets)}",
+             f"split: train {len(data.splits.train)}, val {len(data.splits.val)}, test {len(data.splits.test)} "
+             f"(seed {data.split_seed})"]
+    if history:
+        best = min(history, key=make_task(spec).score)  # what picked best.pt
+        lines += [f"last epoch {history[-1]['epoch']}: {_scores(history[-1])}", f"best epoch {best['epoch']}: {_scores(best)}"]
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
-    lines = describe(args.path) if args.path else [f"{k}: {v}" for k, v in environment().items()]
+    if not args.path:
+        lines = [f"{k}: {v}" for k, v in environment().items()]
+    elif Path(args.path).is_dir() or Path(args.path).suffix == ".pt" and _is_checkpoint(Path(args.path)):
+        lines = describe_run(Path(args.path))
+    else:
+        lines = describe(args.path)
     print("\n".join(lines))
     return 0

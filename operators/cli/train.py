@@ -49,6 +49,14 @@ def _sizes(text: str) -> list[int]:
 
 
 _FLAG = dict(action="store_true")
+
+
+def _choices(field: str, *, none: str | None = None) -> dict:
+    """argparse ``choices`` of a field the spec checks (:data:`operators.training.spec_values.CHOICES`)."""
+    from operators.training.spec_values import CHOICES
+
+    return dict(choices=[none if c is None else c for c in CHOICES[field] if c is not None or none])
+
 #: option -> (spec field, argparse settings, help); the one table between the command line and a RunSpec
 OPTIONS: dict[str, tuple[str, dict, str]] = {
     "--data": ("data.path", {}, "NetCDF file, shard glob, PDEBench/The Well HDF5, neuraloperator .pt or FNO .mat"),
@@ -56,12 +64,12 @@ OPTIONS: dict[str, tuple[str, dict, str]] = {
     "--target": ("data.targets", dict(nargs="+"), "target variables (a label: classification)"),
     "--split": ("data.split", dict(type=_sizes, metavar="TRAIN,VAL,TEST"), "split sizes (default 80/10/10 %%)"),
     "--split-seed": ("data.split_seed", dict(type=int), "seed of the split"),
-    "--normalize": ("data.normalize", dict(choices=["gaussian", "minmax", "none"]), "normalization"),
-    "--task": ("task.kind", dict(choices=["steady", "window", "classify", "sequence"]), "the task (default: from the data)"),
+    "--normalize": ("data.normalize", _choices("data.normalize", none="none"), "normalization"),
+    "--task": ("task.kind", _choices("task.kind"), "the task (default: from the data)"),
     "--window": ("task.window", dict(type=int, metavar="M"), "time-dependent: M given frames"),
     "--horizon": ("task.horizon", dict(type=int, metavar="K"), "frames predicted (rolled out) per training window"),
     "--pushforward": ("task.pushforward", _FLAG, "back-propagate the last step of the horizon only"),
-    "--loss": ("task.loss", dict(choices=["auto", "rel_l2", "rel_l1", "mse", "cross_entropy"]),
+    "--loss": ("task.loss", _choices("task.loss"),
                "auto: the task's own (rel_l2 for fields, cross_entropy for labels, mse for sequences)"),
     "--label-smoothing": ("task.label_smoothing", dict(type=float), "classification: cross-entropy label smoothing"),
     "--shift": ("task.shift", dict(type=int, metavar="PIXELS"), "classification: random shifts of training images"),
@@ -72,14 +80,14 @@ OPTIONS: dict[str, tuple[str, dict, str]] = {
     "--batch-size": ("optim.batch_size", dict(type=int), "global batch size (split over processes)"),
     "--lr": ("optim.lr", dict(type=float), "learning rate"),
     "--weight-decay": ("optim.weight_decay", dict(type=float), "weight decay"),
-    "--optimizer": ("optim.optimizer", dict(choices=["adam", "adamw"]), "optimizer"),
-    "--scheduler": ("optim.scheduler", dict(choices=["step", "cosine", "none"]), "learning-rate schedule"),
+    "--optimizer": ("optim.optimizer", _choices("optim.optimizer"), "optimizer"),
+    "--scheduler": ("optim.scheduler", _choices("optim.scheduler"), "learning-rate schedule"),
     "--step-size": ("optim.step_size", dict(type=int), "StepLR step in epochs"),
     "--gamma": ("optim.gamma", dict(type=float), "StepLR decay"),
     "--grad-clip": ("optim.grad_clip", dict(type=float), "clip the gradient norm to this value"),
     "--amp": ("optim.amp", _FLAG, "bfloat16 autocast on GPU"),
     "--seed": ("optim.seed", dict(type=int), "training seed (initialisation, batch order)"),
-    "--cache": ("loading.cache", dict(choices=["auto", "memory", "stream"]),
+    "--cache": ("loading.cache", _choices("loading.cache"),
                 "stream from the file, read train/val into memory once, or cache when they fit --memory-budget"),
     "--workers": ("loading.workers", dict(type=int, metavar="N"), "loader processes when streaming (default min(4, cores))"),
     "--prefetch": ("loading.prefetch", dict(type=int, metavar="N"), "batches each worker reads ahead"),

@@ -24,7 +24,6 @@ from pathlib import Path
 import torch
 from torch import nn
 
-import operators.models as models
 import pde_data
 from operators.training import checkpoint as ckpt
 from operators.training import distributed, runfolder
@@ -64,6 +63,9 @@ def _resumed(spec: RunSpec, stored: RunSpec, out: Path, source: pde_data.Source)
         raise SpecError(path, f"resuming {out} keeps the stored value {old!r}; found {new!r} (drop the change, or "
                         "train into a new folder)")
     trained = ckpt.load_checkpoint(out / "last.pt")["epoch"]
+    if stored.optim.scheduler == "cosine" and spec.optim.epochs != stored.optim.epochs:
+        raise SpecError("optim.epochs", f"expected the stored {stored.optim.epochs}: a cosine schedule is fixed by "
+                        f"its length, found {spec.optim.epochs} (train into a new folder for another length)")
     if spec.optim.epochs < trained:
         raise SpecError("optim.epochs", f"expected at least the {trained} epochs {out} has trained, found "
                         f"{spec.optim.epochs}")
@@ -126,7 +128,7 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
             source = pde_data.open_source(spec.data.path)  # the one open of the file in this process
             spec, task = _prepared(spec, out, source, resume)
             torch.manual_seed(spec.optim.seed)
-            net = models.build(spec.model.name, spec.model.in_channels, spec.model.out_channels, **spec.model.config)
+            net = spec.model.build()
             train, val = make_loaders(task, source, batch_size=spec.optim.batch_size, seed=spec.optim.seed,
                                       dist=info)
             if info.is_main:
@@ -158,8 +160,7 @@ def load_run(run_dir: str | os.PathLike, *, which: str = "best", device: str | t
         raise SpecError("which", f"expected 'best' or 'last', found {which!r}")
     spec = stored_spec(run_dir, which=which)
     state = ckpt.load_checkpoint(Path(run_dir) / f"{which}.pt", map_location=device)
-    m = spec.model
-    model = models.build(m.name, m.in_channels, m.out_channels, **m.config)
+    model = spec.model.build()
     model.load_state_dict(state["model"])
     task = make_task(spec, Normalizers.from_state_dict(state["normalizers"]))
     return LoadedRun(model.to(device).eval(), task, spec, list(state["history"]), state["epoch"])

@@ -36,11 +36,10 @@ from operators.training.spec_values import SpecError, Splits, check, plain, type
 from pde_data.fingerprint import Fingerprint
 
 __all__ = ["RunSpec", "DataSpec", "TaskSpec", "ModelSpec", "OptimSpec", "LoadingSpec", "Splits", "SpecError",
-           "SPEC_VERSION", "TASK_KINDS", "RESUMABLE", "conflicts"]
+           "SPEC_VERSION", "RESUMABLE", "conflicts"]
 
 #: Version of the serialised form; a stored spec of another version is refused with one line.
 SPEC_VERSION = 1
-TASK_KINDS = ("steady", "window", "classify", "sequence")
 #: Fields a resumed run may change: they decide how long and how data is read, not what is learned.
 RESUMABLE = ("optim.epochs", "data.path", "loading.")
 
@@ -77,15 +76,30 @@ class TaskSpec:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A registry model (:data:`operators.models.MODELS`): name, config values, and once resolved its channels."""
+    """A registry model (:data:`operators.models.MODELS`): its name and config values; once resolved, the
+    config values the data decide (``derived``: e.g. ``n_dim``, the ``frames`` of a window, a per-step
+    ``readout``; never in ``config.yaml``, so a run asked again with other data decides them again) and
+    its channels."""
 
     name: str | None = None
     config: dict = field(default_factory=dict)
+    derived: dict = field(default_factory=dict)
     in_channels: int = 0
     out_channels: int = 0
 
     def __hash__(self) -> int:  # a frozen tree with a dict inside: hash what identifies the model
         return hash((self.name, self.in_channels, self.out_channels))
+
+    @property
+    def settings(self) -> dict:
+        """Every config value the model is built with: ``config`` and ``derived``."""
+        return {**self.config, **self.derived}
+
+    def build(self):
+        """The module (:func:`operators.models.build`) of a resolved spec, freshly initialised."""
+        from operators.models import build
+
+        return build(self.name, self.in_channels, self.out_channels, **self.settings)
 
 
 @dataclass(frozen=True)
@@ -153,9 +167,10 @@ class RunSpec:
         return dataclasses.replace(self, **{p: dataclasses.replace(getattr(self, p), **v) for p, v in parts.items()})
 
     def request(self) -> "RunSpec":
-        """The spec without what its data fixed (split indices, fingerprint, classes, channels): ``config.yaml``."""
+        """The spec without what its data fixed (split indices, fingerprint, classes, derived model settings,
+        channels): ``config.yaml``."""
         return self.override({"data.splits": None, "data.fingerprint": None, "task.classes": 0,
-                              "model.in_channels": 0, "model.out_channels": 0})
+                              "model.derived": {}, "model.in_channels": 0, "model.out_channels": 0})
 
     @property
     def resolved(self) -> bool:
@@ -181,6 +196,9 @@ class RunSpec:
         if not isinstance(state, dict):
             raise SpecError("spec", f"expected a mapping of parts {list(_PARTS)}, found {type(state).__name__}")
         found = state.get("version")
+        if found is None:
+            raise SpecError("version", f"expected 'version: {SPEC_VERSION}' and the parts {list(_PARTS)}, found "
+                            f"neither (keys {sorted(state)[:6]})")
         if found != SPEC_VERSION:
             raise SpecError("version", f"expected run spec version {SPEC_VERSION}, found {found!r} (a run written "
                             "by another circuitop: train it again)")
@@ -202,7 +220,7 @@ class RunSpec:
 
 _PARTS = {"data": DataSpec, "task": TaskSpec, "model": ModelSpec, "optim": OptimSpec, "loading": LoadingSpec}
 #: fields the data fix when a run starts, left out of the serialised form while unset
-_RESOLVED = {"data": ("splits", "fingerprint"), "task": ("classes",), "model": ("in_channels", "out_channels")}
+_RESOLVED = {"data": ("splits", "fingerprint"), "task": ("classes",), "model": ("derived", "in_channels", "out_channels")}
 
 
 def paths() -> list[str]:

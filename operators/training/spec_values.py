@@ -79,7 +79,7 @@ def check(spec) -> None:
         value = spec.get(path)
         if value not in allowed:
             shown = [a for a in allowed if a is not None]
-            raise SpecError(path, f"expected one of {shown}{' or none' if None in allowed else ''}, found {value!r}")
+            raise SpecError(path, f"expected one of {shown}{' or null' if None in allowed else ''}, found {value!r}")
     for path, (expected, ok) in _RANGES.items():
         value = spec.get(path)
         if value is None:
@@ -138,12 +138,28 @@ def _convert(option, value):
         items = [_convert(item, v) for v in value]
         return _NO if any(v is _NO for v in items) else tuple(items)
     if option is dict:
-        return {str(k): (tuple(v) if isinstance(v, list) else v) for k, v in value.items()} if isinstance(value, dict) else _NO
+        return {str(k): _tuples(v) for k, v in value.items()} if isinstance(value, dict) else _NO
     if option is Splits:
         return _splits(value)
     if option is Fingerprint:
-        return value if isinstance(value, Fingerprint) else Fingerprint.from_state(value) if isinstance(value, dict) else _NO
+        return value if isinstance(value, Fingerprint) else _fingerprint(value)
     return _NO
+
+
+def _tuples(value):
+    """Lists (YAML and JSON have no tuples) as tuples, at any depth."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_tuples(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _tuples(v) for k, v in value.items()}
+    return value
+
+
+def _fingerprint(value):
+    try:
+        return Fingerprint.from_state(value) if isinstance(value, dict) else _NO
+    except (KeyError, TypeError, ValueError):
+        return _NO
 
 
 def _splits(value):

@@ -134,6 +134,8 @@ class Trainer:
             self.load(resume_from)
         if self.epoch == 0:
             torch.manual_seed(self.config.seed)  # the global RNG (dropout, ...) of a fresh run
+        if self.dist.is_main:
+            print(self._start_line(), file=sys.stderr, flush=True)
         for epoch in range(self.epoch, self.config.epochs):
             record = {"epoch": epoch + 1, "lr": self.optimizer.param_groups[0]["lr"], **self._run_epoch(epoch)}
             record.update(self.validate() if self.dist.is_main else {})
@@ -148,6 +150,13 @@ class Trainer:
         if self._events is not None:
             self._events.close()
         return self.history
+
+    def _start_line(self) -> str:
+        """What the run starts with: parameters, items per split, and where it starts."""
+        n_params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        items = f"{len(self.train)} training and {0 if self.val is None else len(self.val)} validation items"
+        start = f"resuming after epoch {self.epoch}" if self.epoch else "starting at epoch 1"
+        return f"{n_params:,} parameters; {items}; {start} of {self.config.epochs}"
 
     def _log_event(self, record: dict) -> None:
         """The record's numbers as TensorBoard scalars in the run folder, when tensorboard is installed

@@ -61,7 +61,8 @@ def _splits(spec: RunSpec, n: int) -> Splits:
 
 
 def _check_model(spec: RunSpec, task: type[Task]) -> RunSpec:
-    """``spec`` with the model's whole config (validated by the registry), if the model fits the task."""
+    """``spec`` with the model's whole config (validated by the registry; the defaults written out, the derived
+    values apart), if the model fits the task."""
     from operators.models import MODELS, model_spec
 
     name = spec.model.name
@@ -73,10 +74,10 @@ def _check_model(spec: RunSpec, task: type[Task]) -> RunSpec:
                         f"found {name!r}")
     m = spec.model
     try:
-        full = model_spec(name, m.in_channels, m.out_channels, **m.config)
+        full = model_spec(name, m.in_channels, m.out_channels, **m.settings)["config"]
     except ValueError as exc:
         raise SpecError("model.config", str(exc)) from None
-    return spec.override({"model.config": full["config"]})
+    return spec.override({"model.config": {k: v for k, v in full.items() if k not in m.derived}})
 
 
 def resolve(spec: RunSpec, data: pde_data.Source | xr.Dataset | str) -> RunSpec:

@@ -22,10 +22,20 @@ from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, Normalizers, Task, fit_variables
 from pde_data.model import SAMPLE, TIME, spatial_dims
 
-__all__ = ["Classify", "CLASS_METRICS", "label_target", "check_labels", "write_classes"]
+__all__ = ["Classify", "CLASS_METRICS", "label_target", "check_labels", "write_classes", "label_metrics", "label_score"]
 
 CLASS_METRICS = {"cross_entropy": evaluation.cross_entropy, "top1": partial(evaluation.top_k_accuracy, k=1),
                  "top5": partial(evaluation.top_k_accuracy, k=5)}
+
+
+def label_metrics(logits: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per-sample cross-entropy, top-1 and top-5 of ``logits (batch, classes)`` for ``labels (batch,)``."""
+    return {name: fn(logits, labels, reduce="none") for name, fn in CLASS_METRICS.items()}
+
+
+def label_score(record: dict) -> float:
+    """What ``best.pt`` of a label run minimises: the validation top-1 error (the training loss without validation)."""
+    return 1.0 - record["val_top1"] if "val_top1" in record else record["train_loss"]
 
 
 def label_target(spec: RunSpec, ds: xr.Dataset) -> str | None:
@@ -89,10 +99,10 @@ class Classify(Task):
         return evaluation.cross_entropy(pred, batch[1], reduce="none", label_smoothing=self.spec.task.label_smoothing)
 
     def metrics(self, pred, batch):
-        return {name: fn(pred, batch[1], reduce="none") for name, fn in CLASS_METRICS.items()}
+        return label_metrics(pred, batch[1])
 
     def score(self, record: dict) -> float:
-        return 1.0 - record["val_top1"] if "val_top1" in record else record["train_loss"]
+        return label_score(record)
 
     @torch.no_grad()
     def evaluate(self, model, source, samples, options: EvalOptions):

@@ -29,16 +29,15 @@ FIELD_METRICS = {"rel_l2": evaluation.rel_l2, "rel_l1": evaluation.rel_l1,
 
 
 def _model_fields(spec: RunSpec, ds: xr.Dataset, in_channels: int, out_channels: int, **auto) -> RunSpec:
-    """The model's channels, and config values the data decide (``n_dim``; ``frames``) unless given."""
+    """The model's channels, and the config values the data decide (``n_dim``; ``frames``) unless given."""
     from operators.models import MODELS
 
     entry = MODELS.get(spec.model.name)
     names = {f.name for f in dataclasses.fields(entry.config)} if entry else set()
-    config = dict(spec.model.config)
-    for key, value in {"n_dim": len(spatial_dims(ds[spec.data.inputs[0]])), **auto}.items():
-        if key in names and key not in config:
-            config[key] = value
-    return spec.override({"model.in_channels": in_channels, "model.out_channels": out_channels, "model.config": config})
+    values = {"n_dim": len(spatial_dims(ds[spec.data.inputs[0]])), **auto}
+    derived = {k: v for k, v in values.items() if k in names and k not in spec.model.config}
+    return spec.override({"model.in_channels": in_channels, "model.out_channels": out_channels,
+                          "model.derived": derived})
 
 
 class _FieldTask(Task):
@@ -71,6 +70,10 @@ class Steady(_FieldTask):
     def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> RunSpec:
         names = list(ds.data_vars)
         inputs = list(spec.data.inputs) or names[:1]
+        timed = [v for v in inputs if v in names and TIME in ds[v].dims]
+        if timed:
+            raise SpecError("task.window", f"expected the number of given frames of the time-dependent variables "
+                            f"{timed} (a window run), found none")
         targets = list(spec.data.targets)
         if not targets:  # the other variables on the inputs' grid (not, e.g., Poisson's coefficients (sample, i, j))
             dims = ds[inputs[0]].dims if inputs[0] in names else None
@@ -79,9 +82,10 @@ class Steady(_FieldTask):
         if missing or not targets:
             raise SpecError("data.inputs" if set(missing) & set(inputs) else "data.targets",
                             f"expected variables among {names}; missing {missing or 'a target'}")
-        timed = [v for v in inputs + targets if TIME in ds[v].dims]
+        timed = [v for v in targets if TIME in ds[v].dims]
         if timed:
-            raise SpecError("task.window", f"expected a number of given frames: variables {timed} have a '{TIME}' dim")
+            raise SpecError("data.targets", f"expected steady targets for steady inputs, found {timed} with a '{TIME}' "
+                            "dim")
         spec = spec.override({"data.inputs": inputs, "data.targets": targets})
         return _model_fields(spec, ds, len(inputs), len(targets))
 

@@ -8,7 +8,8 @@ integer label ``(sample,)``  logits ``(batch, classes)``  cross-entropy; top-1, 
 float ``(sample,)``          ``(batch, C_out)``           MSE (normalized); MSE and RMSE, and the PHM
                                                           score (NAC Eq. 58, mean and sum) of a
                                                           remaining-useful-life target named ``rul``
-float ``(sample, time)``     ``(batch, time, C_out)``     MSE over valid steps; MSE and RMSE
+float ``(sample, time)``     ``(batch, time, C_out)``     MSE over valid steps; MSE and RMSE over
+                                                          every valid step of the set
 ==========================  ==========================  ============================================
 
 A batch is ``(x, y, dt, mask)`` (:class:`pde_data.SequenceDataset`); every model of the registry's
@@ -28,8 +29,8 @@ import evaluation
 import pde_data
 from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, Normalizers, Task
-from operators.training.tasks.classify import CLASS_METRICS, check_labels, label_target
-from pde_data.model import FEATURE, LENGTH, SAMPLE, TIME, spatial_dims
+from operators.training.tasks.classify import check_labels, label_metrics, label_score, label_target
+from pde_data.model import FEATURE, LENGTH, ROLE, SAMPLE, TARGET, TIME
 
 __all__ = ["Sequence", "RUL"]
 
@@ -37,18 +38,28 @@ __all__ = ["Sequence", "RUL"]
 RUL = "rul"
 
 
-def _is_sequence(da: xr.DataArray) -> bool:
-    return TIME in da.dims and not spatial_dims(da) and set(da.dims) <= {SAMPLE, TIME, FEATURE}
+def _is_input(ds: xr.Dataset, name: str, targets) -> bool:
+    """Whether variable ``name`` is a default input: a sequence, neither a target nor marked as one, nor ``length``."""
+    da = ds[name]
+    return (name not in targets and name != LENGTH and da.attrs.get(ROLE) != TARGET and pde_data.is_step(da))
 
 
-def _shape(ds: xr.Dataset, targets: list[str]) -> str:
-    """``"label"``, ``"sequence"`` (one value per sample) or ``"step"`` (one per step) for the targets."""
-    kinds = {"label" if pde_data.is_label(ds[v]) else "step" if TIME in ds[v].dims else "sequence" for v in targets}
-    bad = [v for v in targets if ds[v].dims not in ((SAMPLE,), (SAMPLE, TIME))]
-    if bad or len(kinds) != 1 or ("label" in kinds and len(targets) != 1):
-        raise SpecError("data.targets", f"expected one label, or float targets all of dims ({SAMPLE},) or all of "
-                        f"({SAMPLE}, {TIME}); found {[(v, ds[v].dims) for v in targets]}")
-    return kinds.pop()
+def _target_kind(ds: xr.Dataset, targets: list[str]) -> str:
+    """``"label"``, ``"sequence"`` or ``"step"`` (:func:`pde_data.target_kind`); per-step targets one channel each."""
+    try:
+        kind = pde_data.target_kind(ds, targets, "data.targets")
+    except ValueError as exc:
+        raise SpecError("data.targets", str(exc).removeprefix("data.targets: ")) from None
+    wide = [v for v in targets if FEATURE in ds[v].dims]
+    if wide:
+        raise SpecError("data.targets", f"expected per-step targets of dims ({SAMPLE}, {TIME}), found {wide} with "
+                        f"a '{FEATURE}' dim (name one variable per channel)")
+    return kind
+
+
+def _padding_nan(pred: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-step predictions ``(batch, time, C)`` with NaN on padded steps (per-sequence ones as they are)."""
+    return pred.masked_fill(~mask[..., None], float("nan")) if pred.ndim == 3 else pred
 
 
 class Sequence(Task):
@@ -70,25 +81,23 @@ class Sequence(Task):
         names = list(ds.data_vars)
         label = label_target(spec, ds)
         targets = list(spec.data.targets) or ([label] if label else [])
-        if not targets or any(v not in names for v in targets):
-            raise SpecError("data.targets", f"expected target variables among {names}, found {targets or 'none'}")
-        shape = _shape(ds, targets)
-        inputs = list(spec.data.inputs) or [v for v in names if v not in targets and v != LENGTH and _is_sequence(ds[v])
-                                            and v not in ds.coords]
-        bad = [v for v in inputs if v not in names or not _is_sequence(ds[v])]
+        if not targets:
+            raise SpecError("data.targets", f"expected target variables among {names}, found none")
+        kind = _target_kind(ds, targets)
+        inputs = list(spec.data.inputs) or [v for v in names if _is_input(ds, v, targets)]
+        bad = [v for v in inputs if v not in names or not pde_data.is_step(ds[v]) or v in targets]
         if bad or not inputs:
             raise SpecError("data.inputs", f"expected sequence variables (sample, time[, feature]) among {names}, "
-                            f"found {bad or 'none'}")
-        classes = pde_data.n_classes(ds, targets[0]) if shape == "label" else 0
-        config = dict(spec.model.config)
-        if shape == "step":
-            if config.get("readout", "steps") != "steps":
-                raise SpecError("model.config", f"expected readout 'steps' for per-step targets, found "
-                                f"{config['readout']!r}")
-            config["readout"] = "steps"
+                            f"other than the targets; found {bad or 'none'}")
+        readout = spec.model.config.get("readout", "steps" if kind == "step" else "last")
+        if (readout == "steps") != (kind == "step"):
+            expected = "'steps' for per-step targets" if kind == "step" else "'last' or 'mean' for one value per sequence"
+            raise SpecError("model.config.readout", f"expected {expected}, found {readout!r}")
+        classes = pde_data.n_classes(ds, targets[0]) if kind == "label" else 0
         in_channels = sum(ds.sizes[FEATURE] if FEATURE in ds[v].dims else 1 for v in inputs)
+        derived = {} if "readout" in spec.model.config else {"readout": readout}
         return spec.override({"data.inputs": inputs, "data.targets": targets, "task.classes": classes,
-                              "model.config": config, "model.in_channels": in_channels,
+                              "model.derived": derived, "model.in_channels": in_channels,
                               "model.out_channels": classes or len(targets)})
 
     def fit_normalizers(self, source):
@@ -107,26 +116,30 @@ class Sequence(Task):
         x, _, dt, mask = batch
         return model(x, dt=dt, mask=mask)
 
-    def _errors(self, pred, batch) -> torch.Tensor:
-        """Squared errors per sample, averaged over valid steps and channels ``(batch,)``, in the given units."""
+    def _squares(self, pred, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per sample: the sum of squared errors over valid steps and channels, and their number ``(batch,)`` each."""
         y, mask = batch[1], batch[3]
+        if pred.shape != y.shape:
+            raise ValueError(f"pred: expected the targets' shape {tuple(y.shape)}, found {tuple(pred.shape)}")
         sq = (pred - y).square()
-        if sq.ndim == 3:  # per step: (batch, time, C) over the valid steps
+        if sq.ndim == 3:  # per step: (batch, time, C), padded steps left out
             weight = mask.to(sq.dtype)[..., None]
-            return (sq * weight).sum((1, 2)) / (weight.sum((1, 2)) * sq.shape[2]).clamp_min(1)
-        return sq.mean(1)
+            return (sq * weight).sum((1, 2)), weight.sum((1, 2)) * sq.shape[2]
+        return sq.sum(1), torch.full_like(sq[:, 0], sq.shape[1])
 
     def losses(self, pred, batch):
         if self.labels:
             return evaluation.cross_entropy(pred, batch[1], reduce="none")
-        return self._errors(pred, batch)
+        sq, n = self._squares(pred, batch)
+        return sq / n.clamp_min(1)
 
     def metrics(self, pred, batch):
         if self.labels:
-            return {name: fn(pred, batch[1], reduce="none") for name, fn in CLASS_METRICS.items()}
+            return label_metrics(pred, batch[1])
         decode = self.normalizers.decode
         p, t = decode(pred), decode(batch[1])
-        out = {"mse": self._errors(p, (batch[0], t, batch[2], batch[3]))}
+        sq, n = self._squares(p, (batch[0], t, batch[2], batch[3]))
+        out = {"squares": sq, "entries": n}
         if self.rul_channel is not None and p.ndim == 2:
             c = self.rul_channel
             out["phm"] = evaluation.phm_score(p[:, c], t[:, c], reduce="none")
@@ -139,17 +152,18 @@ class Sequence(Task):
         return targets.index(RUL) if RUL in targets else None
 
     def summary(self, means: dict[str, float], n: int) -> dict[str, float]:
-        """The RMSE of the whole set (root of the mean over samples of their MSE), the PHM score's sum."""
+        """The MSE and RMSE over every valid step of the set, and the PHM score's sum."""
         out = dict(means)
-        if "mse" in means:
-            out["rmse"] = means["mse"] ** 0.5
+        if "squares" in out:  # over every valid step and channel of the set (not a mean of per-sample RMSEs)
+            out["mse"] = out.pop("squares") / max(out.pop("entries"), 1e-300)
+            out["rmse"] = out["mse"] ** 0.5
         if "phm" in means:
             out["phm_sum"] = means["phm"] * n
         return out
 
     def score(self, record: dict) -> float:
         if self.labels:
-            return 1.0 - record["val_top1"] if "val_top1" in record else record["train_loss"]
+            return label_score(record)
         return record.get("val_rmse", record["train_loss"])
 
     @torch.no_grad()
@@ -165,13 +179,15 @@ class Sequence(Task):
             pred = self.predict(model, tuple(t.to(options.device) for t in batch), training=False).float().cpu()
             for name, values in self.metrics(pred, batch).items():
                 sums[name] = sums.get(name, 0.0) + float(values.sum())
-            preds.append(pred.argmax(1) if self.labels else self.normalizers.decode(pred))
+            preds.append(pred.argmax(1) if self.labels else _padding_nan(self.normalizers.decode(pred), batch[3]))
         metrics = self.summary({k: v / max(len(samples), 1) for k, v in sums.items()}, len(samples))
-        files = [self._write(Path(options.out) / "pred.nc", source.dataset, samples, torch.cat(preds))] if options.write else []
+        pred = torch.cat(preds)
+        files = [self._write(Path(options.out) / "pred.nc", source.dataset, samples, pred)] if options.write else []
         return {"metrics": metrics}, files
 
     def _write(self, path: Path, ds: xr.Dataset, samples: np.ndarray, pred: torch.Tensor) -> Path:
-        """``pred.nc``: the predicted targets over the source's sample indices (and its time coordinate, per step)."""
+        """``pred.nc``: the predicted targets over the source's sample indices (per step: with the time
+        coordinate, NaN on padded steps)."""
         targets, values = self.spec.data.targets, pred.numpy()
         if self.labels:
             variables = {targets[0]: ((SAMPLE,), values.astype(np.int64))}
