@@ -166,3 +166,20 @@ def test_info_describes_a_run_and_its_checkpoints(tmp_path):
     empty.mkdir()
     done = _cli("info", empty)
     assert done.returncode == 1 and "expected a run folder with best.pt or last.pt, or a data file" in done.stderr
+
+
+def test_a_device_or_model_size_that_cannot_work_is_one_line(tmp_path, capsys):
+    """``--device cuda`` without CUDA and ``--config width=0`` are refused before the run folder exists."""
+    import torch
+
+    data = write_poisson(tmp_path / "p.nc", n_samples=8)
+    common = ["train", "--data", str(data), "--model", "fno", "--out", str(tmp_path / "r"), "--no-progress"]
+    cases = [(["--config", "width=0"], "--config: model 'fno': config width: expected a positive integer, found 0"),
+             (["--config", "n_modes=(4,0)"], "config n_modes: expected a positive integer, found (4, 0)"),
+             (["--device", "cuda:x"], "--device: expected a torch device such as 'cpu'")]
+    if not torch.cuda.is_available():
+        cases.append((["--device", "cuda"], "--device: expected a device this machine has; found 'cuda'"))
+    for extra, message in cases:
+        assert main([*common, *extra]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0] and not (tmp_path / "r").exists()

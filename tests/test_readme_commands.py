@@ -46,6 +46,7 @@ COMMANDS = {
                                                                          "d_state=2"],
     "circuitop generate degradation --out seq.nc --n 512": ["--n", "24", "--min-length", "4", "--max-length", "8"],
     "circuitop generate digits --out seq_digits.nc --gap 0.3": [],
+    "circuitop info runs/darcy": [],
     "circuitop train --data ns.h5 --model fno --window 10 --out runs/ns": [*FAST, "--config", *SMALL_MODEL],
     "circuitop train --config-file runs/ns/config.yaml --out runs/ns2": ["--no-progress"],
     "circuitop train --data ns.h5 --model nac_fno --window 10 --config tokens=time --out runs/ns_nac":

@@ -82,10 +82,24 @@ def make_config(name: str, **config: Any):
     if unknown:
         raise ValueError(f"model {name!r}: unknown config keys {unknown}; expected some of {valid}")
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
-    types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     for key, value in values.items():
-        _check_type(name, key, value, types[key])
+        _check_type(name, key, value, str(fields[key].type))
+        _check_size(name, key, value, fields[key].default)
     return cls(**values)
+
+
+#: integer settings with a positive default for which 0 is meaningful (no backbone MLP, no residual blocks,
+#: a CKB of order 0: the plain host, as in CHONN's order ablation)
+_MAY_BE_ZERO = {"backbone_layers", "n_res", "n_res_neck", "order"}
+
+
+def _check_size(name: str, key: str, value: Any, default: Any) -> None:
+    """A size whose default is a positive integer (a width, a number of modes or layers) must stay positive."""
+    sizes = value if isinstance(value, tuple) else (value,)
+    if isinstance(default, int) and not isinstance(default, bool) and default > 0 and key not in _MAY_BE_ZERO:
+        if any(isinstance(v, int) and not isinstance(v, bool) and v < 1 for v in sizes):
+            raise ValueError(f"model {name!r}: config {key}: expected a positive integer, found {value!r}")
 
 
 #: annotation word -> the Python types a config value may have for it

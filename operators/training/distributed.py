@@ -11,7 +11,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-__all__ = ["DistInfo", "setup", "cleanup", "wrap", "unwrap", "all_reduce_sum"]
+from operators.training.spec_values import SpecError
+
+__all__ = ["DistInfo", "setup", "cleanup", "wrap", "unwrap", "all_reduce_sum", "device_of"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,26 @@ class DistInfo:
         return self.world_size > 1
 
 
+def device_of(device: str | torch.device | None, *, local_rank: int = 0) -> torch.device:
+    """The torch device ``device`` names (None: ``cuda:local_rank`` when CUDA is available, else the CPU).
+
+    Raises:
+        SpecError: one line naming ``device`` when it is not a device name, or names one this machine lacks.
+    """
+    if device is None:
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise SpecError("device", f"expected a torch device such as 'cpu', 'cuda' or 'cuda:1', found {device!r}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise SpecError("device", f"expected a device this machine has; found {device!r}, but torch "
+                        f"{torch.__version__} sees no CUDA device here (use cpu)")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise SpecError("device", f"expected one of the {torch.cuda.device_count()} CUDA devices, found {device!r}")
+    return dev
+
+
 def setup(device: str | None = None) -> DistInfo:
     """Join the process group ``torchrun`` describes in the environment (if any) and pick the device.
 
@@ -38,10 +60,7 @@ def setup(device: str | None = None) -> DistInfo:
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    if device is None:
-        dev = torch.device(f"cuda:{local}") if torch.cuda.is_available() else torch.device("cpu")
-    else:
-        dev = torch.device(device)
+    dev = device_of(device, local_rank=local)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world > 1 and not dist.is_initialized():

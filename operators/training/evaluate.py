@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 import pde_data
+from operators.training.distributed import device_of
 from operators.training.run import LoadedRun, check_source, load_run
 from operators.training.spec import SpecError
 from operators.training.tasks import EvalOptions
@@ -74,7 +75,7 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike, *, steps: 
     if batch_size < 1:
         raise SpecError("batch_size", f"expected a positive integer, found {batch_size}")
     run_dir = Path(run_dir)
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = device_of(device)
     run, source = load_run(run_dir, which=which, device=device), pde_data.open_source(data)
     idx, split = _samples(run, source, all_samples)
     _check_variables(run, source)
