@@ -101,27 +101,36 @@ def plot_rollout(curves: Mapping[str, Sequence[float]], *, metric_name: str = "r
     return _save(fig, path)
 
 
-def plot_training_curves(history: Sequence[Mapping[str, float]], *,
+def plot_training_curves(history: Sequence[Mapping[str, float]], *, title: str = "",
                          path: str | os.PathLike | None = None) -> Figure:
-    """Training loss and every validation metric per epoch (log scale), from a run's ``history``.
+    """Per epoch, two labelled panels: the training loss, and every validation metric (log scales), from a
+    run's ``history``.
 
     Args:
         history: one record per epoch with ``epoch``, ``train_loss`` and any ``val_*`` values.
+        title: a suptitle (e.g. the run folder).
         path: where to write the PNG (optional).
     """
     if not history:
         raise ValueError("history: expected at least one epoch's record, found none")
     epochs = [record["epoch"] for record in history]
-    keys = ["train_loss"] + sorted({k for record in history for k in record if k.startswith("val_")})
-    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
-    ax = fig.subplots()
-    for key in keys:
-        values = [record.get(key, math.nan) for record in history]
-        ax.plot(epochs, values, marker="o" if len(epochs) < 30 else None, markersize=3, label=key)
-    ax.set_xlabel("epoch")
-    ax.set_yscale("log")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    metrics = sorted({k for record in history for k in record if k.startswith("val_")})
+    fig = Figure(figsize=(10.5, 4.2), layout="constrained")
+    loss_ax, val_ax = fig.subplots(1, 2)
+    marker = dict(marker="o" if len(epochs) < 30 else None, markersize=3)
+    loss_ax.plot(epochs, [record["train_loss"] for record in history], **marker)
+    loss_ax.set_ylabel("training loss (mean over the epoch's batches)")
+    for key in metrics:
+        val_ax.plot(epochs, [record.get(key, math.nan) for record in history], label=key.removeprefix("val_"), **marker)
+    val_ax.set_ylabel("validation metric" if metrics else "no validation split")
+    if metrics:
+        val_ax.legend()
+    for ax in (loss_ax, val_ax):
+        ax.set_xlabel("epoch")
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+    if title:
+        fig.suptitle(title)
     return _save(fig, path)
 
 

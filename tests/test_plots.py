@@ -75,3 +75,15 @@ def test_bad_input():
         plots.plot_rollout({})
     with pytest.raises(ValueError, match=r"\(batch, x\) or \(batch, x, y\)"):
         plots.plot_spectra(pred[0, 0], true[0, 0])
+
+
+def test_training_curves_separate_the_loss_from_the_validation_metrics(tmp_path):
+    history = [{"epoch": k, "train_loss": 1.0 / k, "val_rel_l2": 0.5 / k, "val_top1": 0.1 * k} for k in (1, 2, 3)]
+    fig = plots.plot_training_curves(history, title="runs/a", path=tmp_path / "c.png")
+    loss, val = fig.axes
+    assert loss.get_ylabel().startswith("training loss") and val.get_ylabel() == "validation metric"
+    assert list(loss.lines[0].get_ydata()) == [1.0, 0.5, 1.0 / 3]
+    assert [line.get_label() for line in val.lines] == ["rel_l2", "top1"] and fig._suptitle.get_text() == "runs/a"
+    _written(tmp_path / "c.png")
+    alone = plots.plot_training_curves([{"epoch": 1, "train_loss": 0.3}])
+    assert alone.axes[1].get_ylabel() == "no validation split" and not alone.axes[1].lines

@@ -176,7 +176,7 @@ class Trainer:
         """``curves.png``: loss and validation metrics per epoch (matplotlib only here, at the end)."""
         from evaluation.plots import plot_training_curves
 
-        plot_training_curves(self.history, path=self.out / "curves.png").clear()
+        plot_training_curves(self.history, title=str(self.out), path=self.out / "curves.png").clear()
 
     def _checkpoint(self, record: dict) -> None:
         score = self.task.score(record)

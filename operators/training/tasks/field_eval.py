@@ -77,7 +77,7 @@ def evaluate_fields(task, model, source: pde_data.Source, samples: np.ndarray, o
         if options.write:
             files.append(_rollout_csv(out, result["rollout"]["per_step_rel_l2"]))
     if options.write and options.plots:
-        files += _plots(out, result, *first)
+        files += _plots(out, result, *first, sample=int(samples[0]))
     return result, files
 
 
@@ -94,19 +94,25 @@ def _rollout_csv(out: Path, per_step: list[float]) -> Path:
     return out / "rollout.csv"
 
 
-def _plots(out: Path, result: dict, pred: xr.Dataset, true: xr.Dataset) -> list[Path]:
+def _plots(out: Path, result: dict, pred: xr.Dataset, true: xr.Dataset, *, sample: int) -> list[Path]:
+    """``fields.png`` (the first scored sample's first variable at the last rollout step; its title names the
+    run, the variable, the source's sample index and the step), ``rollout.png`` (the legend names the run)
+    and ``spectra.png``."""
     from evaluation import plots  # matplotlib only when plotting
 
     import matplotlib.pyplot as plt
 
-    name = next(iter(true.data_vars))
+    name, run = next(iter(true.data_vars)), out.name
     p, t = pred[name].isel({SAMPLE: 0}), true[name].isel({SAMPLE: 0})
+    what = f"{run}: {name}, sample {sample}"
     written = []
     if TIME in p.dims:
+        steps = result["rollout"]["steps"]
         p, t = p.isel({TIME: -1}), t.isel({TIME: -1})
-        plt.close(plots.plot_rollout({"model": result["rollout"]["per_step_rel_l2"]}, path=out / "rollout.png"))
+        what += f", rollout step {steps} of {steps} (the last)"
+        plt.close(plots.plot_rollout({run: result["rollout"]["per_step_rel_l2"]}, path=out / "rollout.png"))
         written.append(out / "rollout.png")
-    plt.close(plots.plot_fields(p.values, t.values, title=f"{name}, sample 0", path=out / "fields.png"))
+    plt.close(plots.plot_fields(p.values, t.values, title=what, path=out / "fields.png"))
     written.append(out / "fields.png")
     if p.ndim in (1, 2):
         plt.close(plots.plot_spectra(p.values[None], t.values[None], path=out / "spectra.png"))
