@@ -94,6 +94,10 @@ def test_train_and_evaluate_a_classifier_through_the_cli(tmp_path):
     true = bright_quadrant_images(48)["label"].values[pred["sample"].values]
     assert metrics["n_samples"] == 8 and metrics["metrics"]["top1"] == pytest.approx(np.mean(pred["label"].values == true))
     assert "top5" in evaluate.stdout and metrics["metrics"]["top5"] == 1.0  # 4 classes: always among the top 5
+    more = bright_quadrant_images(12).assign(label=lambda d: (d["label"] + 4).assign_attrs(n_classes=8))
+    pde_data.save(more, tmp_path / "more.nc")
+    refused = run_cli("evaluate", "--run", out, "--data", tmp_path / "more.nc", "--all-samples")
+    assert refused.returncode == 1 and "expected labels below the run's 4 classes, found 7" in refused.stderr
 
 
 def test_a_field_loss_on_labels_is_one_line(tmp_path):

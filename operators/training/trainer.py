@@ -24,6 +24,7 @@ from operators.training import checkpoint as ckpt
 from operators.training.distributed import DistInfo, all_reduce_sum, unwrap, wrap
 from operators.training.loader import Loader, epoch_order
 from operators.training.optim import make_optimizer, make_scheduler
+from operators.training.tasks.base import MetricSums
 from pde_data import atomic_path
 
 __all__ = ["Trainer", "NonFiniteLossError", "epoch_order"]
@@ -117,15 +118,10 @@ class Trainer:
         """``val_*``: the task's metrics (physical units), means over the validation samples, streamed by batch."""
         if self.val is None or len(self.val) == 0:
             return {}
-        module, values = unwrap(self.model).eval(), {}
+        module, sums = unwrap(self.model).eval(), MetricSums()
         for batch in self.val.epoch(0):
-            pred = self._predict(batch.tensors, training=False, module=module)
-            for name, v in self.task.metrics(pred, batch.tensors).items():
-                values.setdefault(name, []).append(v.detach().cpu())
-        every = {name: torch.cat(v) for name, v in values.items()}
-        n = len(next(iter(every.values())))
-        means = self.task.summary({name: float(v.mean()) for name, v in every.items()}, n)
-        return {f"val_{name}": value for name, value in means.items()}
+            sums.add(self.task.metrics(self._predict(batch.tensors, training=False, module=module), batch.tensors))
+        return {f"val_{name}": value for name, value in self.task.result(sums).items()}
 
     # -- the loop --------------------------------------------------------------------------------
     def fit(self, *, resume_from: str | Path | None = None) -> list[dict]:

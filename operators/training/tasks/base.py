@@ -11,8 +11,8 @@ A batch is the tuple of tensors the task's dataset reads (``read_batch``), on th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import ClassVar, Iterator
 
 import torch
 import xarray as xr
@@ -21,7 +21,7 @@ from torch import nn
 import pde_data
 from operators.training.spec import RunSpec, SpecError
 
-__all__ = ["Task", "Normalizers", "EvalOptions", "fit_variables"]
+__all__ = ["Task", "Normalizers", "EvalOptions", "MetricSums", "fit_variables"]
 
 
 def fit_variables(source: pde_data.Source, spec: RunSpec, variables) -> pde_data.Normalizer | None:
@@ -68,6 +68,23 @@ class EvalOptions:
     device: torch.device = torch.device("cpu")
     write: bool = True
     plots: bool = True
+
+
+@dataclass
+class MetricSums:
+    """Running sums of per-sample metrics (:meth:`Task.metrics`) over the batches of a split, in float64."""
+
+    sums: dict[str, float] = field(default_factory=dict)
+    n: int = 0
+
+    def add(self, values: dict[str, torch.Tensor]) -> None:
+        """Add one batch's ``{name: (batch,)}``."""
+        for name, v in values.items():
+            self.sums[name] = self.sums.get(name, 0.0) + float(v.detach().double().sum())
+        self.n += len(next(iter(values.values())))
+
+    def means(self) -> dict[str, float]:
+        return {name: total / max(self.n, 1) for name, total in self.sums.items()}
 
 
 class Task:
@@ -132,7 +149,22 @@ class Task:
         """What ``best.pt`` minimises, from an epoch's record (``val_*`` metrics, ``train_loss``)."""
         raise NotImplementedError
 
+    def result(self, sums: MetricSums) -> dict[str, float]:
+        """The whole-set values (:meth:`summary`) of the metrics summed over a split."""
+        return self.summary(sums.means(), sums.n)
+
     # -- evaluation -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def predictions(self, model: nn.Module, source: pde_data.Source, samples,
+                    options: EvalOptions) -> Iterator[tuple[torch.Tensor, tuple[torch.Tensor, ...]]]:
+        """``(prediction on the CPU, batch)`` for ``samples``, ``options.batch_size`` at a time, read through
+        the task's dataset (the same reads as training)."""
+        data = self.dataset(source, samples, cache=False)
+        for start in range(0, len(samples), options.batch_size):
+            batch = data.read_batch(list(range(start, min(start + options.batch_size, len(samples)))))
+            pred = self.predict(model, tuple(t.to(options.device) for t in batch), training=False)
+            yield pred.float().cpu(), batch
+
     def evaluate(self, model: nn.Module, source: pde_data.Source, samples, options: EvalOptions) -> tuple[dict, list]:
         """``(result, files written)`` of the model on ``samples`` of ``source``: ``{"metrics", ...}``."""
         raise NotImplementedError

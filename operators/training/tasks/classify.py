@@ -19,7 +19,7 @@ import evaluation
 import pde_data
 from operators.training.augment import random_shift
 from operators.training.spec import RunSpec, SpecError
-from operators.training.tasks.base import EvalOptions, Normalizers, Task, fit_variables
+from operators.training.tasks.base import EvalOptions, MetricSums, Normalizers, Task, fit_variables
 from pde_data.model import SAMPLE, TIME, spatial_dims
 
 __all__ = ["Classify", "CLASS_METRICS", "label_target", "check_labels", "write_classes", "label_metrics", "label_score"]
@@ -104,22 +104,16 @@ class Classify(Task):
     def score(self, record: dict) -> float:
         return label_score(record)
 
-    @torch.no_grad()
     def evaluate(self, model, source, samples, options: EvalOptions):
         if options.steps is not None:
             raise SpecError("steps", "expected none: the run is a classifier, not a time-stepper")
-        label = self.spec.data.targets[0]
-        labels = torch.as_tensor(pde_data.read_labels(source.dataset, label, samples))
-        check_labels(labels, self.spec.task.classes, source.name)
-        sums, predicted = {name: 0.0 for name in CLASS_METRICS}, []
-        for start in range(0, len(samples), options.batch_size):
-            x = source.read(self.spec.data.inputs, samples[start:start + options.batch_size])
-            logits = model(self.normalizers.encode(x).to(options.device)).float().cpu()
-            batch = (x, labels[start:start + options.batch_size])
-            for name, values in self.metrics(logits, batch).items():
-                sums[name] += float(values.sum())
+        sums, predicted = MetricSums(), []
+        for logits, batch in self.predictions(model, source, samples, options):
+            check_labels(batch[1], self.spec.task.classes, source.name)
+            sums.add(self.metrics(logits, batch))
             predicted.append(logits.argmax(dim=1))
         files = []
         if options.write:
-            files.append(write_classes(Path(options.out) / "pred.nc", samples, torch.cat(predicted).numpy(), label))
-        return {"metrics": self.summary({k: v / max(len(samples), 1) for k, v in sums.items()}, len(samples))}, files
+            files.append(write_classes(Path(options.out) / "pred.nc", samples, torch.cat(predicted).numpy(),
+                                       self.spec.data.targets[0]))
+        return {"metrics": self.result(sums)}, files

@@ -28,7 +28,7 @@ from torch import nn
 import evaluation
 import pde_data
 from operators.training.spec import RunSpec, SpecError
-from operators.training.tasks.base import EvalOptions, Normalizers, Task
+from operators.training.tasks.base import EvalOptions, MetricSums, Normalizers, Task
 from operators.training.tasks.classify import check_labels, label_metrics, label_score, label_target
 from pde_data.model import FEATURE, LENGTH, ROLE, SAMPLE, TARGET, TIME
 
@@ -166,24 +166,18 @@ class Sequence(Task):
             return label_score(record)
         return record.get("val_rmse", record["train_loss"])
 
-    @torch.no_grad()
     def evaluate(self, model, source, samples, options: EvalOptions):
         if options.steps is not None:
             raise SpecError("steps", "expected none: a sequence run is scored on whole sequences")
-        data = self.dataset(source, samples, cache=False)
-        sums, preds = {}, []
-        for start in range(0, len(samples), options.batch_size):
-            batch = data.read_batch(list(range(start, min(start + options.batch_size, len(samples)))))
+        sums, preds = MetricSums(), []
+        for pred, batch in self.predictions(model, source, samples, options):
             if self.labels:
                 check_labels(batch[1], self.spec.task.classes, source.name)
-            pred = self.predict(model, tuple(t.to(options.device) for t in batch), training=False).float().cpu()
-            for name, values in self.metrics(pred, batch).items():
-                sums[name] = sums.get(name, 0.0) + float(values.sum())
+            sums.add(self.metrics(pred, batch))
             preds.append(pred.argmax(1) if self.labels else _padding_nan(self.normalizers.decode(pred), batch[3]))
-        metrics = self.summary({k: v / max(len(samples), 1) for k, v in sums.items()}, len(samples))
         pred = torch.cat(preds)
         files = [self._write(Path(options.out) / "pred.nc", source.dataset, samples, pred)] if options.write else []
-        return {"metrics": metrics}, files
+        return {"metrics": self.result(sums)}, files
 
     def _write(self, path: Path, ds: xr.Dataset, samples: np.ndarray, pred: torch.Tensor) -> Path:
         """``pred.nc``: the predicted targets over the source's sample indices (per step: with the time
