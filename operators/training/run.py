@@ -45,24 +45,28 @@ def check_source(spec: RunSpec, source: pde_data.Source, what: str) -> None:
         raise ValueError(f"{source.name}: not the data this run was trained on ({'; '.join(differences)}); {what}")
 
 
-def stored_spec(run_dir: str | os.PathLike, *, which: str = "last") -> RunSpec:
-    """The resolved spec a run folder's ``{which}.pt`` stores."""
-    path = Path(run_dir) / f"{which}.pt"
-    state = ckpt.load_checkpoint(path)
+def _spec_of(state: dict, path: Path) -> RunSpec:
+    """The resolved spec a checkpoint's ``state`` stores."""
     try:
         return RunSpec.from_dict(state["spec"])
     except (KeyError, SpecError) as exc:
         raise ckpt.CheckpointError(f"{path}: expected a run spec, found {exc}") from None
 
 
-def _resumed(spec: RunSpec, stored: RunSpec, out: Path, source: pde_data.Source) -> RunSpec:
-    """The stored spec with what a resumed run may change from ``spec`` (the stored spec with overrides,
-    :func:`stored_spec`); one line naming the first other change."""
+def stored_spec(run_dir: str | os.PathLike, *, which: str = "last") -> RunSpec:
+    """The resolved spec a run folder's ``{which}.pt`` stores."""
+    path = Path(run_dir) / f"{which}.pt"
+    return _spec_of(ckpt.load_checkpoint(path), path)
+
+
+def _resumed(spec: RunSpec, state: dict, out: Path, source: pde_data.Source) -> RunSpec:
+    """The spec stored in the checkpoint ``state`` with what a resumed run may change from ``spec`` (the
+    stored spec with overrides, :func:`stored_spec`); one line naming the first other change."""
+    stored, trained = _spec_of(state, out / "last.pt"), state["epoch"]
     check_source(stored, source, "resume needs the same file")
     for path, old, new in conflicts(stored, spec):
         raise SpecError(path, f"resuming {out} keeps the stored value {old!r}; found {new!r} (drop the change, or "
                         "train into a new folder)")
-    trained = ckpt.load_checkpoint(out / "last.pt")["epoch"]
     if stored.optim.scheduler == "cosine" and spec.optim.epochs != stored.optim.epochs:
         raise SpecError("optim.epochs", f"expected the stored {stored.optim.epochs}: a cosine schedule is fixed by "
                         f"its length, found {spec.optim.epochs} (train into a new folder for another length)")
@@ -97,12 +101,12 @@ def _claimed(out: Path, info: distributed.DistInfo, *, resume: bool, overwrite: 
         yield folder
 
 
-def _prepared(spec: RunSpec, out: Path, source: pde_data.Source, resume: bool) -> tuple[RunSpec, Task]:
-    """The resolved spec and its task with normalizers (stored ones when resuming, else fitted now)."""
-    if resume:
-        resolved = _resumed(spec, stored_spec(out), out, source)
-        normalizers = Normalizers.from_state_dict(ckpt.load_checkpoint(out / "last.pt")["normalizers"])
-        return resolved, make_task(resolved, normalizers)
+def _prepared(spec: RunSpec, source: pde_data.Source, state: dict | None, out: Path) -> tuple[RunSpec, Task]:
+    """The resolved spec and its task with normalizers: those of the checkpoint ``state`` when resuming,
+    else fitted now."""
+    if state is not None:
+        resolved = _resumed(spec, state, out, source)
+        return resolved, make_task(resolved, Normalizers.from_state_dict(state["normalizers"]))
     resolved = resolve(spec, source)
     return resolved, make_task(resolved, make_task(resolved).fit_normalizers(source))
 
@@ -126,7 +130,8 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
     try:
         with _claimed(out, info, resume=resume, overwrite=overwrite) as folder:
             source = pde_data.open_source(spec.data.path)  # the one open of the file in this process
-            spec, task = _prepared(spec, out, source, resume)
+            state = ckpt.load_checkpoint(out / "last.pt") if resume else None  # read once: spec, weights, states
+            spec, task = _prepared(spec, source, state, out)
             torch.manual_seed(spec.optim.seed)
             net = spec.model.build()
             train, val = make_loaders(task, source, batch_size=spec.optim.batch_size, seed=spec.optim.seed,
@@ -137,7 +142,10 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
                 with atomic_path(out / CONFIG_FILE) as tmp:
                     tmp.write_text(spec.request().to_yaml())
             trainer = Trainer(net, task, train, val, out, dist=info, progress=progress)
-            return trainer.fit(resume_from=out / "last.pt" if resume else None)
+            if state is not None:
+                trainer.load(state)
+                del state  # the weights and optimizer states now live in the trainer only
+            return trainer.fit()
     finally:
         distributed.cleanup()
 

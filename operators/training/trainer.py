@@ -124,10 +124,8 @@ class Trainer:
         return {f"val_{name}": value for name, value in self.task.result(sums).items()}
 
     # -- the loop --------------------------------------------------------------------------------
-    def fit(self, *, resume_from: str | Path | None = None) -> list[dict]:
-        """Train until ``config.epochs``; resume from a checkpoint first if given. Returns the history."""
-        if resume_from is not None:
-            self.load(resume_from)
+    def fit(self) -> list[dict]:
+        """Train from :attr:`epoch` (0, or where :meth:`load` left it) until ``config.epochs``. Returns the history."""
         if self.epoch == 0:
             torch.manual_seed(self.config.seed)  # the global RNG (dropout, ...) of a fresh run
         if self.dist.is_main:
@@ -202,9 +200,9 @@ class Trainer:
             "normalizers": self.task.normalizers.state_dict(),
         }
 
-    def load(self, path: str | Path) -> None:
-        """Restore model, optimizer, scheduler, epoch, history and RNG states from a checkpoint."""
-        state = ckpt.load_checkpoint(path, map_location=self.dist.device)
+    def load(self, state: dict) -> None:
+        """Restore model, optimizer, scheduler, epoch, history and RNG states from a checkpoint's state
+        (:func:`~operators.training.checkpoint.load_checkpoint`; tensors are moved to the model's device)."""
         unwrap(self.model).load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
