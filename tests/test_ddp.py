@@ -1,22 +1,13 @@
 """DDP: ``torchrun`` with 2 CPU processes (gloo), each streaming its slice of every global batch through a
 loader worker, gives the same weights as 1 process reading from memory, same global batch."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-from operators.cli import main
-from operators.training import load_checkpoint
+from cli_run import torchrun_beside_one_process
 from test_trainer import write_poisson
 
 pytestmark = pytest.mark.slow  # end-to-end: real subprocesses (CI runs them)
-
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-TORCHRUN = Path(sys.executable).with_name("torchrun")
 
 
 def _args(data, out, *extra):
@@ -30,19 +21,10 @@ def _args(data, out, *extra):
 
 def test_two_process_torchrun_matches_one_process(tmp_path):
     data = write_poisson(tmp_path / "p.nc", n_samples=26)
-    ddp = subprocess.Popen([str(TORCHRUN), "--standalone", "--nproc_per_node", "2", "-m", "operators.cli",
-                            *_args(data, tmp_path / "two", "--cache", "stream", "--workers", "1")], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
-    assert main(_args(data, tmp_path / "one", "--cache", "memory")) == 0  # one process, same CLI entry point, meanwhile
-    _, err = ddp.communicate(timeout=300)
-    assert ddp.returncode == 0, err[-3000:]
-    a, b = load_checkpoint(tmp_path / "one" / "last.pt"), load_checkpoint(tmp_path / "two" / "last.pt")
-    assert a["epoch"] == b["epoch"] == 2
     # 22 samples at batch 8: the last global batch (6) splits 3 + 3; the losses are scaled so that
     # DDP's gradient mean is the global-batch mean, so only float summation order differs.
-    for key, value in a["model"].items():
-        torch.testing.assert_close(b["model"][key], value, rtol=1e-4, atol=1e-6)
-    assert [r["train_loss"] for r in b["history"]] == pytest.approx([r["train_loss"] for r in a["history"]], rel=1e-4)
+    a, b = torchrun_beside_one_process(lambda out, *extra: _args(data, out, *extra), tmp_path, atol=1e-6)
+    assert a["epoch"] == b["epoch"] == 2
     initial = torch.load(tmp_path / "one" / "last.pt", weights_only=True)["history"][0]["train_loss"]
     assert initial > 0
 
@@ -61,14 +43,5 @@ def test_a_classification_run_under_torchrun_matches_one_process(tmp_path):
                 "drop_path=0.0", "--target", "label", "--split", "22,4,0", "--epochs", "2", "--batch-size", "8",
                 "--label-smoothing", "0.1", "--threads", "1", "--no-progress", *extra]
 
-    ddp = subprocess.Popen([str(TORCHRUN), "--standalone", "--nproc_per_node", "2", "-m", "operators.cli",
-                            *args(tmp_path / "two", "--cache", "stream", "--workers", "1")], env=ENV,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert main(args(tmp_path / "one", "--cache", "memory")) == 0
-    _, err = ddp.communicate(timeout=300)
-    assert ddp.returncode == 0, err[-3000:]
-    a, b = load_checkpoint(tmp_path / "one" / "last.pt"), load_checkpoint(tmp_path / "two" / "last.pt")
-    for key, value in a["model"].items():
-        torch.testing.assert_close(b["model"][key], value, rtol=1e-4, atol=1e-5)
-    assert [r["train_loss"] for r in b["history"]] == pytest.approx([r["train_loss"] for r in a["history"]], rel=1e-4)
+    _, b = torchrun_beside_one_process(args, tmp_path, atol=1e-5)
     assert "val_top1" in b["history"][-1]
