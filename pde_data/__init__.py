@@ -19,7 +19,7 @@ from pde_data.labels import LabelDataset, is_label, n_classes, read_labels
 from pde_data.model import LENGTH, ROLE, TARGET, padded_time, valid_mask
 from pde_data.sequence_sets import generate_degradation, generate_gapped_digits
 from pde_data.sequences import SequenceDataset, fit_sequence_normalizer, is_step, target_kind
-from pde_data.reading import DataReadError, read_samples
+from pde_data.reading import DataReadError
 from pde_data.normalize import Normalizer, fit_normalizer, normalizer_from_stats
 from pde_data.fingerprint import Fingerprint, fingerprint
 from pde_data.prediction_writer import PredictionWriter
@@ -36,7 +36,7 @@ __all__ = [
     "open_pdebench", "write_pdebench", "open_data", "open_source", "Source",
     "gaussian_random_field_2d", "simulate_navier_stokes", "generate_navier_stokes",
     "simulate_shallow_water", "generate_dam_break",
-    "PairDataset", "WindowDataset", "SampleDataset", "split_indices", "item_bytes", "DataReadError", "read_samples", "Normalizer", "fit_normalizer", "normalizer_from_stats",
+    "PairDataset", "WindowDataset", "SampleDataset", "split_indices", "item_bytes", "DataReadError", "Normalizer", "fit_normalizer", "normalizer_from_stats",
     "Fingerprint", "fingerprint", "PredictionWriter",
     "generate_order_benchmark", "generate_order_splits",
     "generate_poisson", "generate_poisson_splits", "solve_poisson",

@@ -26,7 +26,6 @@ import torch
 import xarray as xr
 
 from pde_data.model import SAMPLE, TIME, kind_of, spatial_dims
-from pde_data.reading import read_samples
 from pde_data.source import Source, SourceLike, open_source
 
 __all__ = ["Normalizer", "Moments", "fit_normalizer", "normalizer_from_stats", "training_samples", "KINDS"]
@@ -217,7 +216,7 @@ def fit_normalizer(
     channel_axis = 2 if TIME in sub.dims else 1
     total = None
     for block, time in _blocks(sub, samples, max_bytes, chunk_size):
-        t = read_samples(source, variables, block, time=time, dtype=torch.float64)
+        t = source.read(variables, block, time, dtype=torch.float64)
         moments = Moments.of(t, channel_axis)
         if not bool(torch.isfinite(moments.mean).all()):  # a NaN/Inf anywhere makes its channel's mean non-finite
             _raise_non_finite(source, variables, t, block, channel_axis, time)

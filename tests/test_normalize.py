@@ -85,16 +85,14 @@ def test_chunk_size_caps_samples_and_bad_arguments():
 
 def test_blocks_stay_within_max_bytes(monkeypatch):
     """Every read holds at most ``max_bytes`` of float64 values; all frames of the split are read once."""
-    import pde_data.normalize as normalize
+    reads, read = [], pde_data.Source.read
 
-    reads = []
-
-    def recording(ds, variables, samples, *, time=None, dtype=torch.float32):
-        out = pde_data.read_samples(ds, variables, samples, time=time, dtype=dtype)
+    def recording(self, variables, samples, times=None, **kwargs):
+        out = read(self, variables, samples, times, **kwargs)
         reads.append(out)
         return out
 
-    monkeypatch.setattr(normalize, "read_samples", recording)
+    monkeypatch.setattr(pde_data.Source, "read", recording)
     ds = _fields(n=4, t=9)  # one frame of u and v: 2 * 8 * 5 values
     frame_bytes = 8 * 2 * 40
     # 3 samples of 9 frames: 3 blocks of <= 4 frames each; 2 whole samples per block; 1 frame per block
