@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-__all__ = ["gradient_components", "boundary_points", "spatial_axes"]
+__all__ = ["gradient_components", "spectral_gradient", "boundary_points", "spatial_axes"]
 
 
 def spatial_axes(x: torch.Tensor, n_spatial: int) -> tuple[int, ...]:
@@ -36,6 +38,32 @@ def gradient_components(x: torch.Tensor, n_spatial: int, *, periodic: bool) -> t
         parts = [(torch.roll(x, -1, d) - torch.roll(x, 1, d)) / 2 for d in axes]
     else:
         parts = list(torch.gradient(x, dim=axes, edge_order=2))
+    return torch.stack(parts, dim=1)
+
+
+def spectral_gradient(x: torch.Tensor, n_spatial: int) -> torch.Tensor:
+    """The exact gradient of the trigonometric interpolant of ``x`` on the periodic unit cube.
+
+    Along each of the trailing ``n_spatial`` axes (``n`` points ``i/n`` of ``[0, 1)``),
+    ``∂_d x = irfft(2πi·k · rfft(x))`` with wavenumbers ``k = 0 .. n//2``; an even ``n``'s Nyquist mode
+    ``k = n/2`` has no real derivative on the grid and is dropped (its interpolant ``cos(πn x)`` has
+    derivative 0 at every grid point).
+
+    Args:
+        x: ``(batch, ..., *spatial)``, real.
+
+    Returns:
+        ``(batch, n_spatial, ...)``: the components stacked after the sample axis.
+    """
+    parts = []
+    for d in spatial_axes(x, n_spatial):
+        n = x.shape[d]
+        k = torch.fft.rfftfreq(n, d=1.0 / n, dtype=x.dtype, device=x.device)
+        if n % 2 == 0:
+            k[-1] = 0.0
+        shape = [1] * x.ndim
+        shape[d] = -1
+        parts.append(torch.fft.irfft(torch.fft.rfft(x, dim=d) * (2j * math.pi * k.reshape(shape)), n=n, dim=d))
     return torch.stack(parts, dim=1)
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 
-from evaluation._grid import gradient_components
+from evaluation._grid import gradient_components, spatial_axes, spectral_gradient
 from evaluation._inputs import as_pair, check_reduce, finish
 
-__all__ = ["rel_l2", "rel_l2_spectral", "rel_l2_derivative", "rel_l1", "nrmse_range", "max_mse"]
+__all__ = ["rel_l2", "rel_l2_spectral", "rel_l2_derivative", "rel_h1", "rel_l1", "nrmse_range", "max_mse"]
 
 
 def _flat(x: torch.Tensor) -> torch.Tensor:
@@ -102,6 +102,52 @@ def rel_l2_derivative(pred, true, *, periodic: bool = True, reduce: str = "mean"
     grad_true = gradient_components(pair.true, pair.n_spatial, periodic=periodic)
     values = _norm2(grad_err) / _norm2(grad_true)
     return finish(values, reduce, pair.is_torch)
+
+
+def rel_h1(pred, true, *, periodic: bool = False, n_spatial: int | None = None, reduce: str = "mean"):
+    """Relative H1 error ``‖pred − true‖_H1 / ‖true‖_H1`` per sample, with the full norm
+    ``‖u‖²_H1 = ‖u‖²_L2 + ‖∇u‖²_L2 = ∫ |u|² + |∇u|² dx`` (not the seminorm; neuraloperator's ``H1Loss``
+    is the same).
+
+    Every spatial axis spans the unit length, whatever its number of points: ``∇`` is in units of
+    ``1/length``, so a mode ``sin(2πkx)`` weighs ``1 + (2πk)²`` times its L2 weight. ``periodic=True``
+    takes the grid as ``i/n`` on ``[0, 1)`` and ``∇`` spectrally (:func:`evaluation._grid.spectral_gradient`:
+    exact for the grid's trigonometric interpolant); ``periodic=False`` as ``i/(n − 1)`` on ``[0, 1]`` and ``∇``
+    by second-order central differences, one-sided at the edges (``torch.gradient(..., edge_order=2)``: exact
+    for quadratics). The uniform quadrature weight cancels in the ratio; all channels share one norm.
+
+    Args:
+        pred, true: ``(batch, channels, *spatial)`` (arrays; ``(batch, horizon, channels, *spatial)`` with
+            ``n_spatial``) or xarray objects (their spatial dims). Finite differences need 3 points per axis.
+        periodic: whether the domain wraps around (spectral ``∇``) or not (finite differences).
+        n_spatial: how many trailing axes are spatial (default: xarray's spatial dims; arrays: all after the
+            channel axis).
+        reduce: ``"mean"``, ``"median"`` or ``"none"``.
+
+    Example:
+        >>> loss = rel_h1(model(a), u, periodic=True)   # a differentiable scalar tensor
+    """
+    check_reduce(reduce)
+    pair = as_pair(pred, true, min_ndim=2)
+    if n_spatial is None:
+        n_spatial = pair.n_spatial if pair.has_time is not None else pair.pred.ndim - 2
+        if n_spatial < 1:
+            raise ValueError(f"pred: expected (batch, channels, *spatial) with a spatial axis, found shape "
+                             f"{tuple(pair.pred.shape)} (pass n_spatial for another layout)")
+    values = _h1_norm(pair.pred - pair.true, n_spatial, periodic) / _h1_norm(pair.true, n_spatial, periodic)
+    return finish(values, reduce, pair.is_torch)
+
+
+def _h1_norm(x: torch.Tensor, n_spatial: int, periodic: bool) -> torch.Tensor:
+    """``(‖x‖² + ‖∇x‖²)^½`` per sample on the unit grid of :func:`rel_h1` (one vector norm: its gradient is
+    finite at 0, where a square root of a sum of squares is not)."""
+    if periodic:
+        grad = spectral_gradient(x, n_spatial)
+    else:
+        steps = [x.shape[d] - 1 for d in spatial_axes(x, n_spatial)]  # 1/h on [0, 1]
+        scale = torch.tensor(steps, dtype=x.dtype, device=x.device).reshape(1, -1, *[1] * (x.ndim - 1))
+        grad = gradient_components(x, n_spatial, periodic=False) * scale
+    return _norm2(torch.cat([_flat(x), _flat(grad)], dim=1))
 
 
 def nrmse_range(pred, true, *, reduce: str = "mean"):

@@ -249,17 +249,17 @@ def train_models(specs: dict[str, tuple[str, dict]], data: Path, runs: Path, *, 
 def evaluate(trained: Trained, data: Path, **options) -> dict:
     """``evaluate_run`` of the model as trained (the last epoch, as the protocols report; runs without a
     validation split keep as ``best.pt`` the epoch of lowest training loss) on the run's stored test
-    split, or with ``all_samples=True`` on every sample of ``data``; writes ``pred.nc`` and
-    ``metrics.json`` into the run folder. NaN metrics (``None`` in the result) come back as ``nan``."""
+    split, or with ``samples="all"`` on every sample of ``data``; writes ``pred.nc`` and ``metrics.json`` into
+    the evaluation's folder (``result["out"]``). NaN metrics (``None`` in the result) come back as ``nan``."""
     result = evaluate_run(trained.run_dir, data, which="last", plots=False, **options)
     result["metrics"] = {k: math.nan if v is None else v for k, v in result["metrics"].items()}
     return result
 
 
-def fields(trained: Trained, data: Path, variable: str) -> tuple[np.ndarray, np.ndarray]:
-    """Predicted and true ``variable`` of the first sample the last evaluation scored (the last frame of
-    a rollout): from the run's ``pred.nc`` and from ``data``."""
-    with pde_data.open_data(trained.run_dir / "pred.nc") as predictions, pde_data.open_data(data) as ds:
+def fields(result: dict, data: Path, variable: str) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted and true ``variable`` of the first sample an evaluation (:func:`evaluate`'s ``result``)
+    scored (the last frame of a rollout): from its ``pred.nc`` and from ``data``."""
+    with pde_data.open_data(Path(result["out"]) / "pred.nc") as predictions, pde_data.open_data(data) as ds:
         pred = predictions[variable].isel({SAMPLE: 0})
         true = ds[variable].isel({SAMPLE: int(pred[SAMPLE])})
         if TIME in pred.dims:  # the given frames and the rollout: the data's first frames

@@ -65,11 +65,12 @@ def one_seed(seed: int, specs: dict, cfg: dict, data, splits, args, out) -> dict
     trained = _common.train_models(specs, data, runs, spec=spec, device=args.device)
     rows = {}
     for label, run in trained.items():
-        metrics = _common.evaluate(run, data)["metrics"]
+        result = _common.evaluate(run, data)
+        metrics = result["metrics"]
         rows[label] = {**{k: metrics.get(k, math.nan) for k in (*PDEBENCH_KEYS, "rel_l2")},  # an empty band: NaN
                        "rel_l1_median": metrics["rel_l1_median"], "params": run.n_params, "train_s": run.seconds,
                        "final_train_loss": run.history[-1]["train_loss"]}
-        pred, true = _common.fields(run, data, "u")
+        pred, true = _common.fields(result, data, "u")
         plots.plot_fields(pred, true, title=f"Darcy, {label}, seed {seed}",
                           path=out / f"fields_{label.replace(' ', '_')}.png")
     _common.print_table(rows, f"seed {seed}: Darcy test metrics ({len(splits.test)} samples, {cfg['n_grid']}²)")

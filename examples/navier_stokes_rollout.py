@@ -100,7 +100,7 @@ def one_seed(seed: int, specs: dict, cfg: dict, files: dict, splits, args, out) 
                                          "mean_step_rel_l2": result["rollout"]["mean_rel_l2"],
                                          "last_step_rel_l2": per_step[-1]}
             if m == max(cfg["windows"]):
-                pred, true = _common.fields(run, data, "vorticity")
+                pred, true = _common.fields(result, data, "vorticity")
                 plots.plot_fields(pred, true, title=f"NS step {cfg['n_steps']}, {label} {m}→1, seed {seed}",
                                   path=out / f"fields_{label.replace(' ', '_')}.png")
     _common.print_table(rows, f"seed {seed}: rollout rel. L2 over {cfg['n_steps']} steps")

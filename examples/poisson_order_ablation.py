@@ -91,11 +91,11 @@ def one_seed(seed: int, specs: dict, cfg: dict, data, ood, splits, args, out) ->
                                    weight_decay=cfg["weight_decay"], step_size=cfg["step_size"], gamma=cfg["gamma"],
                                    seed=seed))
     trained = _common.train_models(specs, data, runs, spec=spec, device=args.device)
-    # OOD first: the run folder keeps the predictions and metrics.json of its own test split.
     rows = {}
     for label, run in trained.items():
-        row_ood = scores(_common.evaluate(run, ood, all_samples=True)["metrics"])
-        pred, true = _common.fields(run, ood, "u")
+        result_ood = _common.evaluate(run, ood, samples="all")
+        row_ood = scores(result_ood["metrics"])
+        pred, true = _common.fields(result_ood, ood, "u")
         row_id = scores(_common.evaluate(run, data)["metrics"])
         rows[label] = {**{f"{k}_id": v for k, v in row_id.items()}, **{f"{k}_ood": v for k, v in row_ood.items()},
                        "params": run.n_params, "train_s": run.seconds}

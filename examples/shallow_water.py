@@ -91,7 +91,7 @@ def one_seed(seed: int, specs: dict, cfg: dict, data, splits, args, out) -> dict
         rows[label] = {**{k: result["metrics"].get(k, math.nan) for k in (*PDEBENCH_KEYS, "rel_l2")},  # empty band: NaN
                        "params": run.n_params, "train_s": run.seconds}
         curves[label] = list(result["rollout"]["per_step_rel_l2"])
-        pred, true = _common.fields(run, data, "h")
+        pred, true = _common.fields(result, data, "h")
         plots.plot_fields(pred, true, title=f"dam break, last frame, {label}, seed {seed}",
                           path=out / f"fields_{label.replace(' ', '_')}.png")
     _common.print_table(rows, f"seed {seed}: shallow-water test metrics (frames {m}..{cfg['frames'] - 1})")

@@ -40,3 +40,8 @@ def torchrun_beside_one_process(args, folder: Path, *, atol: float) -> tuple[dic
         torch.testing.assert_close(b["model"][key], value, rtol=1e-4, atol=atol)
     assert [r["train_loss"] for r in b["history"]] == pytest.approx([r["train_loss"] for r in a["history"]], rel=1e-4)
     return a, b
+
+
+def evaluation_dir(run_dir, data, samples: str = "test") -> Path:
+    """The folder ``evaluate --run RUN_DIR --data DATA`` writes by default."""
+    return Path(run_dir) / "evaluations" / f"{Path(data).name}-{samples}"

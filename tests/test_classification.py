@@ -9,7 +9,7 @@ import xarray as xr
 
 import evaluation
 import pde_data
-from cli_run import run_cli
+from cli_run import run_cli, evaluation_dir
 from operators.training import DataSpec, ModelSpec, OptimSpec, RunSpec, SpecError, TaskSpec, resolve
 from operators.training.augment import random_shift
 
@@ -89,14 +89,14 @@ def test_train_and_evaluate_a_classifier_through_the_cli(tmp_path):
     assert run["task"]["kind"] == "classify" and run["model"]["out_channels"] == 4 and run["task"]["loss"] == "auto"
     evaluate = run_cli("evaluate", "--run", out, "--data", data)
     assert evaluate.returncode == 0, evaluate.stderr
-    metrics = json.loads((out / "metrics.json").read_text())
-    pred = xr.open_dataset(out / "pred.nc")
+    metrics = json.loads((evaluation_dir(out, data) / "metrics.json").read_text())
+    pred = xr.open_dataset(evaluation_dir(out, data) / "pred.nc")
     true = bright_quadrant_images(48)["label"].values[pred["sample"].values]
     assert metrics["n_samples"] == 8 and metrics["metrics"]["top1"] == pytest.approx(np.mean(pred["label"].values == true))
     assert "top5" in evaluate.stdout and metrics["metrics"]["top5"] == 1.0  # 4 classes: always among the top 5
     more = bright_quadrant_images(12).assign(label=lambda d: (d["label"] + 4).assign_attrs(n_classes=8))
     pde_data.save(more, tmp_path / "more.nc")
-    refused = run_cli("evaluate", "--run", out, "--data", tmp_path / "more.nc", "--all-samples")
+    refused = run_cli("evaluate", "--run", out, "--data", tmp_path / "more.nc", "--samples", "all")
     assert refused.returncode == 1 and "expected labels below the run's 4 classes, found 7" in refused.stderr
 
 

@@ -5,6 +5,7 @@ that way; the other usage errors go through the same ``main`` in-process.
 """
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -123,6 +124,6 @@ def test_a_runs_predictions_are_rescored_against_its_data(tmp_path, capsys):
                    optim=OptimSpec(epochs=1, batch_size=4), loading=LoadingSpec(workers=0))
     train_run(spec, tmp_path / "run", progress=False)
     result = evaluate_run(tmp_path / "run", data, plots=False)
-    assert main(["evaluate", "--pred", str(tmp_path / "run" / "pred.nc"), "--true", str(data), "--json"]) == 0
+    assert main(["evaluate", "--pred", str(Path(result["out"]) / "pred.nc"), "--true", str(data), "--json"]) == 0
     table = json.loads(capsys.readouterr().out)
     assert table["rel_l2"] == pytest.approx(result["metrics"]["rel_l2"], rel=1e-5)

@@ -12,7 +12,7 @@ from operators.cli import main
 from operators.cli.train import parse_config
 from operators.training import load_checkpoint, load_run
 from test_trainer import poisson_dataset, write_poisson
-from cli_run import run_cli as _cli
+from cli_run import run_cli as _cli, evaluation_dir
 
 TINY = ["--config", "n_modes=4", "width=8", "n_layers=2", "--threads", "1", "--no-progress"]
 
@@ -26,10 +26,11 @@ def test_train_then_evaluate_a_steady_run(tmp_path, capsys):
     assert "epoch 2 | loss" in train.stderr and "samples/s" in train.stderr
     assert {"last.pt", "best.pt", "history.json", "run.json"} <= {p.name for p in out.iterdir()}
     assert main(["evaluate", "--run", str(out), "--data", str(data)]) == 0  # the CLI entry point, in-process
-    metrics = json.loads((out / "metrics.json").read_text())
+    folder = evaluation_dir(out, data)
+    metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["samples"] == "test" and metrics["n_samples"] == 4
     assert {"rel_l2", "rel_l1", "nRMSE", "bRMSE", "fRMSE_low"} <= set(metrics["metrics"])
-    assert "rel_l2" in capsys.readouterr().out and (out / "fields.png").is_file()
+    assert "rel_l2" in capsys.readouterr().out and (folder / "fields.png").is_file()
 
 
 def test_nan_in_the_data_stops_training_and_keeps_the_last_checkpoint(tmp_path):

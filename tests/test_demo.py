@@ -23,7 +23,7 @@ def test_demo_writes_its_report(tmp_path):
     for name in ("fno", "chonn_fno"):
         r = metrics["results"][name]["rollout"]
         assert len(r["per_step_rel_l2"]) == 2 and 0 < r["mean_rel_l2"] < 10
-        assert (tmp_path / name / "fields.png").stat().st_size > 10_000
+        assert (Path(metrics["results"][name]["out"]) / "fields.png").stat().st_size > 10_000
     assert (tmp_path / "per_step_error.png").is_file() and (tmp_path / "ns_demo.h5").is_file()
     report = (tmp_path / "report.md").read_text()
     assert "| mean per-step relative L2 |" in report and "| rel_l2_derivative |" in report

@@ -86,7 +86,8 @@ def test_windowed_training_and_rollout_evaluation(tmp_path):
     assert result["samples"] == "test" and result["n_samples"] == 2 and len(curve) == 6
     assert all(np.isfinite(curve)) and result["rollout"]["mean_rel_l2"] == pytest.approx(np.mean(curve))
     assert {"rel_l2", "nRMSE", "fRMSE_low"} <= set(result["metrics"])
-    assert (tmp_path / "run" / "rollout.csv").read_text().count("\n") == 7
-    assert (tmp_path / "run" / "rollout.png").is_file() and (tmp_path / "run" / "metrics.json").is_file()
+    folder = tmp_path / "run" / "evaluations" / f"{path.name}-test"
+    assert (folder / "rollout.csv").read_text().count("\n") == 7
+    assert (folder / "rollout.png").is_file() and (folder / "metrics.json").is_file()
     with pytest.raises(ValueError, match="steps: expected 1..10 rollout steps"):
         evaluate_run(tmp_path / "run", path, steps=11, write=False)

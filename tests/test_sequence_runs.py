@@ -15,7 +15,7 @@ import pytest
 import torch
 import xarray as xr
 
-from cli_run import run_cli, torchrun_beside_one_process
+from cli_run import run_cli, torchrun_beside_one_process, evaluation_dir
 from operators.cli import main
 from operators.training import load_checkpoint
 
@@ -73,10 +73,10 @@ def test_evaluate_writes_predictions_and_metrics(degradation, tmp_path):
                  "--config", "units=8", "backbone_units=8", *COMMON]) == 0
     done = run_cli("evaluate", "--run", out, "--data", degradation)
     assert done.returncode == 0, done.stderr
-    metrics = json.loads((out / "metrics.json").read_text())
+    metrics = json.loads((evaluation_dir(out, degradation) / "metrics.json").read_text())
     assert metrics["samples"] == "test" and metrics["n_samples"] == 32
     assert {"rmse", "phm", "phm_sum"} <= set(metrics["metrics"]) and "phm_sum" in done.stdout
-    pred = xr.open_dataset(out / "pred.nc")
+    pred = xr.open_dataset(evaluation_dir(out, degradation) / "pred.nc")
     true = xr.open_dataset(degradation)["rul"].values[pred["sample"].values]
     error = pred["rul"].values - true
     assert metrics["metrics"]["rmse"] == pytest.approx(float(np.sqrt(np.mean(error ** 2))), rel=1e-5)
@@ -91,14 +91,14 @@ def test_per_step_and_label_targets(degradation, tmp_path):
     run = json.loads((tmp_path / "steps" / "run.json").read_text())
     assert run["model"]["derived"]["readout"] == "steps" and run["data"]["inputs"] == ["health", "gap"]
     assert main(["evaluate", "--run", str(tmp_path / "steps"), "--data", str(degradation)]) == 0
-    pred = xr.open_dataset(tmp_path / "steps" / "pred.nc")
+    pred = xr.open_dataset(evaluation_dir(tmp_path / "steps", degradation) / "pred.nc")
     assert pred["rul_step"].dims == ("sample", "time") and "time" in pred.coords
     lengths = xr.open_dataset(degradation)["length"].values[pred["sample"].values]
     valid = np.arange(pred.sizes["time"]) < lengths[:, None]
     assert np.isfinite(pred["rul_step"].values[valid]).all() and np.isnan(pred["rul_step"].values[~valid]).all()
     true = xr.open_dataset(degradation)["rul_step"].values[pred["sample"].values]
     rmse = np.sqrt(np.mean((pred["rul_step"].values - true)[valid] ** 2))  # over every valid step of the set
-    metrics = json.loads((tmp_path / "steps" / "metrics.json").read_text())["metrics"]
+    metrics = json.loads((evaluation_dir(tmp_path / "steps", degradation) / "metrics.json").read_text())["metrics"]
     assert metrics["rmse"] == pytest.approx(rmse, rel=1e-4)
     bad = main(["train", "--data", str(degradation), "--model", "gru", "--out", str(tmp_path / "bad"), "--target",
                 "rul", "--config", "readout='steps'", "--no-progress"])

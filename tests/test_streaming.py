@@ -184,15 +184,16 @@ def test_evaluation_of_a_copy_scores_the_stored_split_and_another_file_is_refuse
     first = evaluate_run(tmp_path / "run", data, write=False)
     copy = evaluate_run(tmp_path / "run", moved)
     assert copy["samples"] == "test" and copy["n_samples"] == 4 and copy["metrics"] == first["metrics"]
-    predictions = pde_data.open_data(tmp_path / "run" / "pred.nc")
+    folder = tmp_path / "run" / "evaluations" / "renamed.nc-test"
+    predictions = pde_data.open_data(folder / "pred.nc")
     assert predictions.sizes["sample"] == 4 and "u" in predictions
-    assert str(tmp_path / "run" / "pred.nc") in copy["files"]
+    assert copy["out"] == str(folder) and str(folder / "pred.nc") in copy["files"]
     other = write_poisson(tmp_path / "other.nc", n_samples=18, seed=1)
     capsys.readouterr()
     assert main(["evaluate", "--run", str(tmp_path / "run"), "--data", str(other)]) == 1
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "not the data this run was trained on" in err and "--all-samples" in err
-    every = evaluate_run(tmp_path / "run", other, all_samples=True, write=False)
+    assert len(err.splitlines()) == 1 and "not the data this run was trained on" in err and "--samples all" in err
+    every = evaluate_run(tmp_path / "run", other, samples="all", write=False)
     assert every["samples"] == "all" and every["n_samples"] == 18
 
 

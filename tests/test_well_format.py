@@ -15,7 +15,7 @@ import torch
 
 import pde_data
 from operators.training import load_run
-from cli_run import run_cli as _cli
+from cli_run import run_cli as _cli, evaluation_dir
 
 RNG = np.random.default_rng(0)
 B, T, W, H = 10, 5, 8, 6
@@ -107,7 +107,7 @@ def test_train_and_evaluate_on_a_well_file_normalized_by_its_stats(tmp_path):
     torch.testing.assert_close(norm.scale.flatten(), torch.tensor([2.0, 1.5, 3.0]) + 1e-8)
     evaluate = _cli("evaluate", "--run", run, "--data", data, "--steps", "2")
     assert evaluate.returncode == 0, evaluate.stderr[-2000:]
-    metrics = json.loads((run / "metrics.json").read_text())
+    metrics = json.loads((evaluation_dir(run, data) / "metrics.json").read_text())
     assert "VRMSE" in json.dumps(metrics)
 
 

@@ -13,7 +13,7 @@ import sys
 
 __all__ = ["main", "build_parser", "message"]
 
-_SUBCOMMANDS = ("generate", "train", "evaluate", "bench", "info", "build")
+_SUBCOMMANDS = ("generate", "train", "evaluate", "predict", "bench", "info", "build")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,15 +51,21 @@ def message(exc: BaseException) -> str:
     from operators.cli.train import OPTIONS, option_of
 
     field = getattr(exc, "field", None)
+    field = _PARAMETERS.get(field, field)
     text = f"{option_of(field)}: {exc.message}" if field is not None else str(exc) or type(exc).__name__
+    text = _CHOICE_VALUE.sub(lambda m: f"--{m.group(1)} {m.group(2)}", text)
     text = re.sub(r"(?<![\w.])model\.config\.(\w+)", r"--config \1", text)
     for option, (path, _, _) in sorted(OPTIONS.items(), key=lambda item: -len(item[1][0])):
         text = re.sub(rf"(?<![\w.]){re.escape(path)}(?![\w])", option, text)
     return _FLAG_VALUE.sub(lambda m: "--" + m.group(1).replace("_", "-"), text)
 
 
-#: the boolean parameters the library suggests (``pass all_samples=True``) that are flags on the command line
-_FLAG_VALUE = re.compile(r"\b(resume|overwrite|all_samples)=True\b")
+#: the boolean parameters the library suggests (``pass overwrite=True``) that are flags on the command line
+_FLAG_VALUE = re.compile(r"\b(resume|overwrite)=True\b")
+#: a choice the library suggests (``samples='val'``) as the option and value that make it
+_CHOICE_VALUE = re.compile(r"\b(samples)='(\w+)'")
+#: parameters of ``evaluate_run``/``predict_run`` whose options are named after the train options they mirror
+_PARAMETERS = {"inputs": "data.inputs", "targets": "data.targets"}
 
 
 def main(argv: list[str] | None = None) -> int:

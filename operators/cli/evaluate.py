@@ -1,7 +1,8 @@
 """``circuitop evaluate``: the metric table for a predicted and a true file, or for a trained run.
 
     circuitop evaluate --pred P.nc --true T.nc [--initial-step N] [--json]
-    circuitop evaluate --run RUN_DIR --data FILE [--steps 40] [--all-samples] [--json]
+    circuitop evaluate --run RUN_DIR --data FILE [--samples test|val|all] [--steps 40] [--input VAR ..]
+                       [--target VAR ..] [--out DIR] [--overwrite] [--json]
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from pathlib import Path
 
 import pde_data
 from evaluation import summarize
 from operators.cli._pairing import align, check_coords
+from operators.training.evaluate import SAMPLE_CHOICES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,12 +31,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     runs = p.add_argument_group("a trained run")
     runs.add_argument("--run", metavar="RUN_DIR", help="a training run directory")
     runs.add_argument("--data", metavar="FILE", help="the data set to evaluate the run on")
+    runs.add_argument("--samples", choices=SAMPLE_CHOICES, default="test",
+                      help="which samples: the run's stored test split (default), its validation split (the one "
+                           "that chose best.pt: not a test score), or every sample of the file (needed for a "
+                           "file other than the run's own)")
     runs.add_argument("--steps", type=int, metavar="N", help="rollout steps of a window run (default: to the end)")
-    runs.add_argument("--all-samples", action="store_true",
-                      help="score every sample of a file other than the run's own (default: the run's stored "
-                           "test split; another file is refused)")
-    runs.add_argument("--batch-size", type=int, default=16, help="samples per evaluation batch (default 16)")
-    runs.add_argument("--device", help="torch device of the model (default: cuda if available, else cpu)")
+    add_run_options(runs)
+    runs.add_argument("--target", nargs="+", metavar="VAR",
+                      help="the file's variables standing in for the run's targets, in order")
+    runs.add_argument("--out", metavar="DIR", help="folder of this evaluation (default: "
+                      "RUN_DIR/evaluations/<file>-<samples>)")
+    runs.add_argument("--overwrite", action="store_true", help="replace an earlier evaluation in that folder")
     p.add_argument("--initial-step", type=int, default=0, metavar="N",
                    help="leading time frames that were model inputs, excluded from scoring (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -87,23 +95,58 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_run_options(group) -> None:
+    """What ``evaluate --run`` and ``predict`` share: ``--input``, ``--checkpoint``, ``--batch-size``, ``--device``."""
+    group.add_argument("--input", nargs="+", metavar="VAR",
+                       help="the file's variables standing in for the run's inputs, in order (e.g. neuraloperator's "
+                            "'input' for a run trained on 'a')")
+    group.add_argument("--checkpoint", choices=("best", "last"), default="best",
+                       help="best.pt (default: lowest validation score) or last.pt")
+    group.add_argument("--batch-size", type=int, default=16, help="samples per batch (default 16)")
+    group.add_argument("--device", help="torch device of the model (default: cuda if available, else cpu)")
+
+
 def _run(args: argparse.Namespace) -> int:
-    """``--run RUN_DIR --data FILE``: metrics.json, pred.nc and plots into the run folder, and the table."""
+    """``--run RUN_DIR --data FILE``: an evaluation folder (metrics.json, pred.nc, plots), and the table."""
     from operators.training import evaluate_run
 
     if args.initial_step:
         raise ValueError("--initial-step applies to --pred/--true; a run's given frames come from its --window")
-    result = evaluate_run(args.run, args.data, steps=args.steps, all_samples=args.all_samples,
+    result = evaluate_run(args.run, args.data, samples=args.samples, steps=args.steps, which=args.checkpoint,
+                          out=args.out, overwrite=args.overwrite, inputs=args.input, targets=args.target,
                           batch_size=args.batch_size, device=args.device)
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"run: {args.run} (epoch {result['epoch']})\ndata: {args.data} ({result['samples']}, "
-          f"{result['n_samples']} samples)")
-    rows = dict(result["metrics"])
-    if "rollout" in result:
-        rows[f"rollout_mean_rel_l2 ({result['rollout']['steps']} steps)"] = result["rollout"]["mean_rel_l2"]
-    width = max(len(k) for k in rows)
-    print("\n".join(f"{k:<{width}}  {'nan' if v is None else f'{v:.6g}'}" for k, v in rows.items()))
-    print("wrote " + ", ".join(result["files"]))
+    print(f"run: {args.run} ({args.checkpoint}.pt, epoch {result['epoch']})\n"
+          f"data: {args.data}: {result['scored']}, {result['n_samples']} samples")
+    for key in ("warning", "note"):
+        if key in result:
+            print(f"{key}: {result[key]}")
+    print(result_table(result))
+    print(f"wrote {result['out']}: " + ", ".join(Path(f).name for f in result["files"]))
     return 0
+
+
+def result_table(result: dict) -> str:
+    """Metric rows; columns: the model, the mean predictor, each variable (several targets only)."""
+    columns = {"model": dict(result["metrics"])}
+    if "rollout" in result:
+        columns["model"][f"rollout_mean_rel_l2 ({result['rollout']['steps']} steps)"] = result["rollout"]["mean_rel_l2"]
+    if "baseline" in result:
+        columns["mean predictor"] = result["baseline"]["mean_predictor"]
+    columns.update({f"model [{v}]": values for v, values in result.get("per_variable", {}).items()})
+    header = ["metric", *columns]
+    lines = [header] + [[name, *(_cell(col, name) for col in columns.values())] for name in columns["model"]]
+    widths = [max(len(line[k]) for line in lines) for k in range(len(header))]
+    table = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines]
+    if "warning" in result:  # the table is often copied without the lines above it
+        table.append(f"({result['warning']})")
+    return "\n".join(table)
+
+
+def _cell(column: dict, name: str) -> str:
+    """A value (``nan`` where the JSON has None), or nothing where the column lacks the metric."""
+    if name not in column:
+        return ""
+    return "nan" if column[name] is None else f"{column[name]:.6g}"

@@ -70,7 +70,10 @@ OPTIONS: dict[str, tuple[str, dict, str]] = {
     "--horizon": ("task.horizon", dict(type=int, metavar="K"), "frames predicted (rolled out) per training window"),
     "--pushforward": ("task.pushforward", _FLAG, "back-propagate the last step of the horizon only"),
     "--loss": ("task.loss", _choices("task.loss"),
-               "auto: the task's own (rel_l2 for fields, cross_entropy for labels, mse for sequences)"),
+               "auto: the task's own (rel_l2 for fields, cross_entropy for labels, mse for sequences); "
+               "h1: fields' relative H1 error (values and gradients)"),
+    "--periodic": ("task.periodic", _FLAG, "--loss h1: the grid wraps around (spectral gradients; "
+                   "default: finite differences)"),
     "--label-smoothing": ("task.label_smoothing", dict(type=float), "classification: cross-entropy label smoothing"),
     "--shift": ("task.shift", dict(type=int, metavar="PIXELS"), "classification: random shifts of training images"),
     "--model": ("model.name", {}, "fields: fno, chonn_fno, nac_fno, unet, chonn_unet, nac_unet, ckb_chain, depth_stack, ckb_stack; "
@@ -81,9 +84,16 @@ OPTIONS: dict[str, tuple[str, dict, str]] = {
     "--lr": ("optim.lr", dict(type=float), "learning rate"),
     "--weight-decay": ("optim.weight_decay", dict(type=float), "weight decay"),
     "--optimizer": ("optim.optimizer", _choices("optim.optimizer"), "optimizer"),
-    "--scheduler": ("optim.scheduler", _choices("optim.scheduler"), "learning-rate schedule"),
+    "--scheduler": ("optim.scheduler", _choices("optim.scheduler"),
+                    "learning-rate schedule (plateau: decay when the validation score stalls)"),
     "--step-size": ("optim.step_size", dict(type=int), "StepLR step in epochs"),
-    "--gamma": ("optim.gamma", dict(type=float), "StepLR decay"),
+    "--gamma": ("optim.gamma", dict(type=float), "learning-rate decay factor of step and plateau"),
+    "--warmup": ("optim.warmup", dict(type=int, metavar="N"), "raise the learning rate linearly over the first N "
+                 "epochs, then follow the schedule"),
+    "--plateau-patience": ("optim.plateau_patience", dict(type=int, metavar="N"),
+                           "plateau: decay after N epochs without a better validation score"),
+    "--patience": ("optim.patience", dict(type=int, metavar="N"),
+                   "stop after N epochs without a better validation score (default: never)"),
     "--grad-clip": ("optim.grad_clip", dict(type=float), "clip the gradient norm to this value"),
     "--amp": ("optim.amp", _FLAG, "bfloat16 autocast on GPU"),
     "--seed": ("optim.seed", dict(type=int), "training seed (initialisation, batch order)"),
@@ -123,7 +133,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     for option, (field, settings, text) in OPTIONS.items():
         p.add_argument(option, dest=field, help=text + _shown_default(field), **settings)
     p.add_argument("--resume", action="store_true", default=False,
-                   help="continue RUN_DIR/last.pt with its stored spec (only epochs and loading may change)")
+                   help="continue RUN_DIR/last.pt with its stored spec (only epochs, patience and loading may change)")
     p.add_argument("--overwrite", action="store_true", default=False, help="replace the run in RUN_DIR")
     p.add_argument("--device", default=None, help="torch device (default: cuda:LOCAL_RANK if available, else cpu)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")

@@ -2,7 +2,7 @@
 API (``train_run``, ``load_run``, ``evaluate_run``)."""
 
 from operators.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from operators.training.evaluate import evaluate_run
+from operators.training.evaluate import evaluate_run, predict_run
 from operators.training.loader import Batch, Loader
 from operators.training.run import LoadedRun, load_run, stored_spec, train_run
 from operators.training.runfolder import RunFolderError
@@ -14,4 +14,4 @@ from operators.training.trainer import NonFiniteLossError, Trainer, epoch_order
 __all__ = ["RunSpec", "DataSpec", "TaskSpec", "ModelSpec", "OptimSpec", "LoadingSpec", "Splits", "SpecError",
            "Task", "Steady", "Window", "Classify", "Sequence", "Normalizers", "resolve", "make_task",
            "Trainer", "NonFiniteLossError", "epoch_order", "train_run", "load_run", "stored_spec", "LoadedRun",
-           "evaluate_run", "Loader", "Batch", "RunFolderError", "save_checkpoint", "load_checkpoint", "CheckpointError"]
+           "evaluate_run", "predict_run", "Loader", "Batch", "RunFolderError", "save_checkpoint", "load_checkpoint", "CheckpointError"]

@@ -1,22 +1,39 @@
-"""Evaluate a trained run on a data file, streaming over its samples in batches.
+"""Evaluate a trained run on a data file, or predict from its inputs alone, streaming over samples in batches.
 
-Which samples: the stored test split (its validation split if the test split is empty) when the file
-has the fingerprint of the run's source, wherever it now lies; another file is refused with one line
-naming what differs, unless ``all_samples=True`` scores every sample of it (e.g. an out-of-distribution
-set). The run's task scores them (:meth:`operators.training.tasks.Task.evaluate`: metrics, ``pred.nc``,
-plots); ``metrics.json`` in the run folder holds the result, which lists every file written.
+Which samples ``evaluate_run`` scores (``samples``):
+
+- ``"test"`` (default): the run's stored test split, when the file has the fingerprint of the run's source
+  wherever it now lies. A run without a test split is refused: scoring the validation split instead needs
+  the explicit ``samples="val"``, and the result says it is the split that chose ``best.pt``;
+- ``"val"``: the stored validation split;
+- ``"all"``: every sample of the file, e.g. another file (another file is refused with one line naming what
+  differs unless ``"all"``).
+
+The run's task scores them (:meth:`operators.training.tasks.Task.evaluate`: metrics of the model and of the
+mean predictor, per variable, ``pred.nc``, plots). Each evaluation writes into its own folder, by default
+``RUN_DIR/evaluations/<file>-<samples>[-last]``; an existing one is kept unless ``overwrite=True``. The
+folder is filled under a temporary name and renamed into place at the end, and its ``metrics.json`` lists
+every file in it. Fewer than :data:`FEW_SAMPLES` samples are flagged in the result (``warning``).
+
+``inputs``/``targets`` name the file's variables that stand in for the run's, in order: a run trained on
+``a``/``u`` scores on neuraloperator's ``input``/``target``.
 
 Example:
     >>> result = evaluate_run("runs/ns-chonn", "ns.nc", steps=40)
     >>> result["rollout"]["mean_rel_l2"], result["metrics"]["nRMSE"], result["files"]
+    >>> predict_run("runs/darcy", "darcy_test_16.pt", "pred.nc", inputs=["input"])
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -24,32 +41,81 @@ import torch
 import pde_data
 from operators.training.distributed import device_of
 from operators.training.run import LoadedRun, check_source, load_run
+from operators.training.runfolder import EVALUATIONS
 from operators.training.spec import SpecError
 from operators.training.tasks import EvalOptions
-from pde_data import atomic_path
-from pde_data.model import SAMPLE
+from pde_data.model import SAMPLE, spatial_dims
 
-__all__ = ["evaluate_run"]
+__all__ = ["evaluate_run", "predict_run", "evaluation_folder", "FEW_SAMPLES", "SAMPLE_CHOICES"]
+
+#: below this many scored samples a result says it cannot separate models
+FEW_SAMPLES = 10
+SAMPLE_CHOICES = ("test", "val", "all")
+_LABELS = {"test": "the test split", "val": "the validation split (it chose best.pt: not a test score)",
+           "all": "every sample of the file"}
 
 
-def _samples(run: LoadedRun, source: pde_data.Source, all_samples: bool) -> tuple[np.ndarray, str]:
-    if all_samples:
-        return np.arange(source.sizes[SAMPLE]), "all"
-    check_source(run.spec, source, "pass all_samples=True to score every sample of it")
-    name, idx = run.spec.data.splits.scored
+def _samples(run: LoadedRun, source: pde_data.Source, samples: str) -> np.ndarray:
+    if samples not in SAMPLE_CHOICES:
+        raise SpecError("samples", f"expected one of {list(SAMPLE_CHOICES)}, found {samples!r}")
+    if samples == "all":
+        return np.arange(source.sizes[SAMPLE])
+    check_source(run.spec, source, "pass samples='all' to score every sample of it")
+    idx = getattr(run.spec.data.splits, samples)
     if not idx:
-        raise ValueError(f"{source.name}: the run stored no test or validation samples to score; "
-                         "pass all_samples=True to score every sample of the file")
-    return np.asarray(idx, dtype=np.int64), name
+        sizes = dict(zip(("train", "val", "test"), run.spec.data.splits.sizes))
+        other = "samples='val' scores the validation split (which chose best.pt, so it is no test score), or "
+        raise SpecError("samples", f"expected a stored {samples} split to score, found none (split sizes {sizes}); "
+                        f"{other if samples == 'test' and sizes['val'] else ''}samples='all' scores every sample")
+    return np.asarray(idx, dtype=np.int64)
 
 
-def _check_variables(run: LoadedRun, source: pde_data.Source) -> None:
-    """One line unless ``source`` has every input and target variable of the run."""
+def _check_variables(run: LoadedRun, source: pde_data.Source, *, targets: bool) -> None:
+    """One line unless ``source`` has the run's input (and ``targets``: target) variables."""
     data = run.spec.data
-    missing = [v for v in dict.fromkeys((*data.inputs, *data.targets)) if v not in source.variables]
+    wanted = list(dict.fromkeys((*data.inputs, *(data.targets if targets else ()))))
+    missing = [v for v in wanted if v not in source.variables]
     if missing:
-        raise ValueError(f"expected the run's variables {sorted(set(data.inputs) | set(data.targets))} in the data; "
-                         f"missing {missing}, found {list(source.variables)}")
+        raise SpecError("inputs" if set(missing) & set(data.inputs) else "targets",
+                        f"expected the variables {wanted} in {source.name}; missing {missing}, found "
+                        f"{list(source.variables)} (name the file's variables that stand in for the run's)")
+
+
+def resolution_note(run: LoadedRun, source: pde_data.Source) -> str | None:
+    """A line when the file's grid differs from the training data's (the model then runs at the file's)."""
+    found = {d: source.sizes[d] for d in spatial_dims(source.dataset[run.spec.data.inputs[0]])}
+    trained = dict(run.spec.data.fingerprint.sizes)
+    if all(trained.get(d, n) == n for d, n in found.items()):
+        return None
+    return (f"note: {source.name} has the grid {found}, the run was trained on "
+            f"{ {d: trained[d] for d in found if d in trained} }; the model runs at the file's resolution")
+
+
+def evaluation_folder(run_dir: str | os.PathLike, data: str | os.PathLike, samples: str, which: str) -> Path:
+    """The default folder of an evaluation: ``RUN_DIR/evaluations/<file name>-<samples>[-last]``."""
+    name = Path(os.fspath(data).rstrip("/")).name
+    return Path(run_dir) / EVALUATIONS / f"{name}-{samples}{'' if which == 'best' else '-' + which}"
+
+
+@contextlib.contextmanager
+def _staged(out: Path, overwrite: bool):
+    """A temporary folder beside ``out``, renamed to ``out`` when the block succeeds (an existing ``out``
+    replaced only with ``overwrite``, checked before anything is computed); removed when it fails."""
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"{out}: expected a new evaluation folder, found an earlier evaluation; pass "
+                              "overwrite=True to replace it, or choose another out")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: expected an evaluation folder, found a file")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if out.exists():
+        shutil.rmtree(out)
+    os.rename(tmp, out)
 
 
 def _json_safe(value):
@@ -62,30 +128,73 @@ def _json_safe(value):
     return value
 
 
-def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike, *, steps: int | None = None,
-                 which: str = "best", write: bool = True, plots: bool = True, all_samples: bool = False,
-                 batch_size: int = 16, device: str | torch.device | None = None) -> dict:
-    """Metrics of the run's ``which`` checkpoint on ``data``; window runs are rolled out ``steps`` steps
-    (default: to the end of the data) from their first ``window`` frames.
+def _opened(run_dir, data, which, device, inputs, targets) -> tuple[LoadedRun, pde_data.Source]:
+    run = load_run(run_dir, which=which, device=device_of(device))
+    return run.with_variables(inputs=inputs, targets=targets), pde_data.open_source(data)
+
+
+def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike, *, samples: str = "test",
+                 steps: int | None = None, which: str = "best", out: str | os.PathLike | None = None,
+                 overwrite: bool = False, inputs: Sequence[str] | None = None, targets: Sequence[str] | None = None,
+                 write: bool = True, plots: bool = True, batch_size: int = 16,
+                 device: str | torch.device | None = None) -> dict:
+    """Metrics of the run's ``which`` checkpoint on ``samples`` of ``data`` (module docstring); window runs
+    are rolled out ``steps`` steps (default: to the end of the data) from their first ``window`` frames.
 
     The model runs on ``device`` (default: CUDA if available, else CPU); data are read, and metrics
-    computed, on the CPU. Returns ``{"data", "samples", "n_samples", "epoch", "metrics", ["rollout"],
-    "files"}``; with ``write`` the same goes to ``run_dir/metrics.json`` next to ``pred.nc`` (and plots).
+    computed, on the CPU. Returns ``{"data", "samples", "scored", "n_samples", ["warning"], ["note"],
+    "epoch", "metrics", ["baseline"], ["per_variable"], ["rollout"], "out", "files"}``; with ``write`` the
+    same goes to ``out/metrics.json`` (default :func:`evaluation_folder`) beside ``pred.nc`` and plots.
     """
     if batch_size < 1:
         raise SpecError("batch_size", f"expected a positive integer, found {batch_size}")
-    run_dir = Path(run_dir)
-    device = device_of(device)
-    run, source = load_run(run_dir, which=which, device=device), pde_data.open_source(data)
-    idx, split = _samples(run, source, all_samples)
-    _check_variables(run, source)
-    options = EvalOptions(run_dir, steps=steps, batch_size=batch_size, device=device, write=write, plots=plots)
-    scored, files = run.task.evaluate(run.model, source, idx, options)
-    result = _json_safe({"data": os.fspath(data), "samples": split, "n_samples": int(len(idx)), "epoch": run.epoch,
-                         **scored})
-    if write:
-        files.insert(1, run_dir / "metrics.json")
-        with atomic_path(run_dir / "metrics.json") as tmp:
-            tmp.write_text(json.dumps({**result, "files": [str(f) for f in files]}, indent=1))
-    result["files"] = [str(f) for f in files]
+    run, source = _opened(run_dir, data, which, device, inputs, targets)
+    idx = _samples(run, source, samples)
+    _check_variables(run, source, targets=True)
+    folder = Path(out) if out is not None else evaluation_folder(run_dir, data, samples, which)
+    header = {"data": os.fspath(data), "samples": samples, "scored": _LABELS[samples], "n_samples": int(len(idx))}
+    if len(idx) < FEW_SAMPLES:
+        header["warning"] = f"only {len(idx)} samples: too few to tell models apart (expected at least {FEW_SAMPLES})"
+    note = resolution_note(run, source)
+    header.update({"note": note} if note else {})
+    with _staged(folder, overwrite) if write else contextlib.nullcontext(folder) as staging:
+        options = EvalOptions(staging, name=Path(run_dir).name, steps=steps, batch_size=batch_size,
+                              device=run.device, write=write, plots=plots)
+        scored, files = run.task.evaluate(run.model, source, idx, options)
+        result = _json_safe({**header, "epoch": run.epoch, **scored, "out": str(folder)})
+        names = [f.name for f in files[:1]] + (["metrics.json"] if write else []) + [f.name for f in files[1:]]
+        result["files"] = [str(folder / name) for name in names]
+        if write:
+            (Path(staging) / "metrics.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+def predict_run(run_dir: str | os.PathLike, data: str | os.PathLike, out: str | os.PathLike, *,
+                steps: int | None = None, which: str = "best", overwrite: bool = False,
+                inputs: Sequence[str] | None = None, batch_size: int = 16,
+                device: str | torch.device | None = None) -> dict:
+    """Predictions of the run's ``which`` checkpoint for every sample of ``data`` from its inputs alone,
+    written to the NetCDF file ``out`` (atomically, batch by batch) on the file's coordinates.
+
+    A window run rolls out ``steps`` steps from the file's first ``window`` frames (default: to its last
+    frame); ``out`` then holds the given frames and the rollout, times past the file's extrapolated.
+    Returns ``{"data", "out", "n_samples", "variables", ["note"]}``.
+    """
+    if batch_size < 1:
+        raise SpecError("batch_size", f"expected a positive integer, found {batch_size}")
+    pde_data.check_output(out, overwrite=overwrite)
+    run, source = _opened(run_dir, data, which, device, inputs, None)
+    _check_variables(run, source, targets=False)
+    idx = np.arange(source.sizes[SAMPLE])
+    options = EvalOptions(Path(out).parent, name=Path(run_dir).name, steps=steps, batch_size=batch_size,
+                          device=run.device)
+    names = list(run.spec.data.targets)
+    chunks = run.task.infer(run.model, source, idx, options)
+    first_chunk, first = next(chunks)
+    with pde_data.PredictionWriter(out, first.isel({SAMPLE: [0]}), names, len(idx)) as writer:
+        writer.write(0, first, sample_ids=first_chunk)
+        for chunk, pred in chunks:
+            writer.write(int(np.searchsorted(idx, chunk[0])), pred, sample_ids=chunk)
+    note = resolution_note(run, source)
+    return {"data": os.fspath(data), "out": os.fspath(out), "n_samples": int(len(idx)), "variables": names,
+            **({"note": note} if note else {})}

@@ -1,11 +1,12 @@
-"""Optimizers (Adam, AdamW) and schedules (StepLR, cosine, none) named in an :class:`~operators.training.spec.OptimSpec`
-(whose values the spec has already checked)."""
+"""Optimizers (Adam, AdamW) and the learning-rate schedule named in an :class:`~operators.training.spec.OptimSpec`
+(whose values the spec has already checked): a linear warm-up, then StepLR, cosine, plateau or a constant rate."""
 
 from __future__ import annotations
 
 import torch
+from torch.optim import lr_scheduler
 
-__all__ = ["make_optimizer", "make_scheduler"]
+__all__ = ["make_optimizer", "make_scheduler", "EpochSchedule"]
 
 
 def make_optimizer(params, config) -> torch.optim.Optimizer:
@@ -17,10 +18,59 @@ def make_optimizer(params, config) -> torch.optim.Optimizer:
     return cls(params, lr=config.lr, weight_decay=config.weight_decay, foreach=True)
 
 
-def make_scheduler(optimizer, config) -> torch.optim.lr_scheduler.LRScheduler:
-    """Stepped once per epoch: ``StepLR(step_size, gamma)``, cosine annealing over ``epochs``, or constant."""
+def make_scheduler(optimizer, config) -> "EpochSchedule":
+    """The run's :class:`EpochSchedule` of ``optimizer``."""
+    return EpochSchedule(optimizer, config)
+
+
+def _main_schedule(optimizer, config) -> lr_scheduler.LRScheduler:
+    """The schedule after the warm-up: ``StepLR(step_size, gamma)``, cosine annealing over the epochs after
+    the warm-up, ``ReduceLROnPlateau(factor=gamma, patience=plateau_patience)``, or constant."""
     if config.scheduler == "step":
-        return torch.optim.lr_scheduler.StepLR(optimizer, step_size=config.step_size, gamma=config.gamma)
+        return lr_scheduler.StepLR(optimizer, step_size=config.step_size, gamma=config.gamma)
     if config.scheduler == "cosine":
-        return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(config.epochs, 1))
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 1.0)
+        return lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(config.epochs - config.warmup, 1))
+    if config.scheduler == "plateau":
+        return lr_scheduler.ReduceLROnPlateau(optimizer, factor=config.gamma, patience=config.plateau_patience)
+    return lr_scheduler.LambdaLR(optimizer, lambda epoch: 1.0)
+
+
+class EpochSchedule:
+    """The learning rate of each epoch, stepped once at the end of every epoch with the epoch's score.
+
+    The first ``warmup`` epochs train at ``lr·e/(warmup + 1)`` (epoch ``e = 1 .. warmup``: torch's ``LambdaLR``,
+    whose closed form hands over exactly ``lr``, where ``LinearLR``'s products drift by an ulp); then the
+    chosen schedule (:func:`_main_schedule`) runs from its own epoch 0. ``ReduceLROnPlateau`` reads the
+    score (what ``best.pt`` minimises) and counts only the epochs after the warm-up; the others ignore it.
+
+    Example:
+        >>> schedule = make_scheduler(optimizer, OptimSpec(warmup=2, scheduler="plateau"))
+        >>> schedule.step(score)   # after each epoch's validation
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, config):
+        self.main = _main_schedule(optimizer, config)  # first: a LambdaLR sets the rate when made
+        self.warmup_epochs = config.warmup
+        self.warmup = (lr_scheduler.LambdaLR(optimizer, lambda epoch: min(1.0, (epoch + 1) / (config.warmup + 1)))
+                       if config.warmup else None)
+
+    def step(self, score: float) -> None:
+        """End an epoch whose score (lower is better) was ``score``."""
+        if self.warmup is not None and self.warmup.last_epoch < self.warmup_epochs:
+            self.warmup.step()
+        elif isinstance(self.main, lr_scheduler.ReduceLROnPlateau):
+            self.main.step(score)
+        else:
+            self.main.step()
+
+    def state_dict(self) -> dict:
+        """Plain values (``weights_only``-loadable): the main schedule's and the warm-up's (None: none) states."""
+        return {"main": self.main.state_dict(), "warmup": None if self.warmup is None else self.warmup.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`; a checkpoint written before warm-ups existed holds the main state alone."""
+        if "main" not in state:
+            state = {"main": state, "warmup": None}
+        self.main.load_state_dict(state["main"])
+        if self.warmup is not None:
+            self.warmup.load_state_dict(state["warmup"])

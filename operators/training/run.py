@@ -16,22 +16,27 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
+import numpy as np
 import torch
+import xarray as xr
 from torch import nn
 
 import pde_data
 from operators.training import checkpoint as ckpt
 from operators.training import distributed, runfolder
 from operators.training.data import make_loaders
-from operators.training.spec import RunSpec, SpecError, conflicts
+from operators.training.spec import RunSpec, SpecError, conflicts, resumed
 from operators.training.tasks import Normalizers, Task, make_task, resolve
 from operators.training.trainer import Trainer
 from pde_data import atomic_path
+from pde_data.model import SAMPLE
 
 __all__ = ["train_run", "load_run", "stored_spec", "LoadedRun", "check_source", "CONFIG_FILE", "RUN_FILE"]
 
@@ -73,8 +78,7 @@ def _resumed(spec: RunSpec, state: dict, out: Path, source: pde_data.Source) -> 
     if spec.optim.epochs < trained:
         raise SpecError("optim.epochs", f"expected at least the {trained} epochs {out} has trained, found "
                         f"{spec.optim.epochs}")
-    return stored.override({"optim.epochs": spec.optim.epochs, "data.path": spec.data.path,
-                            **{f"loading.{k}": v for k, v in vars(spec.loading).items()}})
+    return resumed(stored, spec)
 
 
 def _write_json(path: Path, value: dict) -> None:
@@ -117,8 +121,8 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
 
     ``out`` belongs to this run while it trains (a lock file; :mod:`operators.training.runfolder`): a folder
     holding another run is refused unless ``resume`` (continue it: ``spec`` may differ from the stored one only
-    in ``optim.epochs``, ``data.path`` and ``loading``: pass :func:`stored_spec` with those overrides; the file
-    must have the stored fingerprint) or
+    in the :data:`~operators.training.spec.RESUMABLE` fields ``optim.epochs``, ``optim.patience``, ``data.path``
+    and ``loading``: pass :func:`stored_spec` with those overrides; the file must have the stored fingerprint) or
     ``overwrite`` (replace it, once the new spec has been checked against the data). Data stream from the
     file as ``spec.loading`` says; nothing loads it whole unless it fits the memory budget or is asked to.
     """
@@ -152,14 +156,42 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
 
 @dataclass
 class LoadedRun:
-    """A trained run: the model (eval mode), its task (with the run's normalizers), the resolved spec,
-    its training history and the epoch of the checkpoint."""
+    """A trained run: the model (eval mode, on ``device``), its task (with the run's normalizers), the
+    resolved spec, its training history and the epoch of the checkpoint.
+
+    Example:
+        >>> run = load_run("runs/darcy")
+        >>> pred = run.predict(xr.open_dataset("new_coefficients.nc"))     # Dataset of the run's targets
+        >>> run.with_variables(inputs=["input"]).predict(neuraloperator_ds)  # other names, same physics
+    """
 
     model: nn.Module
     task: Task
     spec: RunSpec
     history: list
     epoch: int
+    device: torch.device = torch.device("cpu")
+
+    def with_variables(self, *, inputs: Sequence[str] | None = None,
+                       targets: Sequence[str] | None = None) -> "LoadedRun":
+        """The run reading other variable names: ``inputs``/``targets`` stand in for the run's, in order
+        (None: the run's own; :meth:`Task.with_variables`)."""
+        task = self.task.with_variables(inputs, targets)
+        return dataclasses.replace(self, spec=task.spec, task=task)
+
+    def predict(self, data: xr.Dataset | pde_data.Source | str, *, steps: int | None = None,
+                batch_size: int = 16) -> xr.Dataset:
+        """Predictions for every sample of ``data`` (a Dataset in memory, a Source, or a path) from the
+        run's inputs alone: the run's target variables on ``data``'s coordinates (a window run: its given
+        frames then ``steps`` rollout steps, default to the data's last frame). Loads the result whole;
+        ``operators.training.predict_run`` streams it to a file instead."""
+        from operators.training.tasks import EvalOptions
+
+        source = pde_data.open_source(data)
+        samples = np.arange(source.sizes[SAMPLE])
+        options = EvalOptions(None, steps=steps, batch_size=batch_size, device=self.device)
+        parts = [pred for _, pred in self.task.infer(self.model, source, samples, options)]
+        return xr.concat(parts, dim=SAMPLE) if len(parts) > 1 else parts[0]
 
 
 def load_run(run_dir: str | os.PathLike, *, which: str = "best", device: str | torch.device = "cpu") -> LoadedRun:
@@ -171,4 +203,5 @@ def load_run(run_dir: str | os.PathLike, *, which: str = "best", device: str | t
     model = spec.model.build()
     model.load_state_dict(state["model"])
     task = make_task(spec, Normalizers.from_state_dict(state["normalizers"]))
-    return LoadedRun(model.to(device).eval(), task, spec, list(state["history"]), state["epoch"])
+    device = torch.device(device)
+    return LoadedRun(model.to(device).eval(), task, spec, list(state["history"]), state["epoch"], device)

@@ -29,19 +29,23 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["claim", "RunFolder", "RunFolderError", "Holder", "RUN_FILES", "LOCK"]
+__all__ = ["claim", "RunFolder", "RunFolderError", "Holder", "RUN_FILES", "EVALUATIONS", "LOCK"]
 
 LOCK = ".lock"
-#: The files a run writes into its folder (``train`` and ``evaluate --run``); ``--overwrite`` deletes
-#: these and nothing else.
+#: The files a run writes into its folder (``train``; the last six are where ``evaluate --run`` of earlier
+#: versions wrote); ``--overwrite`` deletes these, :data:`EVALUATIONS`, and nothing else.
 RUN_FILES = ("last.pt", "best.pt", "history.json", "run.json", "config.yaml", "metrics.csv", "curves.png", "metrics.json",
              "rollout.csv", "pred.nc", "fields.png", "spectra.png", "rollout.png")
+#: The folder of a run's evaluations (``evaluate --run``, each in a folder of its own); ``--overwrite`` of the
+#: run deletes it with the run's files.
+EVALUATIONS = "evaluations"
 #: Temporary files of :func:`pde_data.atomic_path` left by a killed writer (``.<name>.<random>.tmp``) and
 #: TensorBoard's event files (``events.out.tfevents.<time>.<host>.<pid>.<n>``).
 _OTHER_RUN_FILES = re.compile(r"^\.(" + "|".join(re.escape(n) for n in RUN_FILES) + r")\.[^/]+\.tmp$"
@@ -114,6 +118,8 @@ def _unlock(folder: Path, fd: int) -> None:
 
 
 def _is_run_file(path: Path) -> bool:
+    if path.is_dir():
+        return path.name == EVALUATIONS
     return path.is_file() and (path.name in RUN_FILES or _OTHER_RUN_FILES.match(path.name) is not None)
 
 
@@ -127,7 +133,10 @@ class RunFolder:
         """Delete the files of the run being overwritten (none unless ``overwrite``); call it once the new
         run has checked its arguments and is about to write."""
         for path in self._old:
-            path.unlink(missing_ok=True)
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
         self._old = []
 
 

@@ -36,12 +36,16 @@ from operators.training.spec_values import SpecError, Splits, check, plain, type
 from pde_data.fingerprint import Fingerprint
 
 __all__ = ["RunSpec", "DataSpec", "TaskSpec", "ModelSpec", "OptimSpec", "LoadingSpec", "Splits", "SpecError",
-           "SPEC_VERSION", "RESUMABLE", "conflicts"]
+           "SPEC_VERSION", "RESUMABLE", "conflicts", "resumed"]
 
 #: Version of the serialised form; a stored spec of another version is refused with one line.
 SPEC_VERSION = 1
-#: Fields a resumed run may change: they decide how long and how data is read, not what is learned.
-RESUMABLE = ("optim.epochs", "data.path", "loading.")
+#: Fields a resumed run may change: they decide how long and how data is read, not what is learned. The
+#: early-stopping ``optim.patience`` is one (how long): the stop is decided from the epochs since the best
+#: score, which the checkpoint keeps, so a run that stopped stays stopped when resumed with more epochs and
+#: goes on with a larger patience. The warm-up and plateau settings shape the learning rate of every later
+#: epoch, so they are learned, like ``optim.lr``, and a resumed run keeps them.
+RESUMABLE = ("optim.epochs", "optim.patience", "data.path", "loading.")
 
 
 @dataclass(frozen=True)
@@ -61,14 +65,16 @@ class DataSpec:
 @dataclass(frozen=True)
 class TaskSpec:
     """The problem: ``kind`` (None: from the data), ``window`` given frames → ``horizon`` frames (window
-    runs), the loss (``auto``: the task's own), ``label_smoothing``/``shift`` (classification), and once
-    resolved the number of ``classes``."""
+    runs), the loss (``auto``: the task's own) and whether the grid is ``periodic`` (the ``h1`` loss
+    differentiates spectrally there, by finite differences otherwise; the data carry no such flag),
+    ``label_smoothing``/``shift`` (classification), and once resolved the number of ``classes``."""
 
     kind: str | None = None
     window: int | None = None
     horizon: int = 1
     pushforward: bool = False
     loss: str = "auto"
+    periodic: bool = False
     label_smoothing: float = 0.0
     shift: int = 0
     classes: int = 0
@@ -104,7 +110,11 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class OptimSpec:
-    """Optimisation (the CHONN paper's per-benchmark values are in CHONN, Methods)."""
+    """Optimisation (the CHONN paper's per-benchmark values are in CHONN, Methods): the learning-rate
+    schedule (:class:`~operators.training.optim.EpochSchedule`) warms up linearly over ``warmup`` epochs, then
+    ``step`` multiplies it by ``gamma`` every ``step_size`` epochs, ``cosine`` anneals it to 0, ``plateau``
+    multiplies it by ``gamma`` after ``plateau_patience`` epochs without a better validation score; training
+    stops early after ``patience`` epochs without one (None: never)."""
 
     epochs: int = 10
     batch_size: int = 20
@@ -114,6 +124,9 @@ class OptimSpec:
     scheduler: str = "step"
     step_size: int = 100
     gamma: float = 0.5
+    warmup: int = 0
+    plateau_patience: int = 10
+    patience: int | None = None
     grad_clip: float | None = None
     amp: bool = False
     seed: int = 0
@@ -226,6 +239,11 @@ _RESOLVED = {"data": ("splits", "fingerprint"), "task": ("classes",), "model": (
 def paths() -> list[str]:
     """Every field path of a spec (``"optim.lr"``, ...)."""
     return [f"{part}.{f.name}" for part, cls in _PARTS.items() for f in dataclasses.fields(cls)]
+
+
+def resumed(stored: RunSpec, given: RunSpec) -> RunSpec:
+    """``stored`` with the :data:`RESUMABLE` fields of ``given``: the spec a resumed run trains on."""
+    return stored.override({p: given.get(p) for p in paths() if p.startswith(RESUMABLE)})
 
 
 def conflicts(stored: RunSpec, given: RunSpec) -> list[tuple[str, object, object]]:

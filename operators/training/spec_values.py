@@ -46,9 +46,9 @@ class SpecError(ValueError):
 CHOICES = {
     "data.normalize": ("gaussian", "minmax", None),
     "task.kind": ("steady", "window", "classify", "sequence", None),
-    "task.loss": ("auto", "rel_l2", "rel_l1", "mse", "cross_entropy"),
+    "task.loss": ("auto", "rel_l2", "rel_l1", "h1", "mse", "cross_entropy"),
     "optim.optimizer": ("adam", "adamw"),
-    "optim.scheduler": ("step", "cosine", "none"),
+    "optim.scheduler": ("step", "cosine", "plateau", "none"),
     "loading.cache": ("auto", "memory", "stream"),
 }
 
@@ -65,6 +65,9 @@ _RANGES = {
     "optim.weight_decay": ("a number >= 0", lambda v: v >= 0),
     "optim.step_size": ("a positive integer", lambda v: v >= 1),
     "optim.gamma": ("a number in (0, 1]", lambda v: 0 < v <= 1),
+    "optim.warmup": ("a number of epochs >= 0", lambda v: v >= 0),
+    "optim.plateau_patience": ("a number of epochs >= 0", lambda v: v >= 0),
+    "optim.patience": ("a positive number of epochs", lambda v: v >= 1),
     "optim.grad_clip": ("a positive number", lambda v: v > 0),
     "optim.seed": ("an integer", lambda v: True),
     "loading.workers": ("an integer >= 0", lambda v: v >= 0),
@@ -89,6 +92,17 @@ def check(spec) -> None:
     split = spec.data.split
     if split is not None and (len(split) != 3 or min(split) < 0):
         raise SpecError("data.split", f"expected three sizes (train, val, test) >= 0, found {list(split)}")
+    _check_together(spec)
+
+
+def _check_together(spec) -> None:
+    """Fields whose values depend on another field's."""
+    if spec.task.periodic and spec.task.loss != "h1":
+        raise SpecError("task.periodic", f"expected only with task.loss 'h1' (the loss that differentiates), found "
+                        f"task.loss {spec.task.loss!r}")
+    if spec.optim.scheduler == "plateau" and spec.optim.gamma == 1:
+        raise SpecError("optim.gamma", "expected a factor in (0, 1) for the plateau schedule (which multiplies the "
+                        "learning rate by it), found 1.0")
 
 
 def plain(value):

@@ -6,6 +6,11 @@ scheduler, RNG states, epoch) ends with the same weights as an uninterrupted one
 of loader workers. Under ``torchrun`` every process sees the same global batch order and reads only its
 contiguous slice of each global batch; each process's loss is ``world/global_batch · Σ per-sample
 losses``, so DDP's gradient average is exactly the single-process mean over the global batch.
+
+Each epoch ends with the task's score (what ``best.pt`` minimises; rank 0 validates and shares it): the
+learning-rate schedule steps with it (a plateau schedule reads it) and early stopping (``optim.patience``)
+counts the epochs since its best, which checkpoints keep. A run that stopped early says so in one line and
+marks that epoch's record ``stopped_early``; resumed, it stays stopped (unless given a larger patience).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ class Trainer:
         self.optimizer = make_optimizer(self.model.parameters(), self.config)
         self.scheduler = make_scheduler(self.optimizer, self.config)
         self.epoch, self.best, self.history = 0, math.inf, []
+        self.best_epoch = 0  # the epoch of the best score so far (early stopping counts the epochs since)
         self._events = None  # the TensorBoard writer, opened with the first logged epoch
         self.first_loss: float | None = None  # the run's first step's mean loss (divergence check)
 
@@ -108,7 +114,6 @@ class Trainer:
             loss_sum += self._step(batch.tensors, batch.n_global, f"at epoch {epoch + 1}, step {k + 1}")
             seen += batch.n_global
             bar.set_postfix(loss=f"{loss_sum / seen:.4g}", samples_per_s=f"{seen / (time.perf_counter() - start):.1f}")
-        self.scheduler.step()
         elapsed = time.perf_counter() - start
         return {"train_loss": loss_sum / max(seen, 1), "samples_per_s": seen / elapsed, "epoch_s": elapsed}
 
@@ -125,25 +130,59 @@ class Trainer:
 
     # -- the loop --------------------------------------------------------------------------------
     def fit(self) -> list[dict]:
-        """Train from :attr:`epoch` (0, or where :meth:`load` left it) until ``config.epochs``. Returns the history."""
+        """Train from :attr:`epoch` (0, or where :meth:`load` left it) until ``config.epochs``, or until the
+        score has not improved for ``config.patience`` epochs. Returns the history."""
         if self.epoch == 0:
             torch.manual_seed(self.config.seed)  # the global RNG (dropout, ...) of a fresh run
         if self.dist.is_main:
-            print(self._start_line(), file=sys.stderr, flush=True)
+            print(self._stop_line("not training on") if self.stopped else self._start_line(), file=sys.stderr,
+                  flush=True)
         for epoch in range(self.epoch, self.config.epochs):
+            if self.stopped:
+                break
             record = {"epoch": epoch + 1, "lr": self.optimizer.param_groups[0]["lr"], **self._run_epoch(epoch)}
             record.update(self.validate() if self.dist.is_main else {})
             self.epoch = epoch + 1
             self.history.append(record)
+            improved = self._end_epoch(record)
             if self.dist.is_main:
-                self._checkpoint(record)
+                self._checkpoint(improved)
                 self._log_event(record)
                 print(_summary(record), file=sys.stderr, flush=True)
+                if "stopped_early" in record:
+                    print(self._stop_line("stopping early"), file=sys.stderr, flush=True)
         if self.dist.is_main and self.history:
             self._plot_curves()
         if self._events is not None:
             self._events.close()
         return self.history
+
+    def _end_epoch(self, record: dict) -> bool:
+        """Step the schedule with the epoch's score (rank 0's, on every process), mark the record
+        ``stopped_early`` when training stops here before ``config.epochs``, and return whether the score
+        improved on the best so far."""
+        score = self.task.score(record) if self.dist.is_main else 0.0  # only rank 0 validates
+        if self.dist.distributed:
+            score = float(all_reduce_sum(torch.tensor(score, dtype=torch.float64, device=self.dist.device), self.dist))
+        self.scheduler.step(score)
+        improved = score < self.best
+        if improved:
+            self.best, self.best_epoch = score, self.epoch
+        if self.stopped and self.epoch < self.config.epochs:
+            record["stopped_early"] = True
+        return improved
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the score has not improved for ``config.patience`` epochs: a function of the checkpointed
+        best epoch, so a run that stopped stays stopped when resumed, unless resumed with a larger patience."""
+        patience = self.config.patience
+        return patience is not None and self.epoch - self.best_epoch >= patience
+
+    def _stop_line(self, what: str) -> str:
+        return (f"{what} after epoch {self.epoch}: the score that picks best.pt has not improved for "
+                f"{self.epoch - self.best_epoch} epochs (optim.patience {self.config.patience}); the best, "
+                f"{self.best:.4g} at epoch {self.best_epoch}, is in best.pt")
 
     def _start_line(self) -> str:
         """What the run starts with: parameters, items per split, and where it starts."""
@@ -172,10 +211,7 @@ class Trainer:
 
         plot_training_curves(self.history, title=str(self.out), path=self.out / "curves.png").clear()
 
-    def _checkpoint(self, record: dict) -> None:
-        score = self.task.score(record)
-        improved = score < self.best
-        self.best = min(self.best, score)
+    def _checkpoint(self, improved: bool) -> None:
         state = self.state_dict()
         ckpt.save_checkpoint(self.out / "last.pt", state)
         if improved:
@@ -195,18 +231,20 @@ class Trainer:
         return {
             "format": 1, "model": ckpt.tensor_state(unwrap(self.model)), "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "epoch": self.epoch, "best": self.best,
-            "first_loss": self.first_loss,
+            "best_epoch": self.best_epoch, "first_loss": self.first_loss,
             "history": self.history, "rng": ckpt.rng_state(), "spec": self.task.spec.to_dict(),
             "normalizers": self.task.normalizers.state_dict(),
         }
 
     def load(self, state: dict) -> None:
-        """Restore model, optimizer, scheduler, epoch, history and RNG states from a checkpoint's state
-        (:func:`~operators.training.checkpoint.load_checkpoint`; tensors are moved to the model's device)."""
+        """Restore model, optimizer, scheduler, epoch, best score and its epoch, history and RNG states from a
+        checkpoint's state (:func:`~operators.training.checkpoint.load_checkpoint`; tensors are moved to the
+        model's device)."""
         unwrap(self.model).load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.epoch, self.best, self.history = state["epoch"], state["best"], list(state["history"])
+        self.best_epoch = state.get("best_epoch", self.epoch)  # older checkpoints: count from the last epoch
         self.first_loss = state.get("first_loss")
         ckpt.set_rng_state(state["rng"])
 

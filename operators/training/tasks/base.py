@@ -12,8 +12,9 @@ A batch is the tuple of tensors the task's dataset reads (``read_batch``), on th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterator
+from typing import ClassVar, Iterator, Sequence
 
+import numpy as np
 import torch
 import xarray as xr
 from torch import nn
@@ -56,13 +57,25 @@ class Normalizers:
     def decode(self, y: torch.Tensor) -> torch.Tensor:
         return y if self.output is None else self.output.decode(y)
 
+    @property
+    def has_mean(self) -> bool:
+        """Whether the outputs' training mean is known: a gaussian output normalizer's shift."""
+        return self.output is not None and self.output.kind == "gaussian"
+
+    def mean_prediction(self, like: torch.Tensor) -> torch.Tensor | None:
+        """The training mean of every output channel, broadcast to ``like``'s shape ``(batch, [time,] C, *s)``
+        (the mean predictor, a baseline every model must beat); ``None`` unless :attr:`has_mean`."""
+        return self.output.decode(torch.zeros_like(like)) if self.has_mean else None
+
 
 @dataclass(frozen=True)
 class EvalOptions:
     """How ``evaluate_run`` scores a run: ``steps`` of a rollout (window runs; None: to the end of the
-    data), ``batch_size``, the model's ``device``, whether to write ``pred.nc`` and plots into ``out``."""
+    data), ``batch_size``, the model's ``device``, whether to write ``pred.nc`` and plots into ``out``;
+    ``name`` is the run's, for plot titles."""
 
     out: object
+    name: str = "model"
     steps: int | None = None
     batch_size: int = 16
     device: torch.device = torch.device("cpu")
@@ -85,6 +98,16 @@ class MetricSums:
 
     def means(self) -> dict[str, float]:
         return {name: total / max(self.n, 1) for name, total in self.sums.items()}
+
+
+def standing_in(what: str, names: tuple[str, ...], given: Sequence[str] | None) -> tuple[str, ...]:
+    """``given`` (the file's names for the run's ``names``, in order), checked; ``names`` when None."""
+    if given is None:
+        return names
+    if len(given) != len(names):
+        raise SpecError(what, f"expected {len(names)} variables of the file standing in for the run's "
+                        f"{list(names)}, found {list(given)}")
+    return tuple(given)
 
 
 class Task:
@@ -114,6 +137,14 @@ class Task:
             used = [p for p in ("task.label_smoothing", "task.shift") if spec.get(p)]
             if used:
                 raise SpecError(used[0], f"expected only in classification runs, found it in a {cls.kind} run")
+
+    def with_variables(self, inputs: Sequence[str] | None, targets: Sequence[str] | None) -> "Task":
+        """This task reading the variables ``inputs``/``targets`` (None: its own) in place of its own, in
+        order, with the same normalizers (evaluating or predicting on a file that names them otherwise)."""
+        data = self.spec.data
+        spec = self.spec.override({"data.inputs": standing_in("inputs", data.inputs, inputs),
+                                   "data.targets": standing_in("targets", data.targets, targets)})
+        return type(self)(spec, self.normalizers)
 
     # -- reading --------------------------------------------------------------------------------
     def fit_normalizers(self, source: pde_data.Source) -> Normalizers:
@@ -166,5 +197,13 @@ class Task:
             yield pred.float().cpu(), batch
 
     def evaluate(self, model: nn.Module, source: pde_data.Source, samples, options: EvalOptions) -> tuple[dict, list]:
-        """``(result, files written)`` of the model on ``samples`` of ``source``: ``{"metrics", ...}``."""
+        """``(result, files written)`` of the model on ``samples`` of ``source``: ``{"metrics", ["baseline"],
+        ["per_variable"], ...}`` (``baseline``: the same metrics of the mean predictor, when the task has one)."""
         raise NotImplementedError
+
+    def infer(self, model: nn.Module, source: pde_data.Source, samples,
+              options: EvalOptions) -> Iterator[tuple[np.ndarray, xr.Dataset]]:
+        """``(the chunk's sample indices, its predictions)`` from the run's inputs alone (no targets needed),
+        ``options.batch_size`` samples at a time: data-model Datasets on the source's coordinates."""
+        raise SpecError("task.kind", f"expected a field or image run to predict from inputs alone, found a {self.kind} "
+                        "run (score it on a file with its targets instead)")

@@ -117,3 +117,12 @@ class Classify(Task):
             files.append(write_classes(Path(options.out) / "pred.nc", samples, torch.cat(predicted).numpy(),
                                        self.spec.data.targets[0]))
         return {"metrics": self.result(sums)}, files
+
+    @torch.no_grad()
+    def infer(self, model, source, samples, options: EvalOptions):
+        name = self.spec.data.targets[0]
+        for start in range(0, len(samples), options.batch_size):
+            chunk = samples[start:start + options.batch_size]
+            x = self.normalizers.encode(source.read(self.spec.data.inputs, chunk)).to(options.device)
+            labels = model(x).argmax(dim=1).cpu().numpy().astype(np.int64)
+            yield chunk, xr.Dataset({name: ((SAMPLE,), labels)}, coords={SAMPLE: chunk})

@@ -1,14 +1,17 @@
-"""Scoring a field run over a split: steady predictions, or rollouts from the first ``window`` frames.
+"""Scoring and predicting with a field run: steady predictions, or rollouts from the first ``window`` frames.
 
 Metrics accumulate per batch (:class:`evaluation.MetricAccumulator`) with the PDEBench suite's whole-set
-definitions; predictions are written batch by batch to ``pred.nc`` with the data's coordinates (memory:
-one batch). Window runs also report the rel. L2 error of every rollout step (``rollout.csv``).
+definitions, pooled over the target variables and, when there are several, per variable; the mean
+predictor (every output channel's training mean, the shift of a gaussian normalizer) is scored beside the
+model. Predictions are written batch by batch to ``pred.nc`` with the data's coordinates (memory: one
+batch). Window runs also report the rel. L2 error of every rollout step (``rollout.csv``).
 """
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -21,63 +24,136 @@ from operators.training.spec import SpecError
 from pde_data import atomic_path
 from pde_data.model import SAMPLE, TIME
 
-__all__ = ["evaluate_fields"]
+__all__ = ["evaluate_fields", "infer_fields"]
 
 
-def _frames(task, ds: xr.Dataset, steps: int | None) -> tuple[int, slice | None]:
-    """``(steps, frames read)`` of a window run's rollout (``(0, None)`` for a steady run)."""
+def _steps(task, n_time: int, steps: int | None, *, truth: bool) -> int:
+    """Rollout steps of a window run (0 for a steady run): ``steps``, by default to the data's last frame;
+    with ``truth`` no further than the data's frames."""
     if task.kind != "window":
         if steps is not None:
             raise SpecError("steps", "expected none: the run is a steady (input → target) model, not a time-stepper")
-        return 0, None
-    n_time, m = ds.sizes[TIME], task.spec.task.window
-    chosen = steps or n_time - m
-    if not 1 <= chosen <= n_time - m:
-        raise SpecError("steps", f"expected 1..{n_time - m} rollout steps ({n_time} frames, {m} given), found {steps}")
-    return chosen, slice(0, m + chosen)
+        return 0
+    m = task.spec.task.window
+    last = n_time - m
+    if steps is None and last < 1:
+        raise SpecError("steps", f"expected a number of rollout steps: the data's {n_time} frames leave none after "
+                        f"the run's {m} given frames")
+    chosen = last if steps is None else steps
+    if chosen < 1 or truth and chosen > last:
+        bound = f"1..{last}" if truth else "a positive number of"
+        raise SpecError("steps", f"expected {bound} rollout steps ({n_time} frames, {m} given), found {steps}")
+    return chosen
+
+
+def _template(task, ds: xr.Dataset, steps: int) -> xr.Dataset:
+    """The target variables' dims and coordinates (values unused): the data's own targets where it has them,
+    else the first input's grid; a rollout's frames past the data's last frame get times extrapolated at the
+    last spacing (frame numbers without a time coordinate)."""
+    spec = task.spec
+    targets = list(spec.data.targets)
+    if task.kind != "window":
+        if all(v in ds.data_vars for v in targets):
+            return ds[targets]
+        grid = ds[spec.data.inputs[0]]
+        return xr.Dataset({v: grid.copy() for v in targets}, coords=grid.coords)
+    frames, n_time = spec.task.window + steps, ds.sizes[TIME]
+    if frames <= n_time:
+        return ds[targets].isel({TIME: slice(0, frames)})
+    like = ds[targets].isel({TIME: np.minimum(np.arange(frames), n_time - 1)})
+    if TIME not in ds.coords:
+        return like
+    times = ds[TIME].values
+    spacing = times[-1] - times[-2] if n_time > 1 else 1
+    extra = times[-1] + spacing * np.arange(1, frames - n_time + 1)
+    return like.assign_coords({TIME: np.concatenate([times, extra])})
 
 
 @torch.no_grad()
-def _predict(task, model, source, samples, steps: int, time: slice | None, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Predicted and true tensors of ``samples`` (windows: the given frames, then the rollout)."""
+def _predicted(task, model, source: pde_data.Source, chunk: np.ndarray, steps: int, device) -> torch.Tensor:
+    """Predictions of ``chunk`` from the inputs alone: ``(batch, C_out, *s)``, or a window run's given frames
+    then its rollout ``(batch, window + steps, C, *s)``."""
     spec, norms = task.spec, task.normalizers
-    if time is not None:
-        true = source.read(spec.data.inputs, samples, time)
-        given = true[:, : spec.task.window]
+    if task.kind == "window":
+        given = source.read(spec.data.inputs, chunk, slice(0, spec.task.window))
         pred = norms.decode(rollout(model, norms.encode(given).to(device), steps).cpu())
-        return torch.cat([given, pred], dim=1), true
-    x = norms.encode(source.read(spec.data.inputs, samples)).to(device)
-    return norms.decode(model(x).cpu()), source.read(spec.data.targets, samples)
+        return torch.cat([given, pred], dim=1)
+    x = norms.encode(source.read(spec.data.inputs, chunk)).to(device)
+    return norms.decode(model(x).cpu())
+
+
+def _mean_predictor(task, pred: torch.Tensor) -> torch.Tensor | None:
+    """The mean predictor in ``pred``'s layout (a window run's given frames kept), or None."""
+    m = task.spec.task.window or 0
+    mean = task.normalizers.mean_prediction(pred[:, m:])
+    return None if mean is None else torch.cat([pred[:, :m], mean], dim=1)
+
+
+def infer_fields(task, model, source: pde_data.Source, samples: np.ndarray,
+                 options) -> Iterator[tuple[np.ndarray, xr.Dataset]]:
+    """``(chunk, predictions)`` of ``samples`` from the inputs alone (:meth:`Task.infer`)."""
+    ds = source.dataset
+    steps = _steps(task, ds.sizes.get(TIME, 0), options.steps, truth=False)
+    like = _template(task, ds, steps)
+    for start in range(0, len(samples), options.batch_size):
+        chunk = samples[start:start + options.batch_size]
+        pred = _predicted(task, model, source, chunk, steps, options.device)
+        yield chunk, pde_data.from_tensor(pred, like.isel({SAMPLE: chunk}), list(task.spec.data.targets))
+
+
+class _Scores:
+    """Accumulators of the model, the mean predictor and each variable (several targets only)."""
+
+    def __init__(self, variables: list[str], initial_step: int, baseline: bool):
+        make = lambda: evaluation.MetricAccumulator(initial_step=initial_step)  # noqa: E731
+        self.model, self.baseline = make(), make() if baseline else None
+        self.variables = {v: make() for v in variables} if len(variables) > 1 else {}
+
+    def update(self, pred: xr.Dataset, true: xr.Dataset, mean: xr.Dataset | None) -> None:
+        self.model.update(pred, true)
+        if self.baseline is not None and mean is not None:
+            self.baseline.update(mean, true)
+        for name, acc in self.variables.items():
+            acc.update(pred[[name]], true[[name]])
+
+    def result(self) -> dict:
+        out = {"metrics": self.model.result()}
+        if self.baseline is not None:
+            out["baseline"] = {"mean_predictor": self.baseline.result()}
+        if self.variables:
+            out["per_variable"] = {name: acc.result() for name, acc in self.variables.items()}
+        return out
 
 
 def evaluate_fields(task, model, source: pde_data.Source, samples: np.ndarray, options) -> tuple[dict, list[Path]]:
-    """``({"metrics", ["rollout"]}, files)`` of a field run on ``samples`` of ``source`` (module docstring)."""
-    ds = source.dataset
-    steps, time = _frames(task, ds, options.steps)
-    variables = list(task.spec.data.targets)
-    where = {} if time is None else {TIME: time}
-    like = ds[variables].isel(where)
-    acc = evaluation.MetricAccumulator(initial_step=task.spec.task.window or 0)
+    """``({"metrics", ["baseline"], ["per_variable"], ["rollout"]}, files)`` of a field run on ``samples`` of
+    ``source`` (module docstring)."""
+    ds, variables = source.dataset, list(task.spec.data.targets)
+    steps = _steps(task, ds.sizes.get(TIME, 0), options.steps, truth=True)
+    time = slice(0, task.spec.task.window + steps) if task.kind == "window" else None
+    like = _template(task, ds, steps)
+    scores = _Scores(variables, task.spec.task.window or 0, task.normalizers.has_mean)
     out, first = Path(options.out), None
     with _writer(out / "pred.nc", like, variables, samples, options.write) as writer:
         for start in range(0, len(samples), options.batch_size):
             chunk = samples[start:start + options.batch_size]
-            pred, true = _predict(task, model, source, chunk, steps, time, options.device)
-            here = like.isel({SAMPLE: chunk})
+            pred = _predicted(task, model, source, chunk, steps, options.device)
+            here, mean = like.isel({SAMPLE: chunk}), _mean_predictor(task, pred)
+            true = source.read(variables, chunk, time)
             pred_ds, true_ds = (pde_data.from_tensor(t, here, variables) for t in (pred, true))
-            acc.update(pred_ds, true_ds)
+            scores.update(pred_ds, true_ds, None if mean is None else pde_data.from_tensor(mean, here, variables))
             if writer is not None:
                 writer.write(start, pred_ds, sample_ids=chunk)
             first = first or (pred_ds.isel({SAMPLE: [0]}), true_ds.isel({SAMPLE: [0]}))
-    result = {"metrics": acc.result()}
+    result = scores.result()
     files = [out / "pred.nc"] if options.write else []
     if time is not None:
-        per_step, mean = acc.per_step()
+        per_step, mean = scores.model.per_step()
         result["rollout"] = {"steps": steps, "per_step_rel_l2": [float(v) for v in per_step], "mean_rel_l2": float(mean)}
         if options.write:
             files.append(_rollout_csv(out, result["rollout"]["per_step_rel_l2"]))
     if options.write and options.plots:
-        files += _plots(out, result, *first, sample=int(samples[0]))
+        files += _plots(out, options.name, result, *first, sample=int(samples[0]))
     return result, files
 
 
@@ -94,7 +170,7 @@ def _rollout_csv(out: Path, per_step: list[float]) -> Path:
     return out / "rollout.csv"
 
 
-def _plots(out: Path, result: dict, pred: xr.Dataset, true: xr.Dataset, *, sample: int) -> list[Path]:
+def _plots(out: Path, run: str, result: dict, pred: xr.Dataset, true: xr.Dataset, *, sample: int) -> list[Path]:
     """``fields.png`` (the first scored sample's first variable at the last rollout step; its title names the
     run, the variable, the source's sample index and the step), ``rollout.png`` (the legend names the run)
     and ``spectra.png``."""
@@ -102,7 +178,7 @@ def _plots(out: Path, result: dict, pred: xr.Dataset, true: xr.Dataset, *, sampl
 
     import matplotlib.pyplot as plt
 
-    name, run = next(iter(true.data_vars)), out.name
+    name = next(iter(true.data_vars))
     p, t = pred[name].isel({SAMPLE: 0}), true[name].isel({SAMPLE: 0})
     what = f"{run}: {name}, sample {sample}"
     written = []

@@ -17,12 +17,12 @@ import evaluation
 import pde_data
 from operators.rollout import rollout
 from operators.training.spec import RunSpec, SpecError
-from operators.training.tasks.base import EvalOptions, Normalizers, Task, fit_variables
+from operators.training.tasks.base import EvalOptions, Normalizers, Task, fit_variables, standing_in
 from pde_data.model import TIME, spatial_dims
 
 __all__ = ["Steady", "Window", "FIELD_LOSSES", "FIELD_METRICS"]
 
-FIELD_LOSSES = {"rel_l2": evaluation.rel_l2, "rel_l1": evaluation.rel_l1}
+FIELD_LOSSES = {"rel_l2": evaluation.rel_l2, "rel_l1": evaluation.rel_l1, "h1": evaluation.rel_h1}
 #: per-sample validation metrics of field runs (``evaluate`` reports them too, beside the PDEBench suite)
 FIELD_METRICS = {"rel_l2": evaluation.rel_l2, "rel_l1": evaluation.rel_l1,
                  "rel_l2_spectral": evaluation.rel_l2_spectral, "nrmse_range": evaluation.nrmse_range}
@@ -42,11 +42,14 @@ def _model_fields(spec: RunSpec, ds: xr.Dataset, in_channels: int, out_channels:
 
 class _FieldTask(Task):
     model_task = "fields"
-    losses_allowed = ("rel_l2", "rel_l1")
+    losses_allowed = ("rel_l2", "rel_l1", "h1")
+    #: axes of a prediction before its spatial ones: ``(batch, channels)``; a window's ``(batch, horizon, channels)``
+    lead_axes = 2
 
     def losses(self, pred, batch):
         decode = self.normalizers.decode
-        return FIELD_LOSSES[self.loss](decode(pred), decode(batch[1]), reduce="none")
+        grid = {"periodic": self.spec.task.periodic, "n_spatial": pred.ndim - self.lead_axes} if self.loss == "h1" else {}
+        return FIELD_LOSSES[self.loss](decode(pred), decode(batch[1]), reduce="none", **grid)
 
     def metrics(self, pred, batch):
         p, t = self.normalizers.decode(pred), self.normalizers.decode(batch[1])
@@ -59,6 +62,11 @@ class _FieldTask(Task):
         from operators.training.tasks.field_eval import evaluate_fields
 
         return evaluate_fields(self, model, source, samples, options)
+
+    def infer(self, model, source, samples, options: EvalOptions):
+        from operators.training.tasks.field_eval import infer_fields
+
+        return infer_fields(self, model, source, samples, options)
 
 
 class Steady(_FieldTask):
@@ -107,6 +115,7 @@ class Window(_FieldTask):
     a one-step model rolled out (:func:`operators.rollout.rollout`; ``pushforward`` in training)."""
 
     kind = "window"
+    lead_axes = 3
 
     @classmethod
     def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> RunSpec:
@@ -137,6 +146,14 @@ class Window(_FieldTask):
         return pde_data.WindowDataset(source, self.spec.data.inputs, m=t.window, horizon=t.horizon,
                                       indices=list(indices), normalizer=self.normalizers.output, cache=cache,
                                       dtype=dtype)
+
+    def with_variables(self, inputs, targets):
+        """A window run predicts its inputs: its targets follow them (``targets``: None or the same)."""
+        names = standing_in("inputs", self.spec.data.inputs, inputs)
+        if targets is not None and tuple(targets) != names:
+            raise SpecError("targets", f"expected none or the inputs {list(names)}: a window run predicts its inputs; "
+                            f"found {list(targets)}")
+        return type(self)(self.spec.override({"data.inputs": names, "data.targets": names}), self.normalizers)
 
     def predict(self, model: nn.Module, batch, *, training: bool):
         push = training and self.spec.task.pushforward

@@ -170,14 +170,21 @@ class Sequence(Task):
         if options.steps is not None:
             raise SpecError("steps", "expected none: a sequence run is scored on whole sequences")
         sums, preds = MetricSums(), []
+        # the mean predictor: the training mean of each target, i.e. zero in a gaussian normalizer's units
+        mean = MetricSums() if not self.labels and self.normalizers.has_mean else None
         for pred, batch in self.predictions(model, source, samples, options):
             if self.labels:
                 check_labels(batch[1], self.spec.task.classes, source.name)
             sums.add(self.metrics(pred, batch))
+            if mean is not None:
+                mean.add(self.metrics(torch.zeros_like(pred), batch))
             preds.append(pred.argmax(1) if self.labels else _padding_nan(self.normalizers.decode(pred), batch[3]))
         pred = torch.cat(preds)
         files = [self._write(Path(options.out) / "pred.nc", source.dataset, samples, pred)] if options.write else []
-        return {"metrics": self.result(sums)}, files
+        result = {"metrics": self.result(sums)}
+        if mean is not None:
+            result["baseline"] = {"mean_predictor": self.result(mean)}
+        return result, files
 
     def _write(self, path: Path, ds: xr.Dataset, samples: np.ndarray, pred: torch.Tensor) -> Path:
         """``pred.nc``: the predicted targets over the source's sample indices (per step: with the time
