@@ -67,6 +67,8 @@ def test_two_evaluations_keep_their_results_and_a_third_needs_overwrite(steady, 
     replaced = run_cli("evaluate", "--run", run, "--data", data, "--overwrite", "--json")
     assert replaced.returncode == 0 and json.loads(replaced.stdout)["n_samples"] == 4
     assert not [p for p in (run / "evaluations").iterdir() if p.name.startswith(".")]  # no staging left behind
+    info = run_cli("info", run)
+    assert info.returncode == 0 and "evaluation fields.nc-test:" in info.stdout and "evaluation other.nc-all:" in info.stdout
 
 
 def test_the_table_has_the_mean_predictor_and_each_variable(steady, tmp_path):

@@ -1,4 +1,4 @@
-"""Every command line of the README's "Command line" block runs, as written, at tiny size.
+"""Every command line of the README's "The command line" block, and its Python blocks, run, as written, at tiny size.
 
 Each line is taken from README.md itself (comments and ``[optional]`` parts dropped) and run as a real
 subprocess in one folder, in an order where each finds the files the earlier ones wrote. The only
@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
+import torch
+
 import pde_data
 
 pytestmark = pytest.mark.slow  # end-to-end: real subprocesses (CI runs them)
@@ -33,7 +35,6 @@ FAST = ["--epochs", "1", "--threads", "1", "--no-progress", "--workers", "0"]
 COMMANDS = {
     "circuitop --help": [],
     "circuitop info": [],
-    "circuitop info data.nc": [],
     "circuitop build": [],
     "circuitop generate order --out order.nc --order 2": ["--n", "8", "--n-points", "128"],
     "circuitop generate poisson --out poisson.nc --K 16 --n 1024": ["--n", "4", "--n-grid", "18"],
@@ -42,6 +43,7 @@ COMMANDS = {
                                                            "--t-final", "12", "--dt", "1e-2", "--device", "cpu"],
     "circuitop generate swe --out rdb.h5 --n 16 --pdebench": ["--n", "2", "--n-grid", "16", "--frames", "3",
                                                              "--t-final", "0.05", "--device", "cpu"],
+    "circuitop info darcy.nc": [],
     "circuitop train --data darcy.nc --model chonn_fno --out runs/darcy": [*FAST, "--config", *SMALL_MODEL,
                                                                          "d_state=2"],
     "circuitop generate degradation --out seq.nc --n 512": ["--n", "24", "--min-length", "4", "--max-length", "8"],
@@ -56,9 +58,12 @@ COMMANDS = {
     "circuitop train --data seq.nc --model cfc --target rul --out runs/rul": [*FAST, "--config", "units=8"],
     "circuitop train --data seq_digits.nc --model pdna --config variant=E --out runs/pdna":
         [*FAST, "--config", "variant=E", "units=8", "backbone_units=8"],
+    "circuitop evaluate --run runs/darcy --data darcy.nc": [],
+    "circuitop evaluate --run runs/darcy --data darcy_test.pt --samples all --input input --target target": [],
     "circuitop evaluate --run runs/ns --data ns.h5 --steps 40": ["--steps", "2"],
     "circuitop evaluate --run runs/rul --data seq.nc": [],
     "circuitop evaluate --pred pred.nc --true true.nc": ["--initial-step", "10"],
+    "circuitop predict --run runs/darcy --data new_inputs.nc --out new_pred.nc": [],
     "circuitop bench": ["--quick", "--only", "bench_metrics"],
 }
 #: covered elsewhere, with the reason
@@ -67,7 +72,7 @@ ELSEWHERE = {"torchrun --nproc_per_node 2 -m operators.cli train ...": "tests/te
 
 def _readme_commands() -> list[str]:
     text = (ROOT / "README.md").read_text()
-    block = text.split("## Command line", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    block = text.split("## The command line", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     lines = []
     for line in block.splitlines():
         line = re.sub(r"\[[^\]]*\]", "", line.split("  #")[0]).strip()
@@ -78,14 +83,18 @@ def _readme_commands() -> list[str]:
 
 def _prepare(command: str, folder: Path) -> None:
     """Files a command reads that no earlier README line writes."""
-    if command == "circuitop info data.nc":
-        pde_data.save(pde_data.generate_poisson(2, K=2, n_grid=8), folder / "data.nc")
+    if "darcy_test.pt" in command:  # neuraloperator's layout of the same physics: a dict of x and y tensors
+        darcy = pde_data.open_data(folder / "darcy.nc")
+        torch.save({"x": torch.from_numpy(darcy["a"].values), "y": torch.from_numpy(darcy["u"].values)},
+                   folder / "darcy_test.pt")
+    if "new_inputs.nc" in command:  # inputs alone
+        pde_data.save(pde_data.open_data(folder / "darcy.nc")[["a"]].load(), folder / "new_inputs.nc")
     if "digits.nc" in command:  # a tiny image set: images (sample, x, y) and integer labels (sample,)
         images = xr.Dataset({"image": (("sample", "x", "y"), np.random.default_rng(0).random((10, 16, 16))),
                              "label": (("sample",), np.arange(10) % 3)})
         pde_data.save(images, folder / "digits.nc")
     if command.startswith("circuitop evaluate --pred"):  # a run's predictions, and the data as NetCDF
-        shutil.copy(folder / "runs" / "ns" / "pred.nc", folder / "pred.nc")
+        shutil.copy(folder / "runs" / "ns" / "evaluations" / "ns.h5-test" / "pred.nc", folder / "pred.nc")
         pde_data.save(pde_data.open_data(folder / "ns.h5").load(), folder / "true.nc")
 
 
@@ -100,4 +109,21 @@ def test_every_readme_command_runs(tmp_path):
         done = subprocess.run([sys.executable, "-m", "operators.cli", *words[1:], *tiny], cwd=tmp_path, env=ENV,
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"{command} {' '.join(tiny)}\n{done.stderr[-3000:]}"
-    assert (tmp_path / "runs" / "ns" / "pred.nc").is_file() and (tmp_path / "runs" / "ns2" / "last.pt").is_file()
+    assert (tmp_path / "runs" / "ns2" / "last.pt").is_file() and (tmp_path / "new_pred.nc").is_file()
+    assert len(list((tmp_path / "runs" / "darcy" / "evaluations").iterdir())) == 2  # both evaluations kept
+
+
+def _python_blocks() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Python", 1)[1].split("\n## ", 1)[0]
+    return [block.split("```", 1)[0] for block in section.split("```python")[1:]]
+
+
+def test_the_readme_python_runs_as_written(tmp_path):
+    blocks = _python_blocks()
+    assert len(blocks) == 2 and "run.predict(inputs)" in blocks[0]
+    for block in blocks:
+        done = subprocess.run([sys.executable, "-c", block + "\nprint('ok')"], cwd=tmp_path, env=ENV,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0 and done.stdout.endswith("ok\n"), done.stderr[-3000:]
+    assert (tmp_path / "runs" / "darcy16" / "evaluations" / "darcy16.nc-test" / "metrics.json").is_file()

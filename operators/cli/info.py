@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 from importlib import metadata
 from pathlib import Path
@@ -90,6 +91,20 @@ def describe_run(path: Path) -> list[str]:
     if history:
         best = min(history, key=make_task(spec).score)  # what picked best.pt
         lines += [f"last epoch {history[-1]['epoch']}: {_scores(history[-1])}", f"best epoch {best['epoch']}: {_scores(best)}"]
+    return lines + _evaluations(path.parent)
+
+
+def _evaluations(run_dir: Path) -> list[str]:
+    """One line per evaluation folder of the run: its data, samples and first metric."""
+    from operators.training.runfolder import EVALUATIONS
+
+    lines = []
+    for folder in sorted((run_dir / EVALUATIONS).glob("*/metrics.json")):
+        result = json.loads(folder.read_text())
+        name, value = next(iter(result["metrics"].items()), ("", None))
+        score = f", {name} {value:.4g}" if isinstance(value, float) else ""
+        lines.append(f"evaluation {folder.parent.name}: {result['data']} ({result['samples']}, "
+                     f"{result['n_samples']} samples{score})")
     return lines
 
 
