@@ -37,6 +37,7 @@ import xarray as xr
 
 import pde_data
 from evaluation import metrics
+from operators.provenance import code_version
 from operators.training import RunSpec, Splits, evaluate_run, load_run, train_run
 from pde_data import atomic_path
 from pde_data.model import SAMPLE, TIME
@@ -275,7 +276,7 @@ def write_results(out: Path, script: str, args: argparse.Namespace, results: dic
         "script": script, "scale": args.scale,
         "args": vars(args),
         "environment": {"python": platform.python_version(), "torch": torch.__version__,
-                        "device": args.device, "threads": torch.get_num_threads()},
+                        "device": args.device, "threads": torch.get_num_threads(), **code_version()},
         "wall_s": time.perf_counter() - _START,
         "results": results,
     }

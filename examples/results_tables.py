@@ -63,7 +63,14 @@ def header(results: dict) -> str:
     return (f"`python examples/{results['script']}.py --medium{threads}` "
             f"({env['device']}, {env['threads']} thread(s), torch {env['torch']}); training seeds "
             f"{', '.join(map(str, seeds))}; data seed {args['seed']}; **{minutes:.0f} min** wall time for the "
-            f"whole run on this 2-core machine. Mean ± standard deviation over the seeds.")
+            f"whole run on this 2-core machine. Mean ± standard deviation over the seeds. {_code(env)}")
+
+
+def _code(env: dict) -> str:
+    """The commit the numbers come from (results JSON written before commits were recorded: said so)."""
+    if env.get("commit") is None:
+        return "Code version: not recorded (written before results recorded their commit)."
+    return f"Code: commit `{env['commit'][:10]}`{' with uncommitted changes' if env['dirty'] else ''}."
 
 
 def table(columns: list[str], rows: list[list[str]]) -> list[str]:

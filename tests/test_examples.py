@@ -62,6 +62,8 @@ def test_example_smoke(script: str, tmp_path: Path) -> None:
     results = json.loads((out / "results.json").read_text())
     assert results["scale"] == "smoke"
     assert results["results"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert results["environment"]["commit"] == head and isinstance(results["environment"]["dirty"], bool)
     for name in SCRIPTS[script]:
         assert (out / name).stat().st_size > 0, f"{script} did not write {name}"
     if script in TABLED:
@@ -71,6 +73,7 @@ def test_example_smoke(script: str, tmp_path: Path) -> None:
         text = tables.render(script.removesuffix(".py"), results)
         bar = "chance" if script in CHANCE else "mean predictor"
         assert "± " in text and bar in text.replace("training-mean predictor", "mean predictor")
+        assert f"commit `{head[:10]}`" in text
 
 
 def test_seed_summary_is_the_mean_and_sample_std() -> None:

@@ -1,0 +1,37 @@
+"""Which code made a number: the git commit of the source checkout, for results JSON and benchmark rows.
+
+Example:
+    >>> code_version()
+    {'commit': '0c0b163…', 'dirty': False, 'circuitop': '0.1.0'}
+"""
+
+from __future__ import annotations
+
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+__all__ = ["code_version"]
+
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=_ROOT, capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip()
+
+
+def code_version() -> dict:
+    """``{"commit", "dirty", "circuitop"}``: the checkout's HEAD commit (None outside a git checkout, e.g. an
+    installed wheel), whether tracked files differ from it (the number may come from uncommitted code),
+    and the package version."""
+    commit = _git("rev-parse", "HEAD")
+    changes = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+    try:
+        version = metadata.version("circuitop")
+    except metadata.PackageNotFoundError:
+        version = None
+    return {"commit": commit, "dirty": bool(changes), "circuitop": version}
