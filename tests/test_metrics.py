@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 import torch
 import xarray as xr
+from torch.overrides import TorchFunctionMode
 
-from evaluation import max_mse, nrmse_range, rel_l1, rel_l2, rel_l2_derivative, rel_l2_spectral
+from evaluation import (max_mse, nrmse_range, phm_score, rel_h1, rel_l1, rel_l2, rel_l2_derivative, rel_l2_spectral,
+                        rollout_errors)
 
 N = 32
 GRID = np.arange(N) / N
@@ -205,8 +207,6 @@ def test_empty_and_mismatched_xarray_and_bad_reduce():
 # --- PHM score (NAC Eq. 58) and rollouts --------------------------------------------------------
 
 def test_phm_score_by_hand():
-    from evaluation import phm_score
-
     true = np.array([50.0, 50.0, 50.0, 50.0])
     pred = np.array([37.0, 50.0, 60.0, 48.0])          # d = -13, 0, 10, -2
     expected = (np.e - 1) + 0.0 + (np.e - 1) + (np.exp(2 / 13) - 1)
@@ -220,8 +220,6 @@ def test_phm_score_by_hand():
 
 
 def test_rollout_errors_per_step():
-    from evaluation import rollout_errors
-
     _, true = _random((3, 6, 8, 8))
     growth = 0.01 * np.arange(6)[None, :, None, None]
     per_step, mean = rollout_errors(true * (1 + growth), true)
@@ -241,12 +239,60 @@ def test_rollout_errors_per_step():
                        xr.DataArray(true[:, 0], dims=dims[::2] + ("y",)))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_tensors_stay_on_their_device():
-    pred, true = _random((3, 8, 8))
-    gpu_pred = torch.tensor(pred, device="cuda", requires_grad=True)
-    loss = rel_l2(gpu_pred, torch.tensor(true, device="cuda"))
-    assert loss.device.type == "cuda" and loss.item() == pytest.approx(rel_l2(pred, true), rel=1e-12)
-    loss.backward()
-    assert gpu_pred.grad.device.type == "cuda"
-    assert rel_l1(gpu_pred, true).device.type == "cuda"  # numpy partner joins the tensor's device
+class _LeavesTheDevice(TorchFunctionMode):
+    """Records every torch call that takes a tensor out of torch or off ``device``: ``.cpu()``, ``.cuda()``,
+    ``.numpy()``, ``np.asarray``, ``.tolist()``, ``.item()``, and any call whose tensor result lies elsewhere.
+    Under ``torch.device("meta")`` a tensor made without ``device=`` lands on "meta", so it is caught too."""
+
+    _EXITS = {torch.Tensor.cpu, torch.Tensor.cuda, torch.Tensor.numpy, torch.Tensor.__array__,
+              torch.Tensor.tolist, torch.Tensor.item}
+
+    def __init__(self, device: torch.device):
+        super().__init__()
+        self.device, self.found = device, []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        results = out if isinstance(out, (tuple, list)) else (out,)
+        elsewhere = [r.device for r in results if isinstance(r, torch.Tensor) and r.device != self.device]
+        if func in self._EXITS or elsewhere:
+            self.found.append(f"{getattr(func, '__name__', func)} -> {elsewhere or 'out of torch'}")
+        return out
+
+
+def _h1_periodic(pred, true):
+    return rel_h1(pred, true, periodic=True)
+
+
+def _rollout_mean(pred, true):
+    return rollout_errors(pred, true)[1]
+
+
+ON_TENSORS = [*ALL, rel_h1, _h1_periodic, phm_score, _rollout_mean]
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                 reason="needs a CUDA device"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize("metric", ON_TENSORS, ids=lambda m: m.__name__)
+def test_tensors_stay_on_their_device_dtype_and_graph(metric, dtype, device):
+    """Tensors in: every step stays in torch on the inputs' device (no numpy round trip, no tensor made
+    without ``device=``), the result keeps their dtype and its gradient reaches ``pred``; a numpy ``true``
+    joins ``pred``'s device and dtype. Checked on the CPU as well: ``_LeavesTheDevice`` under a "meta"
+    default device sees what a CUDA run would trip over."""
+    pred, true = _random((3, 4, 8, 8))  # (sample, time or channel, x, y)
+    expected = metric(pred, true)
+    tensor_pred = torch.tensor(pred, dtype=dtype, device=device, requires_grad=True)
+    tensor_true = torch.tensor(true, dtype=dtype, device=device)
+    with _LeavesTheDevice(tensor_pred.device) as spy, torch.device("meta"):
+        value = metric(tensor_pred, tensor_true)
+        with_numpy = metric(tensor_pred, true)
+        value.backward()
+    assert spy.found == []
+    for result in (value, with_numpy):
+        assert isinstance(result, torch.Tensor) and result.device == tensor_pred.device and result.dtype == dtype
+        assert result.ndim == 0 and result.grad_fn is not None
+        assert result.item() == pytest.approx(expected, rel=1e-12 if dtype == torch.float64 else 1e-4)
+    grad = tensor_pred.grad
+    assert grad.device == tensor_pred.device and grad.dtype == dtype and bool(grad.abs().sum() > 0)

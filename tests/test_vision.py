@@ -49,13 +49,22 @@ def test_the_four_scan_orders_and_their_inverse():
     assert back.shape == (4, 2, 3, 4, 5) and all(torch.equal(b, y) for b in back)
 
 
-def _second_cell_input(routing: KirchhoffRouting2d, x: torch.Tensor) -> torch.Tensor:
+def _cell_inputs(routing: KirchhoffRouting2d, x: torch.Tensor) -> list[torch.Tensor]:
+    """What each cell of ``routing`` receives on ``x``: its input sequences ``(4·batch, h·w, d_model)``."""
     seen = []
-    run = routing.cells[1].forward_unchecked
-    routing.cells[1].forward_unchecked = lambda u, dt: seen.append(u.detach().clone()) or run(u, dt)
-    routing(x)
-    del routing.cells[1].forward_unchecked
-    return seen[0]
+    for cell in routing.cells:
+        run = cell.forward_unchecked
+        cell.forward_unchecked = lambda u, dt, run=run: seen.append(u.detach().clone()) or run(u, dt)
+    try:
+        routing(x)
+    finally:
+        for cell in routing.cells:
+            del cell.forward_unchecked
+    return seen
+
+
+def _second_cell_input(routing: KirchhoffRouting2d, x: torch.Tensor) -> torch.Tensor:
+    return _cell_inputs(routing, x)[1]
 
 
 @pytest.mark.parametrize("kind", ["serial", "serial_constrained", "parallel"])
@@ -87,10 +96,11 @@ def test_the_constrained_routing_keeps_its_decay_positive_under_a_huge_step(kind
     optimizer.step()
     positive = all(bool((cell.lam > 0).all()) for cell in routing.cells)
     assert positive == (kind == "serial_constrained")
-    if kind == "serial_constrained":  # the gains stay in [0, 1] (sigmoid saturates), the response finite
-        gain = torch.sigmoid(routing.coupling)
-        assert bool(((gain >= 0) & (gain <= 1)).all())
-        assert torch.isfinite(routing(x)).all()
+    first, second = _cell_inputs(routing, x)
+    if kind == "serial_constrained":  # a = -1e6: γ = σ(a) saturates at 0, (1 − γ) u + γ y⁽¹⁾ is exactly u
+        assert torch.equal(second, first) and torch.isfinite(routing(x)).all()
+    else:  # the free decays went negative: the first cell's response blows up and reaches the second cell
+        assert not torch.isfinite(second).all()
 
 
 def test_unknown_size_or_routing_is_one_line():
@@ -100,46 +110,81 @@ def test_unknown_size_or_routing_is_one_line():
         operators.build("chonn_vision", 3, 10, routing="loop")
 
 
-def test_flops_count_convolutions_and_the_scans():
-    model = operators.build("chonn_vision", 1, 10, size="cpu", routing="serial")
-    one, two = count_flops(model, (1, 1, 32, 32)), count_flops(model, (2, 1, 32, 32))
-    assert one.counted > 0 and two.counted == 2 * one.counted and two.scan == 2 * one.scan
-    # 9 per step, channel and state; four scan orders and two cells in every routing module
-    tokens = [(32 // 4 // 2 ** s) ** 2 for s in range(4)]
-    widths, depths, d_state = [32 * 2 ** s for s in range(4)], SIZES["cpu"][1], SIZES["cpu"][2]
-    assert one.scan == sum(9 * 4 * 2 * t * w * d_state * d for t, w, d in zip(tokens, widths, depths))
+@pytest.mark.parametrize("routing", ["first_order", "serial"])
+def test_flops_count_convolutions_and_the_scans(routing, monkeypatch):
+    """The scan count is 9 operations (VMamba's count for one selective-scan update) per state update,
+    and the state updates are counted here by running the cells' step-by-step reference in their place:
+    every ``KirchhoffCell.step`` updates ``v_prev.numel()`` = sequences · channels · d_state potentials."""
+    from circuitop.knc import KirchhoffCell
+
+    updates, step = [], KirchhoffCell.step
+
+    def counted_step(cell, u_k, v_prev, dt_k=None):
+        updates.append(v_prev.numel())
+        return step(cell, u_k, v_prev, dt_k)
+
+    monkeypatch.setattr(KirchhoffCell, "step", counted_step)
+    monkeypatch.setattr(KirchhoffCell, "forward_unchecked", lambda cell, u, dt: cell.forward_ref(u, dt))
+    model = operators.build("chonn_vision", 1, 10, size="cpu", routing=routing)
+    counts = []
+    for batch in (1, 2):
+        updates.clear()
+        counts.append((count_flops(model, (batch, 1, 32, 64)), sum(updates)))  # h ≠ w
+    (one, n_one), (two, n_two) = counts
+    assert n_one > 0 and one.scan == 9 * n_one and two.scan == 9 * n_two
+    assert n_two == 2 * n_one and one.counted > 0 and two.counted == 2 * one.counted
     assert count_flops(operators.build("conv_vision", 1, 10, size="cpu"), (1, 1, 32, 32)).scan == 0
     assert model.training  # count_flops restores the mode
 
 
+#: the pixels (i, j) of an h × w field in the order each of the four scans visits them
+_SCANS = {
+    "rows": lambda h, w: [(i, j) for i in range(h) for j in range(w)],
+    "rows reversed": lambda h, w: [(i, j) for i in range(h) for j in range(w)][::-1],
+    "columns": lambda h, w: [(i, j) for j in range(w) for i in range(h)],
+    "columns reversed": lambda h, w: [(i, j) for j in range(w) for i in range(h)][::-1],
+}
+#: ȳ_k of the routing table (CHONN Fig. 5i, circuitop.routing's docstring) from u_k, y⁽¹⁾_k, one step of K₂, γ
+_ROUTING_TABLE = {
+    "first_order": lambda u, y1, k2, gain: y1,
+    "parallel": lambda u, y1, k2, gain: y1 + k2(u),
+    "serial": lambda u, y1, k2, gain: y1 + k2(u + y1),
+    "serial_constrained": lambda u, y1, k2, gain: 0.5 * (y1 + k2((1 - gain) * u + gain * y1)),
+}
+
+
 def _routing_ref(routing: KirchhoffRouting2d, x: torch.Tensor) -> torch.Tensor:
-    """The routing written out: each scan order on its own, the cells' step-by-step reference twins."""
-    u, g = routing.in_proj(x).chunk(2, dim=1)
-    u = torch.nn.functional.silu(routing.conv(u))
-    b, c, h, w = u.shape
-    rows = lambda f: f.permute(0, 2, 3, 1).reshape(b, h * w, c)  # noqa: E731
-    cols = lambda f: f.permute(0, 3, 2, 1).reshape(b, w * h, c)  # noqa: E731
-    unrows = lambda s: s.reshape(b, h, w, c).permute(0, 3, 1, 2)  # noqa: E731
-    uncols = lambda s: s.reshape(b, w, h, c).permute(0, 3, 2, 1)  # noqa: E731
-    orders = [(rows, unrows, False), (rows, unrows, True), (cols, uncols, False), (cols, uncols, True)]
-    k1, k2 = routing.cells[0].forward_ref, (routing.cells[1].forward_ref if len(routing.cells) > 1 else None)
-    fields = []
-    for to_seq, to_field, backwards in orders:
-        seq = to_seq(u).flip(1) if backwards else to_seq(u)
-        y1 = k1(seq)
-        if routing.routing == "first_order":
-            merged = y1
-        elif routing.routing == "parallel":
-            merged = y1 + k2(seq)
-        elif routing.routing == "serial":
-            merged = y1 + k2(seq + y1)
-        else:
-            gain = torch.sigmoid(routing.coupling)
-            merged = 0.5 * (y1 + k2((1 - gain) * seq + gain * y1))
-        fields.append(to_field(merged.flip(1) if backwards else merged))
-    y = torch.stack(fields).mean(0)
-    y = torch.nn.functional.layer_norm(y.movedim(1, -1), (c,), routing.out_norm.weight, routing.out_norm.bias)
-    return routing.out_proj(y.movedim(-1, 1) * torch.nn.functional.silu(g))
+    """CHONN Eqs. 31, 35, 37-38 and the routing table pixel by pixel: explicit 1×1 and depthwise sums, each
+    of the four scans stepping its cells (``KirchhoffCell.step``) through the pixels in its own order, ȳ the
+    mean of the four scans at every pixel, then the channel LayerNorm, the SiLU gate and W_out."""
+    b, c, h, w = x.shape
+    silu = lambda z: z * torch.sigmoid(z)  # noqa: E731
+    proj = torch.einsum("oc,bchw->bohw", routing.in_proj.weight[:, :, 0, 0], x) + routing.in_proj.bias[:, None, None]
+    u_in, g = proj[:, :c], proj[:, c:]
+    kernel, r = routing.conv.weight[:, 0], routing.conv.weight.shape[-1] // 2
+    padded = torch.nn.functional.pad(u_in, (r, r, r, r))
+    conv = sum(kernel[:, a, e, None, None] * padded[:, :, a: a + h, e: e + w]
+               for a in range(2 * r + 1) for e in range(2 * r + 1))
+    u = silu(conv + routing.conv.bias[:, None, None])
+    merge = _ROUTING_TABLE[routing.routing]
+    gain = torch.sigmoid(routing.coupling) if routing.routing == "serial_constrained" else None
+    merged = {pixel: [] for pixel in _SCANS["rows"](h, w)}
+    for visit in _SCANS.values():
+        states = [x.new_zeros(b, c, cell.d_state) for cell in routing.cells]
+
+        def k2(v):  # one step of the second cell, its state carried along the scan
+            y2, states[1] = routing.cells[1].step(v, states[1])
+            return y2
+
+        for i, j in visit(h, w):
+            y1, states[0] = routing.cells[0].step(u[:, :, i, j], states[0])
+            merged[i, j].append(merge(u[:, :, i, j], y1, k2, gain))
+    y_bar = torch.stack([torch.stack([sum(merged[i, j]) / 4 for j in range(w)], -1) for i in range(h)], -2)
+    mean, var = y_bar.mean(1, keepdim=True), y_bar.var(1, unbiased=False, keepdim=True)
+    norm = routing.out_norm
+    y = (y_bar - mean) / torch.sqrt(var + norm.eps) * norm.weight[:, None, None] + norm.bias[:, None, None]
+    return torch.einsum("oc,bchw->bohw", routing.out_proj.weight[:, :, 0, 0], y * silu(g)) \
+        + routing.out_proj.bias[:, None, None]
 
 
 @pytest.mark.parametrize("kind", ROUTINGS)

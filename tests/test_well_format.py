@@ -50,6 +50,64 @@ def test_the_writer_follows_the_format(tmp_path):
         assert bool(d.attrs["sample_varying"]) and bool(d.attrs["time_varying"]) and list(d.attrs["dim_varying"]) == [True, True]
 
 
+def _is_bool(value) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+def _names(attr) -> list:
+    assert isinstance(attr, (list, np.ndarray)), f"expected a list of names, found {attr!r}"
+    return list(attr)
+
+
+def test_the_file_has_what_the_wells_reader_reads(tmp_path):
+    """Our writer's file against The Well's reader without installing it: every attribute, group and shape
+    that ``the_well.data.WellDataset`` reads (its file scan in ``__init__``, ``_reconstruct_fields``,
+    ``_reconstruct_grids``), of the types its format checker (``scripts/check_thewell_formatting.py``) asks
+    for, and the component order in which it flattens vector and tensor fields into channels."""
+    path = _write(tmp_path / "flow.hdf5")
+    with h5py.File(path, "r") as f:
+        assert isinstance(f.attrs["dataset_name"], str) and f.attrs["grid_type"] in ("cartesian", "spherical")
+        n_dims, n_traj = f.attrs["n_spatial_dims"], f.attrs["n_trajectories"]
+        assert isinstance(n_dims, (int, np.integer)) and isinstance(n_traj, (int, np.integer))
+        assert (n_dims, n_traj) == (2, B)
+        for name in _names(f.attrs["simulation_parameters"]):
+            assert isinstance(name, str) and name in f.attrs
+        # dimensions: spatial_dims names one coordinate dataset each; the last axis of time counts the steps
+        spatial = _names(f["dimensions"].attrs["spatial_dims"])
+        assert spatial == ["x", "y"] and all(isinstance(d, str) for d in spatial)
+        time = f["dimensions/time"]
+        assert time.shape == (T,) and time.dtype == np.float32
+        assert _is_bool(time.attrs["sample_varying"]) and not time.attrs["sample_varying"]  # else read per sample
+        sizes = []
+        for dim in spatial:
+            coord = f["dimensions"][dim]
+            assert coord.ndim == 1 and coord.dtype == np.float32
+            assert all(_is_bool(coord.attrs[a]) and not coord.attrs[a] for a in ("sample_varying", "time_varying"))
+            sizes.append(coord.shape[-1])
+        assert sizes == [W, H]
+        assert isinstance(f["boundary_conditions"], h5py.Group)  # the reader walks its subgroups
+        assert _names(f["scalars"].attrs["field_names"]) == []
+        # field groups: every listed field is a dataset shaped by its varying flags, D per tensor index
+        written = {"t0_fields": ["density"], "t1_fields": ["velocity"], "t2_fields": ["stress"]}
+        for order, group in enumerate(("t0_fields", "t1_fields", "t2_fields")):
+            listed = _names(f[group].attrs["field_names"])
+            assert listed == written[group] and sorted(f[group]) == sorted(listed)
+            for name in listed:
+                field = f[group][name]
+                flags = {a: field.attrs[a] for a in ("sample_varying", "time_varying")}
+                assert all(_is_bool(v) for v in flags.values()) and all(flags.values())
+                dim_varying = field.attrs["dim_varying"]
+                assert len(dim_varying) == n_dims and all(_is_bool(v) for v in dim_varying)
+                spatial_sizes = [n for n, used in zip(sizes, dim_varying) if used]
+                expected = (n_traj, T, *spatial_sizes, *[n_dims] * order)
+                assert field.shape == expected and field.dtype == np.float32
+        # channels come out as field_{ij} over itertools.product(spatial_dims, repeat=order): row-major
+        np.testing.assert_array_equal(f["t0_fields/density"][3], RHO[3])
+        np.testing.assert_array_equal(f["t1_fields/velocity"][..., 1], VEL[..., 1])
+        np.testing.assert_array_equal(f["t2_fields/stress"][..., 0, 1], STRESS[..., 0, 1])
+        np.testing.assert_array_equal(f["t2_fields/stress"][..., 1, 0], STRESS[..., 1, 0])
+
+
 def test_round_trip_of_scalar_vector_and_tensor_fields(tmp_path):
     source = pde_data.open_source(_write(tmp_path / "flow.hdf5", stats=STATS))
     ds = source.dataset
