@@ -56,7 +56,7 @@ def _template(task, ds: xr.Dataset, steps: int) -> xr.Dataset:
         if all(v in ds.data_vars for v in targets):
             return ds[targets]
         grid = ds[spec.data.inputs[0]]
-        return xr.Dataset({v: grid.copy() for v in targets}, coords=grid.coords)
+        return xr.Dataset({v: grid.copy(deep=False) for v in targets}, coords=grid.coords)
     frames, n_time = spec.task.window + steps, ds.sizes[TIME]
     if frames <= n_time:
         return ds[targets].isel({TIME: slice(0, frames)})
