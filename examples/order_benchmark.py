@@ -12,8 +12,8 @@ target order; 2×2 (order 2 × 2 blocks) beats depth-3 and 2×3 beats depth-4 at
 
 Scales:
 
-- full: the paper's protocol — 256 points, 12,000 / 2,000 / 2,000 samples (seeds 42/43/44), d_model 16,
-  expansion 16, d_state 8; AdamW lr 1e-4, cosine schedule, batch 32, 80 epochs; targets T1-T4 × model
+- full: the paper's protocol — 256 points, 12,000 / 2,000 / 2,000 samples (seeds 42/43/44), expansion 16,
+  d_state 8, and d_model 16 (ours: the paper gives no d_model); AdamW lr 1e-4, cosine schedule, batch 32, 80 epochs; targets T1-T4 × model
   orders 1-4 (Fig. 3a-b) and 2×2, 2×3, 3×2 vs depth 1-5 on T4 (Fig. 3c). Run time, an estimate (not
   measured): 200× the quick run's sample-epochs per model at 2× the length with 16× wider blocks, for 36
   models — on the order of a day on one GPU; not practical on CPU.

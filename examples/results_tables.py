@@ -104,7 +104,7 @@ def order_benchmark(results: dict) -> list[str]:
     lines = [f"1D order benchmark, the paper's data protocol: {cfg['n_points']} points, "
              f"{' / '.join(map(str, cfg['sizes']))} samples (data seeds 42/43/44). Reduced against the paper: "
              f"d_model {cfg['model']['d_model']}, d_state {cfg['model']['d_state']}, expansion "
-             f"{cfg['model']['expand']} (paper 16, 8, 16); AdamW lr {cfg['lr']:g}, cosine, batch {cfg['batch_size']}, "
+             f"{cfg['model']['expand']} (paper: d_state 8, expansion 16, no d_model given); AdamW lr {cfg['lr']:g}, cosine, batch {cfg['batch_size']}, "
              f"**{cfg['epochs']} epochs** (paper 1e-4, 80); matched orders only. " + header(results), "",
              *table(["target", "model", "rel. L2", "spectral", "derivative", "parameters"], rows), ""]
     every = [*r["targets"].items(), ("scaling", r["scaling"])]
