@@ -1,7 +1,9 @@
 """Run every benchmark script and print one table: ``python -m bench [--quick] [--only NAME ...]``.
 
 Each ``bench/bench_<name>.py`` exposes ``run(quick=False) -> list[Row]``; a script that fails is
-reported in the table (and makes the exit status non-zero) instead of stopping the others.
+reported in the table (and makes the exit status non-zero) instead of stopping the others. A line on
+stderr says when each benchmark starts and ends (with its wall time), and a warning, at the start and
+under the table, when the machine is busy.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import pkgutil
 import sys
 import time
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
-from bench._util import Row, print_table
+import torch
+
+from bench._util import Row, busy_warning, print_table
 
 import bench
 
@@ -29,17 +33,31 @@ def discover() -> list[str]:
 def run_all(names: list[str], *, quick: bool) -> tuple[list[Row], list[str]]:
     """Run the named modules; return all rows and the names that failed."""
     rows, failed = [], []
-    for name in names:
+    for i, name in enumerate(names, 1):
+        _say(f"[{i}/{len(names)}] {name} ...")
         start = time.perf_counter()
         try:
-            module = importlib.import_module(f"bench.{name}")
-            rows += module.run(quick=quick)
-            rows.append(Row(name, "script wall time", time.perf_counter() - start, "s"))
+            rows += run_one(name, quick=quick)
         except Exception as exc:  # noqa: BLE001 - report and continue with the others
             traceback.print_exc()
             rows.append(Row(name, "FAILED", float("nan"), "", f"{type(exc).__name__}: {exc}"))
             failed.append(name)
+        seconds = time.perf_counter() - start
+        rows.append(Row(name, "script wall time", seconds, "s"))
+        _say(f"[{i}/{len(names)}] {name} {'FAILED' if name in failed else 'done'} in {seconds:.1f} s")
     return rows, failed
+
+
+def run_one(name: str, *, quick: bool) -> list[Row]:
+    """The rows of ``bench.<name>``, each row that does not say its thread count given the one it ran under
+    (the module's own ``torch.set_num_threads`` calls set theirs on their rows)."""
+    module = importlib.import_module(f"bench.{name}")
+    threads = torch.get_num_threads()
+    return [r if r.threads is not None else replace(r, threads=threads) for r in module.run(quick=quick)]
+
+
+def _say(line: str) -> None:
+    print(f"bench: {line}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,8 +72,13 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"unknown benchmarks {unknown}; expected some of {names}")
         names = [n for n in names if n in args.only]
+    busy = busy_warning()
+    if busy:
+        _say(busy)
     rows, failed = run_all(names, quick=args.quick)
-    print_table(rows, title=f"circuitop benchmarks ({'quick' if args.quick else 'full'})")
+    footer = [f"{line} ({when})" for line, when in ((busy, "at the start"), (busy_warning(), "at the end")) if line]
+    title = f"circuitop benchmarks ({'quick' if args.quick else 'full'})" + (", busy machine" if footer else "")
+    print_table(rows, title=title, footer=footer)
     if args.json:
         from pde_data import atomic_path
 

@@ -2,27 +2,44 @@
 
 from __future__ import annotations
 
+import os
 import resource
 import time
 from dataclasses import dataclass
 from typing import Callable
 
-import torch
+# The CPU profiler behind peak_memory_mb (kineto) prints "USDT: ... profiler_start/stop" and "STAGE: ..." lines
+# on stderr at its default log level; 6 is above all of its levels (read when the profiler first starts).
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
-from evaluation.resources import peak_memory_mb
+import torch  # noqa: E402
 
-__all__ = ["Row", "best_time", "best_times_interleaved", "peak_memory_mb", "max_rss_mb", "print_table"]
+from evaluation.resources import peak_memory_mb  # noqa: E402
+
+__all__ = ["Row", "best_time", "best_times_interleaved", "peak_memory_mb", "max_rss_mb", "busy_warning",
+           "print_table"]
 
 
 @dataclass
 class Row:
-    """One line of a benchmark table: ``ratio`` is ``baseline / candidate`` time unless ``detail`` says otherwise."""
+    """One line of a benchmark table: ``ratio`` is ``baseline / candidate`` time unless ``detail`` says otherwise.
+
+    ``threads``: the torch threads the timing ran under, shown in the row's :attr:`label` (``None``: not set
+    by the benchmark; ``python -m bench`` then sets the count it ran the benchmark under).
+    """
 
     benchmark: str
     case: str
     value: float
     unit: str
     detail: str = ""
+    threads: int | None = None
+
+    @property
+    def label(self) -> str:
+        """``benchmark | case``, and ``, N threads`` when the row says how many it used."""
+        threads = "" if self.threads is None else f", {self.threads} thread{'s' if self.threads != 1 else ''}"
+        return f"{self.benchmark} | {self.case}{threads}"
 
 
 def best_time(fn: Callable[[], object], *, repeat: int = 5, warmup: int = 1) -> float:
@@ -63,11 +80,27 @@ def max_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def print_table(rows: list[Row], title: str = "") -> None:
-    """Print rows as an aligned text table."""
+def busy_warning(load: float | None = None, cores: int | None = None) -> str | None:
+    """A one-line warning when the 1-minute load average exceeds the core count (other work shares the cores:
+    timings, multi-thread ones most, are unreliable); ``None`` otherwise (or where the load is unknown)."""
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            return None
+    cores = cores or os.cpu_count() or 1
+    if load <= cores:
+        return None
+    return (f"warning: the machine is busy (load average {load:.2f} over the last minute on {cores} cores): "
+            "timings are unreliable, rows with several threads most")
+
+
+def print_table(rows: list[Row], title: str = "", *, footer: list[str] = ()) -> None:
+    """Print rows as an aligned text table, then the ``footer`` lines."""
     if title:
         print(f"\n== {title}")
-    width = max((len(r.benchmark) + len(r.case) for r in rows), default=20) + 3
+    width = max((len(r.label) for r in rows), default=20)
     for r in rows:
-        label = f"{r.benchmark} | {r.case}"
-        print(f"{label:<{width}} {r.value:>12.4g} {r.unit:<10} {r.detail}")
+        print(f"{r.label:<{width}} {r.value:>12.4g} {r.unit:<10} {r.detail}")
+    for line in footer:
+        print(line)

@@ -331,9 +331,10 @@ def _cli_rows(path: Path, sizes: Sizes, label: str, evicting: bool, run_dir: Pat
                 f"sum of smaps_rollup Pss; target <= {PEAK_TARGET_MB:.0f} MB: {verdict}"),
             Row(NAME, f"{label} CLI train epoch", c["epoch_s"], "s",
                 f"fno {' '.join(FNO_CONFIG)}, --window {WINDOW} --split {c['split']} --batch-size {BATCH} "
-                f"--cache stream, default workers, --threads 1; process wall {peak.wall_s:.1f} s; {note}"),
+                f"--cache stream, default workers, --threads 1; process wall {peak.wall_s:.1f} s; {note}",
+                threads=1),
             Row(NAME, f"{label} CLI train samples/s", c["samples_per_s"], "windows/s",
-                "history.json samples_per_s of epoch 1 (a sample is a window)")]
+                "history.json samples_per_s of epoch 1 (a sample is a window)", threads=1)]
     return rows, {"rss": peak.rss, "pss": peak.pss}
 
 

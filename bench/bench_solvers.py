@@ -117,13 +117,15 @@ def _ns_rows(n: int, batch: int, dtype: torch.dtype, n_steps: int, rounds: int, 
     gap = float(np.abs(torch.fft.irfft2(w_hat, s=(n, n)).numpy() - np.fft.irfft2(port_hat, s=(n, n))).max()
                 / float(w0.abs().max()))
     name = "navier_stokes"
-    case = f"{batch}x{n}^2 {str(dtype).removeprefix('torch.')}, {threads} thread{'s' if threads > 1 else ''}"
+    case = f"{batch}x{n}^2 {str(dtype).removeprefix('torch.')}"
     return [
         Row(name, f"{case}: steps/s ours / numpy port", n_steps / t["ours"], "steps/s",
-            f"numpy port {n_steps / t['numpy']:.4g} steps/s"),
-        Row(name, f"{case}: speed-up over the numpy port", t["numpy"] / t["ours"], "x", "target >= 2 (f64), >= 5 (f32)"),
-        Row(name, f"{case}: step / FFT floor", t["ours"] / t["fft"], "x", "target <= 1.5; the step's 5 FFTs alone"),
-        Row(name, f"{case}: max |ours - port| / max|w0|", gap, "", "same trajectory, round-off"),
+            f"numpy port {n_steps / t['numpy']:.4g} steps/s", threads=threads),
+        Row(name, f"{case}: speed-up over the numpy port", t["numpy"] / t["ours"], "x", "target >= 2 (f64), >= 5 (f32)",
+            threads=threads),
+        Row(name, f"{case}: step / FFT floor", t["ours"] / t["fft"], "x", "target <= 1.5; the step's 5 FFTs alone",
+            threads=threads),
+        Row(name, f"{case}: max |ours - port| / max|w0|", gap, "", "same trajectory, round-off", threads=threads),
     ]
 
 
@@ -199,17 +201,18 @@ def _swe_rows(n: int, batch: int, dtype: torch.dtype, n_steps: int, rounds: int,
     floor = 2 * 2 * 3 * n * n * batch * (torch.finfo(dtype).bits // 8) * n_steps / _bandwidth(dtype)
     q0 = _swe_case(n, batch, dtype)[0]
     gap = float((runs["fused"]() - runs["eager"]()).abs().max() / q0.abs().max())
-    case = f"{n}^2 batch {batch} {str(dtype).removeprefix('torch.')}, {threads} thread{'s' if threads > 1 else ''}"
+    case = f"{n}^2 batch {batch} {str(dtype).removeprefix('torch.')}"
     name = "shallow_water"
     return [
         Row(name, f"{case}: cell updates/s fused / eager", cells / t["fused"], "cells/s",
-            f"eager torch {cells / t['eager']:.3g} cells/s; SSP-RK2 step = 2 MUSCL-HLL evaluations"),
+            f"eager torch {cells / t['eager']:.3g} cells/s; SSP-RK2 step = 2 MUSCL-HLL evaluations", threads=threads),
         Row(name, f"{case}: speed-up of the fused kernel over eager torch", t["eager"] / t["fused"], "x",
-            "target >= 3 (issue #21)"),
+            "target >= 3 (issue #21)", threads=threads),
         Row(name, f"{case}: fused step / memory floor", t["fused"] / floor, "x",
-            "floor: read q and write q per stage at the measured bandwidth of torch.add"),
-        Row(name, f"{case}: eager step / memory floor", t["eager"] / floor, "x", "the same floor"),
-        Row(name, f"{case}: max |fused - eager| / max|q0|", gap, "", f"after {n_steps} steps: round-off"),
+            "floor: read q and write q per stage at the measured bandwidth of torch.add", threads=threads),
+        Row(name, f"{case}: eager step / memory floor", t["eager"] / floor, "x", "the same floor", threads=threads),
+        Row(name, f"{case}: max |fused - eager| / max|q0|", gap, "", f"after {n_steps} steps: round-off",
+            threads=threads),
     ]
 
 
@@ -221,10 +224,10 @@ def _swe_allocator_rows(n: int, batch: int, dtype: torch.dtype, n_steps: int, re
     before = _swe_default_allocator(n, batch, dtype, n_steps, repeat)
     ours = _swe_steps(n, batch, dtype, n_steps, repeat)
     default = min(before, _swe_default_allocator(n, batch, dtype, n_steps, repeat))
-    case = f"{n}^2 batch {batch} {str(dtype).removeprefix('torch.')}, 1 thread"
+    case = f"{n}^2 batch {batch} {str(dtype).removeprefix('torch.')}"
     return [Row("shallow_water", f"{case}: eager speed-up over the default allocator", default / ours, "x",
                 f"eager {n * n * batch * n_steps / ours:.3g} cells/s, default allocator "
-                f"{n * n * batch * n_steps / default:.3g} cells/s")]
+                f"{n * n * batch * n_steps / default:.3g} cells/s", threads=1)]
 
 
 def run(quick: bool = False) -> list[Row]:
@@ -242,16 +245,16 @@ def _rows(steps: int, repeat: int) -> list[Row]:
     rows = []
     for dtype in (torch.float64, torch.float32):
         for threads in (1, 2):
-            rows += _ns_rows(64, 16, dtype, steps, repeat, threads)
+            rows += _ns_rows(64, 16, dtype, steps, repeat, threads=threads)
     if SWE_KERNEL.load() is None:
         rows.append(Row("shallow_water", "fused kernel unavailable: 'fused' rows time the eager step", float("nan"),
                         "", SWE_KERNEL.error or "disabled by CIRCUITOP_NATIVE=0"))
     for dtype in (torch.float32, torch.float64):
         for threads in (1, 2):
-            rows += _swe_rows(128, 4, dtype, max(2, steps // 4), repeat, threads)
+            rows += _swe_rows(128, 4, dtype, max(2, steps // 4), repeat, threads=threads)
         rows += _swe_allocator_rows(128, 4, dtype, max(2, steps // 4), repeat)
-    fused = [r.value for r in rows if r.benchmark == "shallow_water" and r.unit == "cells/s" and ", 1 thread" in r.case]
-    rows.append(Row("shallow_water", "128^2 float32 / float64 fused throughput", fused[0] / fused[1], "x", "1 thread"))
+    fused = [r.value for r in rows if r.benchmark == "shallow_water" and r.unit == "cells/s" and r.threads == 1]
+    rows.append(Row("shallow_water", "128^2 float32 / float64 fused throughput", fused[0] / fused[1], "x", threads=1))
     return rows
 
 

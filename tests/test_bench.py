@@ -1,6 +1,7 @@
 """The benchmark entry point runs modules, prints one table and writes JSON (not a timed test)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,14 +10,51 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_bench_entry_point_runs_selected_modules(tmp_path):
+    """Progress on stderr as each benchmark starts and ends; rows labelled with their thread count; no
+    profiler log lines (bench_scan measures memory with torch's profiler)."""
     out = tmp_path / "rows.json"
-    result = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "bench_metrics", "--json", str(out)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "bench_metrics", "bench_scan",
+                             "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr[-2000:]
     rows = json.loads(out.read_text())
-    assert {r["benchmark"] for r in rows} == {"metrics", "bench_metrics"}
+    assert {r["benchmark"] for r in rows} >= {"metrics", "bench_metrics", "bench_scan"}
     assert all(r["value"] > 0 for r in rows)
     assert "circuitop benchmarks (quick)" in result.stdout
+    progress = [line for line in result.stderr.splitlines() if line.startswith("bench: [")]
+    assert [line.split(" in ")[0] for line in progress] == [
+        "bench: [1/2] bench_metrics ...", "bench: [1/2] bench_metrics done",
+        "bench: [2/2] bench_scan ...", "bench: [2/2] bench_scan done"]
+    assert float(progress[1].split(" in ")[1].removesuffix(" s")) > 0
+    assert "USDT" not in result.stdout + result.stderr and "profiler_start" not in result.stdout + result.stderr
+    timed = [r for r in rows if r["case"] != "script wall time"]
+    assert all(r["threads"] == 1 for r in timed)  # OMP_NUM_THREADS=1: torch ran them on one thread
+    assert "pdebench_metrics torch float32 20x40x64x64, 1 thread " in result.stdout
+
+
+def test_a_busy_machine_is_flagged(monkeypatch):
+    """A load average above the core count gives one warning line (printed at the start and under the table);
+    a row's label says how many threads it ran on."""
+    from bench._util import Row, busy_warning
+
+    assert busy_warning(load=1.5, cores=2) is None
+    warning = busy_warning(load=3.2, cores=2)
+    assert warning.startswith("warning: the machine is busy (load average 3.20") and "unreliable" in warning
+    monkeypatch.setattr(os, "getloadavg", lambda: (64.0, 1.0, 1.0))
+    assert busy_warning() is not None
+    assert Row("ns", "step", 1.0, "s", threads=2).label == "ns | step, 2 threads"
+    assert Row("ns", "step", 1.0, "s").label == "ns | step"
+
+
+def test_busy_warning_in_the_table(monkeypatch, capsys):
+    import bench.__main__ as entry
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (64.0, 1.0, 1.0))
+    assert entry.main(["--quick", "--only", "bench_darcy"]) == 0
+    out, err = capsys.readouterr()
+    assert "busy machine" in out.splitlines()[1] and out.count("warning: the machine is busy") == 2
+    assert "warning: the machine is busy" in err.splitlines()[0]
+    assert "darcy | direct FV solve 128^2 (splu), 1 thread " in out
 
 
 def test_bench_entry_point_refuses_unknown_names():

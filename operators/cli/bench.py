@@ -9,6 +9,8 @@ from pathlib import Path
 
 import operators
 
+__all__ = ["register", "source_root", "run"]
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="run every benchmark script (bench/) and print one table")
