@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import pkgutil
 import sys
 import time
@@ -80,11 +81,27 @@ def main(argv: list[str] | None = None) -> int:
     title = f"circuitop benchmarks ({'quick' if args.quick else 'full'})" + (", busy machine" if footer else "")
     print_table(rows, title=title, footer=footer)
     if args.json:
-        from pde_data import atomic_path
-
-        with atomic_path(args.json) as tmp:
-            tmp.write_text(json.dumps([asdict(r) for r in rows], indent=2))
+        _write_json(args.json, rows, argv if argv is not None else sys.argv[1:], quick=args.quick, busy=footer)
     return 1 if failed else 0
+
+
+def _write_json(path: Path, rows: list[Row], argv: list[str], *, quick: bool, busy: list[str]) -> None:
+    """``{"command", "scale", "environment" (versions, cores, load, the commit), "busy", "rows"}``, atomically:
+    what ``examples/results_tables.py`` renders into RESULTS.md."""
+    import platform
+
+    import torch
+
+    from operators.provenance import code_version
+    from pde_data import atomic_path
+
+    options = [a for a in argv if not a.startswith("--json") and a != str(path)]
+    environment = {"python": platform.python_version(), "torch": torch.__version__, "cores": os.cpu_count(),
+                   "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), **code_version()}
+    payload = {"command": " ".join(["python -m bench", *options]), "scale": "quick" if quick else "full",
+               "environment": environment, "busy": busy, "rows": [asdict(r) for r in rows]}
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(payload, indent=1, allow_nan=True))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,11 @@ def test_bench_entry_point_runs_selected_modules(tmp_path):
                              "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr[-2000:]
-    rows = json.loads(out.read_text())
+    written = json.loads(out.read_text())
+    assert written["command"] == "python -m bench --quick --only bench_metrics bench_scan" and written["scale"] == "quick"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert written["environment"]["commit"] == head and isinstance(written["busy"], list)
+    rows = written["rows"]
     assert {r["benchmark"] for r in rows} >= {"metrics", "bench_metrics", "bench_scan"}
     assert all(r["value"] > 0 for r in rows)
     assert "circuitop benchmarks (quick)" in result.stdout
