@@ -25,6 +25,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from _bench_tables import bench as bench_section
+
 __all__ = ["render", "update", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -401,6 +403,19 @@ def update(text: str, name: str, body: str) -> str:
     return head + begin + body + end + tail
 
 
+def hand_tables(text: str) -> list[int]:
+    """Line numbers of Markdown table rules (``|---``) outside the generated sections: tables typed by hand."""
+    found, inside = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("<!-- generated:"):
+            inside = True
+        elif line.startswith("<!-- end generated:"):
+            inside = False
+        elif line.startswith("|---") and not inside:
+            found.append(number)
+    return found
+
+
 def collect(runs: Path, results_dir: Path, demo_dir: Path = ROOT / "demo_output") -> None:
     """Copy ``runs/<script>/results.json`` of every medium run into ``results_dir`` as ``<script>.json``,
     and the demo's ``metrics.json`` as ``demo.json``."""
@@ -423,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--file", type=Path, default=ROOT / "RESULTS.md", help="the Markdown file to update")
     p.add_argument("--collect", type=Path, default=None, metavar="RUNS",
                    help="first copy RUNS/<script>/results.json of medium runs into --results")
+    p.add_argument("--bench", type=Path, default=ROOT / "results" / "bench.json",
+                   help="python -m bench --json output (default results/bench.json)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a section is out of date")
     args = p.parse_args(argv)
     if args.collect:
@@ -438,6 +455,13 @@ def main(argv: list[str] | None = None) -> int:
         text = update(text, "verdicts", verdicts(rendered))
     if (args.results / "demo.json").is_file():
         text = update(text, "demo", render("demo", json.loads((args.results / "demo.json").read_text())))
+    if args.bench.is_file():
+        text = update(text, "bench", "\n".join(bench_section(json.loads(args.bench.read_text()))) + "\n")
+    typed = hand_tables(text)
+    if typed:
+        print(f"{args.file}: tables outside the generated sections (lines {typed}); expected every table "
+              "generated from JSON", file=sys.stderr)
+        return 1
     if args.check:
         if text != original:
             print(f"{args.file}: generated sections out of date; run python examples/results_tables.py", file=sys.stderr)

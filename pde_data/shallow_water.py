@@ -16,7 +16,7 @@ On CPU a whole step of every sample is one call of a hand-written C++ kernel (``
 :data:`SWE_KERNEL`, built by :mod:`pde_data.native`): each stage is one pass over the grid, row by row
 with the faces' states and fluxes in small per-thread buffers, where the torch formulation below
 (:func:`make_rhs`, :func:`ssp_rk2_step`) runs ~250 small operations per step, about 50× its
-memory-traffic floor; ``torch.compile`` of that step was measured slower in float32 (0.47–0.66×, README).
+memory-traffic floor; ``torch.compile`` of that step was measured slower in float32 (0.47–0.66×, RESULTS.md).
 The torch formulation stays as the kernel's reference twin (the two agree to round-off: torch takes
 its square roots from MKL, not correctly rounded) and runs on other devices, with
 ``CIRCUITOP_NATIVE=0``, or when the kernel cannot be built (one warning).

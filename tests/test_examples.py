@@ -127,6 +127,9 @@ def test_results_md_matches_the_committed_medium_results(tmp_path: Path) -> None
     assert tables.main(["--check", "--file", str(copy)]) == 1
     shutil.copyfile(ROOT / "RESULTS.md", copy)
     assert tables.main(["--check", "--file", str(copy)]) == 0
+    copy.write_text(text + "\n| typed | by hand |\n|---|---|\n| 1 | 2 |\n")  # a table outside the generated sections
+    assert tables.main(["--check", "--file", str(copy)]) == 1
+    assert "<!-- generated: bench -->\n`" in text  # the benchmark tables come from results/bench.json
 
 
 def test_example_options_reject_bad_values(capsys) -> None:

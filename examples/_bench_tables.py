@@ -1,0 +1,89 @@
+"""The RESULTS.md section of ``python -m bench --json results/bench.json``: one table per benchmark and the
+verdict of every speed and memory target, computed here from the stored rows.
+
+A target names a benchmark, words of a row's case and a bound; it holds when every matching row (one per
+thread count, or per file size) is within it. A target without a matching row is reported as not measured.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+
+__all__ = ["bench", "TARGETS"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """``claim`` holds when every row of ``benchmark`` whose case contains ``case`` is ``op`` ``bound``."""
+
+    claim: str
+    benchmark: str
+    case: str
+    op: str
+    bound: float
+
+
+TARGETS = (
+    Target("a chonn_fno training step ≤ 2× an fno step, CKB on the full grid (issue #34)", "operators train step",
+           "chonn_fno order 2, downsample 1 / fno", "<=", 2.0),
+    Target("the same with the CKB on a 2× coarsened grid", "operators train step",
+           "chonn_fno order 2, downsample 2 / fno", "<=", 2.0),
+    Target("selective scan fwd+bwd within 10× one elementwise pass", "scan 8x1024x64x16", "fwd+bwd / mul", "<=", 10.0),
+    Target("LTC ≥ 3× ncps's speed, forward and backward", "LTC AutoNCP(64,8) 8x64x16", "forward+backward", ">=", 3.0),
+    Target("NAC-Exact/8k forward under 50 ms at T = 1024", "nac", "NAC-Exact/05s/8k T=1024", "<", 50.0),
+    Target("Navier–Stokes step ≥ 2× a numpy port in float64", "navier_stokes", "16x64^2 float64: speed-up", ">=", 2.0),
+    Target("Navier–Stokes step ≥ 5× a numpy port in float32", "navier_stokes", "16x64^2 float32: speed-up", ">=", 5.0),
+    Target("fused shallow-water step ≥ 3× the eager step", "shallow_water", "128^2 batch 4 float32: speed-up", ">=", 3.0),
+    Target("Darcy direct solve under 1 s per sample at 128²", "darcy", "direct FV solve", "<", 1.0),
+    Target("streaming loader ≥ 0.8× raw h5py window reads (trivial model; issue #34)", "data",
+           "stream loader / raw windows, fresh batches", ">=", 0.8),
+)
+_OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge}
+
+
+def _case(row: dict) -> str:
+    threads = row.get("threads")
+    return row["case"] + ("" if threads is None else f", {threads} thread{'s' if threads != 1 else ''}")
+
+
+def _matches(target: Target, rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r["benchmark"] == target.benchmark and target.case in r["case"]]
+
+
+def _verdict(target: Target, rows: list[dict]) -> str:
+    found = [r for r in _matches(target, rows) if not math.isnan(r["value"])]
+    if not found:
+        return f"- Target ({target.claim}): **not measured** in this run."
+    held = all(_OPS[target.op](r["value"], target.bound) for r in found)
+    values = "; ".join(f"{_case(r)}: {r['value']:.3g} {r['unit']}" for r in found)
+    return f"- Target ({target.claim}, {target.op} {target.bound:g}): **{'met' if held else 'not met'}** ({values})."
+
+
+def _value(value: float) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.4g}"
+
+
+def bench(results: dict) -> list[str]:
+    """The section: the command and conditions, the targets' verdicts, then one table per benchmark."""
+    env, rows = results["environment"], results["rows"]
+    code = (f"commit `{env['commit'][:10]}`{' with uncommitted changes' if env['dirty'] else ''}"
+            if env.get("commit") else "commit not recorded")
+    threads = f"OMP_NUM_THREADS={env['omp_num_threads']}" if env.get("omp_num_threads") else "torch's default threads"
+    lines = [f"`{threads} {results['command']}` ({results['scale']} sizes; {env['cores']} cores, torch {env['torch']}; "
+             f"{code}). Every ratio is measured side by side in this one run.", ""]
+    lines += [f"> {line}" for line in results["busy"]] + ([""] if results["busy"] else [])
+    lines += [_verdict(t, rows) for t in TARGETS] + [""]
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        if row["case"] != "script wall time":
+            groups.setdefault(row["benchmark"], []).append(row)
+    walls = {r["benchmark"].removeprefix("bench_"): r["value"] for r in rows if r["case"] == "script wall time"}
+    for name, group in groups.items():
+        lines += [f"**{name}**", "", "| case | value | unit | detail |", "|---|---|---|---|"]
+        lines += [f"| {_case(r)} | {_value(r['value'])} | {r['unit']} | {r['detail'].replace('|', '/')} |"
+                  for r in group]
+        lines.append("")
+    lines.append("Script wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in walls.items()) + ".")
+    return lines
