@@ -23,6 +23,7 @@ $(STAMP): pyproject.toml constraints.txt
 	  [print(l, end='') for l in open('constraints.txt') if not (l.startswith('torch==') and v != l.split('==')[1].strip())]" \
 	  > $(VENV)/constraints.txt
 	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e ".[test]"
+	$(PY) -m pip install -q --no-deps the-well==1.2.0
 	$(VENV)/bin/circuitop build
 	touch $(STAMP)
 
