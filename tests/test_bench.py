@@ -67,16 +67,34 @@ def test_bench_entry_point_refuses_unknown_names():
     assert result.returncode != 0 and "unknown benchmarks ['bench_nope']" in result.stderr
 
 
-def test_gpu_check_covers_every_model_and_runs_against_a_cpu_copy(capsys):
-    """bench/gpu_check.py is ready for the first GPU: it covers every registered model, and its checks
-    pass with ``--device cpu`` (a second CPU copy: differences 0). Without CUDA, ``--device cuda``
-    says so in one line and exits 1."""
+def test_gpu_check_covers_every_model_against_float64_references(capsys, monkeypatch):
+    """bench/gpu_check.py is ready for the first GPU: it covers every registered model, and compares float32
+    work with float64 references, so on the CPU its checks measure real differences (the native float32
+    kernels against torch's float64 formulations), pass, and catch a float32 path that is wrong by 1e-3.
+    Without CUDA, ``--device cuda`` says so in one line and exits 1."""
+    import torch
+
     import operators
     from bench import gpu_check
 
     assert set(gpu_check.MODELS) == set(operators.MODELS)
     assert gpu_check.main(["--device", "cpu"]) == 0
     assert "checks passed" in capsys.readouterr().out
+    checks = gpu_check._model_checks("chonn_fno", *gpu_check.MODELS["chonn_fno"], "cpu")
+    assert all(0 < c.difference <= c.tolerance for c in checks)  # not a copy compared with itself
+
+    class Float32Bug(torch.nn.Module):  # right in float64, 0.1 % off in float32
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(2, 3, 1, 1))
+
+        def forward(self, x):
+            y = (self.w * x.sum(1, keepdim=True)).sum(1, keepdim=True).expand(-1, 2, -1, -1)
+            return y * (1.001 if y.dtype == torch.float32 else 1.0)
+
+    monkeypatch.setattr(gpu_check.operators, "build", lambda *args, **kwargs: Float32Bug())
+    failed = [c.name for c in gpu_check._model_checks("fno", {}, 2, "cpu") if not c.passed]
+    assert "fno: forward" in failed  # (and the loss and gradients it feeds)
     import torch
 
     if not torch.cuda.is_available():
