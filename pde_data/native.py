@@ -6,8 +6,10 @@ objects that callers build with :meth:`NativeKernel.load`.
 
 Building is visible and happens once: ``make install`` and ``circuitop build`` (:func:`build_kernels`)
 compile every kernel with a progress line each; a kernel used before it was built is compiled at its
-first call with one line on stderr that says so (about a minute). Builds go to
-``$TORCH_EXTENSIONS_DIR/circuitop_<stem>`` (torch's default folder when unset). Concurrent builds of
+first call with one line on stderr that says so (about a minute). Builds go to one cache, wherever
+circuitop is started from: ``$TORCH_EXTENSIONS_DIR/circuitop_<stem>`` when set, else the source checkout's
+``.torch_extensions/`` when it exists (``make install`` builds there), else torch's default folder; so a
+plain shell after ``make install`` loads the kernels it built instead of compiling them again. Concurrent builds of
 one kernel wait for each other on an OS lock (released when its process dies, however it dies); a
 build that was killed leaves torch's own ``lock`` file behind, which would make every later build wait
 forever: under the OS lock it is known to be stale, and is removed with a message.
@@ -39,11 +41,13 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["NativeKernel", "NativeKernelWarning", "SWITCH", "build_kernels", "compiler", "compiler_flags",
+__all__ = ["NativeKernel", "NativeKernelWarning", "SWITCH", "CHECKOUT_CACHE", "build_kernels", "compiler", "compiler_flags",
            "compiler_kind", "native_enabled"]
 
 #: the environment variable that disables every native kernel when set to 0 (or false/off/no)
 SWITCH = "CIRCUITOP_NATIVE"
+#: the source checkout's kernel cache (``make install`` sets ``TORCH_EXTENSIONS_DIR`` to it)
+CHECKOUT_CACHE = Path(__file__).resolve().parents[1] / ".torch_extensions"
 
 
 class NativeKernelWarning(RuntimeWarning):
@@ -95,11 +99,14 @@ class NativeKernel:
                           f"({self.error[:500]})", NativeKernelWarning, stacklevel=stacklevel)
 
     def build_directory(self) -> Path:
-        """Where the kernel is built and cached: ``$TORCH_EXTENSIONS_DIR/circuitop_<stem>``, or under
-        torch's default extensions folder."""
+        """Where the kernel is built and cached (module docstring): ``$TORCH_EXTENSIONS_DIR``, else the
+        checkout's :data:`CHECKOUT_CACHE` when it exists, else torch's default extensions folder."""
         from torch.utils.cpp_extension import _get_build_directory
 
-        return Path(_get_build_directory(f"circuitop_{self.stem}", verbose=False))
+        name = f"circuitop_{self.stem}"
+        if not os.environ.get("TORCH_EXTENSIONS_DIR") and CHECKOUT_CACHE.is_dir():
+            return CHECKOUT_CACHE / name
+        return Path(_get_build_directory(name, verbose=False))
 
     def flags(self, kind: str | None = None) -> tuple[list[str], list[str]]:
         """``(cflags, ldflags)`` of this kernel for the compiler family ``kind`` (:func:`compiler_flags`)."""

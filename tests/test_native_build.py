@@ -74,3 +74,20 @@ def test_a_killed_build_leaves_no_hang(tmp_path):
     assert "removing the stale build lock" in second.stderr and "resample.cpp: ready" in second.stderr
     assert not (lock / "lock").exists()
     print(f"rebuild after the kill: {time.monotonic() - start:.0f} s")
+
+
+@pytest.mark.skipif(not _can_compile(), reason="no C++ compiler of a known family, or native kernels disabled")
+def test_a_plain_shell_loads_the_kernels_make_install_built(tmp_path):
+    """Started from another folder without ``TORCH_EXTENSIONS_DIR`` (a user's plain shell after ``make
+    install``), circuitop loads the kernels from the checkout's ``.torch_extensions`` without compiling."""
+    built = ROOT / ".torch_extensions"
+    subprocess.run([sys.executable, "-m", "operators.cli", "build"], cwd=ROOT, capture_output=True, timeout=600,
+                   env={**os.environ, "TORCH_EXTENSIONS_DIR": str(built)}, check=True)
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_EXTENSIONS_DIR"}
+    code = ("from circuitop import _native; ops = _native.kirchhoff_ops(); "
+            "print(ops is not None, _native.KERNELS['kirchhoff'].build_directory())")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", str(built / "circuitop_kirchhoff")]
+    assert "compiling" not in proc.stderr
