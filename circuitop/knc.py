@@ -68,8 +68,10 @@ class KirchhoffCell(nn.Module):
         positive_decay: store log λ and read λ = exp(max(log λ, log LAMBDA_MIN)), so that λ >=
             LAMBDA_MIN > 0 (hence 0 < ᾱ <= 1: the stable, dissipative RC cell) under any update, even
             one that would make exp(log λ) underflow to 0 (below the floor log λ gets no gradient
-            but weight decay's); ``False`` stores λ itself, unconstrained (only the routing
-            ablation of the vision backbone uses it, as the variant without the circuit constraints).
+            but weight decay's); above the floor this is VMamba's and Mamba's A = −exp(A_log) with
+            their initialisation A_log = log n. ``False`` stores λ itself, unconstrained (only the
+            ``parallel`` and ``serial`` routings of the vision backbone's ablation use it: the cascade
+            without the circuit constraints, :mod:`circuitop.routing`).
 
     Example:
         >>> cell = KirchhoffCell(8, d_state=4)

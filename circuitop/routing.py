@@ -11,16 +11,26 @@ merged". On an (already normalised) field X ``(batch, d_model, h, w)``:
     ȳ = routing(u, y⁽¹⁾)                                                        (below)
     Y = W_out(LN(ȳ) ⊙ SiLU(g))                                                  (Eqs. 37–38; the host adds X)
 
-The routings of the ablation (CHONN Fig. 5i), each differing from the one before in one thing:
+The routings of the ablation (CHONN Fig. 5i and Methods, "Large-scale visual recognition"):
 
-============================  ========================================================  ===========
+============================  ========================================================  ==============
 routing                       ȳ                                                         λ
-============================  ========================================================  ===========
-``first_order``               y⁽¹⁾ (one cell: the original first-order routing)          free
+============================  ========================================================  ==============
+``first_order``               y⁽¹⁾ (one cell: the original first-order routing)          exp(log λ) > 0
 ``parallel``                  y⁽¹⁾ + K₂(u) (a second branch, no stage-to-stage path)     free
 ``serial``                    y⁽¹⁾ + K₂(u + y⁽¹⁾)                                        free
-``serial_constrained``        ½ (y⁽¹⁾ + K₂((1 − γ) u + γ y⁽¹⁾)),  γ = σ(a) ∈ (0, 1)      λ > 0
-============================  ========================================================  ===========
+``serial_constrained``        ½ (y⁽¹⁾ + K₂((1 − γ) u + γ y⁽¹⁾)),  γ = σ(a) ∈ (0, 1)      exp(log λ) > 0
+============================  ========================================================  ==============
+
+``first_order`` is the paper's "original baseline", "the standard visual state-space routing block",
+whose decay is positive by construction: VMamba's (and Mamba's) A = −exp(A_log), initialised at
+A_log = log n (n = 1..d_state, the S4D-real spread). Its cell stores log λ with that initialisation and reads
+λ = exp(log λ), the same parametrisation (:class:`circuitop.knc.KirchhoffCell` with ``positive_decay``,
+which also floors λ at LAMBDA_MIN = 10⁻⁴: our exact ZOH injection divides by λ, where VMamba's Euler
+injection Δ·B does not, so an underflow to 0 would be 0/0; above the floor the two are identical).
+``parallel`` and ``serial`` add a second cell, with a free λ in both cells and plain-sum couplings (so
+``first_order`` → ``parallel`` changes the branch count and the decay's parametrisation); ``serial_constrained``
+adds the circuit constraints to ``serial``.
 
 The circuit constraints of the last row are the KNC's stability and dissipation conditions made
 structural: λ = exp(log λ) > 0 (the RC cell's retention 0 < ᾱ ≤ 1 for every step size, CHONN Eq. 20)
@@ -88,10 +98,11 @@ class KirchhoffRouting2d(nn.Module):
                              f"found {d_model}, {d_state}, {conv_kernel}")
         self.routing, self.d_model = routing, d_model
         constrained = routing == "serial_constrained"
+        positive = constrained or routing == "first_order"  # the λ column of the module docstring
         self.in_proj = nn.Conv2d(d_model, 2 * d_model, 1)  # W_u and W_g
         self.conv = nn.Conv2d(d_model, d_model, conv_kernel, padding=conv_kernel // 2, groups=d_model)
         n_cells = 1 if routing == "first_order" else 2
-        self.cells = nn.ModuleList(KirchhoffCell(d_model, d_state=d_state, positive_decay=constrained)
+        self.cells = nn.ModuleList(KirchhoffCell(d_model, d_state=d_state, positive_decay=positive)
                                    for _ in range(n_cells))
         if constrained:
             self.coupling = nn.Parameter(torch.zeros(d_model))  # γ = σ(a), ½ at initialisation

@@ -1,5 +1,7 @@
 """The CHONN vision backbone (chonn_vision), its routings and its convolutional twin."""
 
+import math
+
 import pytest
 import torch
 
@@ -101,6 +103,60 @@ def test_the_constrained_routing_keeps_its_decay_positive_under_a_huge_step(kind
         assert torch.equal(second, first) and torch.isfinite(routing(x)).all()
     else:  # the free decays went negative: the first cell's response blows up and reaches the second cell
         assert not torch.isfinite(second).all()
+
+
+@pytest.mark.parametrize("kind", ROUTINGS)
+def test_the_baseline_routing_has_the_standard_state_space_decay(kind):
+    """``first_order`` is "the standard visual state-space routing block" (CHONN Methods, routing ablation), whose
+    decay is positive by construction: VMamba's A = −exp(A_log) with A_log = log n (n = 1..d_state). Its cell
+    stores log λ so initialised and reads λ = exp(log λ) > 0 for any parameter value (floored at LAMBDA_MIN:
+    an underflow to 0 never reaches the ZOH injection's division); so does the constrained routing's; the
+    ``parallel`` and ``serial`` cells keep λ itself, free."""
+    from circuitop.knc import LAMBDA_MIN
+
+    d_model, d_state = 4, 12
+    routing = KirchhoffRouting2d(d_model, routing=kind, d_state=d_state)
+    n = torch.arange(1.0, d_state + 1).repeat(d_model, 1)
+    positive = kind in ("first_order", "serial_constrained")
+    for cell in routing.cells:
+        assert cell.positive_decay == positive
+        if not positive:
+            assert torch.equal(cell.raw_lam, n) and not hasattr(cell, "log_lam")
+            continue
+        assert torch.equal(cell.log_lam, torch.log(n))  # VMamba's and Mamba's A_log initialisation
+        extremes = torch.tensor([-1e30, -1e4, -104.0, -50.0, -10.0, -9.0, -1.0, 0.0, 2.0, 20.0, 80.0, 1e4])
+        with torch.no_grad():
+            cell.log_lam.copy_(extremes.repeat(d_model, 1))
+        assert bool((cell.lam > 0).all()) and bool((cell.lam >= LAMBDA_MIN * (1 - 1e-6)).all())  # float32 exp(log)
+        above = cell.log_lam >= math.log(LAMBDA_MIN)
+        assert above.any() and torch.equal(cell.lam[above], torch.exp(cell.log_lam[above]))  # −A = exp(A_log)
+
+
+def test_the_head_normalises_every_token_then_pools_then_classifies():
+    """The head is "normalization, global average pooling and a linear classifier" (CHONN Methods; VMamba's
+    classifier: norm, avgpool, head): each token of the last feature map is normalised over its channels
+    before the tokens are averaged. Written out here on a 2×2 last map (64² input), where the two orders differ."""
+    torch.manual_seed(6)
+    model = operators.build("chonn_vision", 1, 10, size="cpu", routing="first_order").eval()
+    with torch.no_grad():
+        model.head_norm.weight.normal_()
+        model.head_norm.bias.normal_()
+        x = torch.randn(3, 1, 64, 64)
+        f = model.features(x)
+        assert f.shape[2:] == (2, 2)
+        norm = model.head_norm
+
+        def layer_norm(z, dim):  # over the channels, at every position of the other axes
+            z = (z - z.mean(dim, keepdim=True)) / torch.sqrt(z.var(dim, unbiased=False, keepdim=True) + norm.eps)
+            shape = [1] * z.dim()
+            shape[dim] = -1
+            return z * norm.weight.view(shape) + norm.bias.view(shape)
+
+        norm_then_pool = model.head(layer_norm(f, 1).mean((2, 3)))
+        pool_then_norm = model.head(layer_norm(f.mean((2, 3)), 1))
+        logits = model(x)
+    assert torch.allclose(logits, norm_then_pool, rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(logits, pool_then_norm, rtol=1e-2, atol=1e-2)
 
 
 def test_unknown_size_or_routing_is_one_line():

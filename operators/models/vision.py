@@ -9,7 +9,8 @@ A four-stage hierarchical classifier, as CHONN's Methods ("Large-scale visual re
 - **blocks**: ``X + DropPath(Routing(Norm(X)))``, then ``X + DropPath(MLP(Norm(X)))`` with an MLP of
   ratio 4 (1×1 convolutions, GELU); drop-path rates rise linearly from 0 to ``drop_path`` (0.2) over
   the blocks;
-- **head**: normalisation, global average pooling, a linear classifier.
+- **head**: channel-wise normalisation of every token, then global average pooling, then a linear classifier
+  (in this order, as the paper lists them and VMamba's classifier applies them).
 
 ``chonn_vision``'s routing is :class:`circuitop.routing.KirchhoffRouting2d` (a depthwise convolution,
 then the Cascaded Kirchhoff Block; ``routing`` picks the ablation variant, default the paper's final
@@ -129,7 +130,9 @@ class HierarchicalClassifier(nn.Module):
                                                for k in range(depth))))
             if s < 3:
                 self.downsample.append(nn.Sequential(nn.Conv2d(dim, 2 * dim, 3, stride=2, padding=1), ChannelNorm(2 * dim)))
-        self.head_norm = nn.LayerNorm(dims[-1])
+        # the head normalises every token, then pools, then classifies (CHONN Methods: "normalization, global
+        # average pooling and a linear classifier"; VMamba's classifier: norm, avgpool, flatten, head)
+        self.head_norm = ChannelNorm(dims[-1])
         self.head = nn.Linear(dims[-1], num_classes)
         self.dims, self.depths = tuple(dims), tuple(depths)
 
@@ -145,7 +148,7 @@ class HierarchicalClassifier(nn.Module):
         return x
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.head_norm(self.features(x).mean((2, 3))))
+        return self.head(self.head_norm(self.features(x)).mean((2, 3)))
 
 
 def _size(size: str) -> tuple[int, tuple[int, ...], int]:
