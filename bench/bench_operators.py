@@ -2,7 +2,8 @@
 
 One AdamW step as the trainer takes it (forward, relative-L2 loss, backward, multi-tensor update) on
 a batch of 20 fields at 64×64 (the CHONN Navier–Stokes setting: width 20, 12 modes, 4 layers), for ``fno`` (neuraloperator's FNO),
-``chonn_fno`` at order 0 (its SpectralConv host, no block) and order 2 (CKB on the grid coarsened by
+``chonn_fno`` at order 0 (its SpectralConv host, no block) and order 2 (CKB in place of the 1×1 w0 branch,
+the default and the paper's placement; on the grid coarsened by
 2, the shallow-water setting, by 4, and in quick mode by 1, the default; and with ``expand=1``, the cells at the block's
 width as Eq. 38 is written), and ``nac_fno`` (factor 2). Ratios are
 ``time / time(fno)`` measured in the same run — every model steps once per round, best of 5 rounds,

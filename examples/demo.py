@@ -3,8 +3,8 @@
 1. Simulate a small forced Navier–Stokes set (ν = 1e−3, FNO forcing, GRF initial vorticity) and write
    it as a PDEBench per-sample-group HDF5 file.
 2. Train ``fno`` (neuraloperator's), ``fno_host`` (our FNO host, no CKB) and ``chonn_fno`` (the same
-   host with a 2nd-order CKB in each Fourier layer) from that file on ``window`` given frames → next
-   frame; chonn_fno vs fno_host is the CKB's effect alone.
+   host with a 2nd-order CKB in place of each Fourier layer's 1×1 w0 branch, the paper's placement) from
+   that file on ``window`` given frames → next frame; chonn_fno vs fno_host is the CKB's effect alone.
 3. Roll both out autoregressively on the test samples and score every step with the relative L2,
    its one-sided spectral and derivative forms, the boundary RMSE and low/mid/high frequency errors.
 4. Write ``report.md``, ``metrics.json`` and PNG plots (fields, per-step errors, spectra) into one
@@ -52,6 +52,9 @@ class DemoConfig:
 
 #: run name -> (registry model, its settings beyond the shared sizes). ``fno_host`` is CHONN-FNO's host
 #: without the CKB (order 0), so chonn_fno vs fno_host measures the CKB alone; ``fno`` is neuraloperator's.
+#: chonn_fno takes the default placement, the paper's "replace" (the CKB instead of the 1×1 w0 branch);
+#: order 0 needs no placement pinned: with no block the layers keep their 1×1 branch under either placement,
+#: so fno_host is the same network minus the CKB (the paper's FNO vs CHONN-FNO), not one without local mixing.
 MODELS = {"fno": ("fno", {}), "fno_host": ("chonn_fno", {"order": 0}), "chonn_fno": ("chonn_fno", {"order": 2})}
 
 
@@ -97,7 +100,8 @@ def report(cfg: DemoConfig, out: Path, results: dict, seconds: dict) -> Path:
     rows = [k for k in _REPORTED if k in next(iter(results.values()))["metrics"]]
     cell = lambda v: "n/a" if v is None else f"{v:.4g}"  # noqa: E731 - NaN bands come back as None
     lines = ["# circuitop demo: Navier–Stokes rollouts, FNO vs CHONN-FNO", "",
-             "`fno_host` is CHONN-FNO's own host without the CKB: chonn_fno vs fno_host is the CKB's effect; "
+             "`fno_host` is CHONN-FNO's own host without the CKB: chonn_fno (the CKB in place of each Fourier "
+             "layer's 1×1 w0 branch, the paper's placement) vs fno_host is the CKB's effect; "
              "`fno` is neuraloperator's FNO (a different network).", "",
              f"Setup: `{json.dumps(asdict(cfg))}`; {results['fno']['n_samples']} test trajectories, "
              f"{cfg.window} given frames, {cfg.rollout} predicted autoregressively.", "",

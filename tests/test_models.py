@@ -264,7 +264,7 @@ def test_upsample2x_add_to_is_the_residual_in_one_pass(shape):
 def test_replace_placement_puts_the_ckb_in_place_of_the_local_branch():
     """``placement="replace"``: v ← σ(K v + CKB(v)) (CHONN, Methods: the CKB "replaces the w0 convolutional
     branch"), so the layers' 1×1 local convolutions are gone; order 0 is still the host exactly."""
-    wrap = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=1, d_state=4)
+    wrap = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=1, d_state=4, placement="wrap")
     replace = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=1, d_state=4, placement="replace")
     width, layers = wrap.config.width, wrap.config.n_layers
     n = [sum(p.numel() for p in m.parameters()) for m in (wrap, replace)]
@@ -277,11 +277,29 @@ def test_replace_placement_puts_the_ckb_in_place_of_the_local_branch():
     assert torch.allclose(replace.spectral[1](layer0) + replace.blocks[1](layer0),
                           _after_two_layers(replace, x), atol=1e-6)
     host = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=0, placement="replace")
-    plain = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=0)
+    plain = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=0, placement="wrap")
     host.load_state_dict(plain.state_dict(), strict=True)
     assert torch.equal(host(x), plain(x))
     with pytest.raises(ValueError, match="placement: expected one of"):
         operators.build("chonn_fno", 1, 1, **TINY_FNO, placement="around")
+
+
+def test_chonn_fno_places_the_ckb_as_the_paper_does_by_default():
+    """The default is the paper's placement, the CKB in place of w0 ("replace"); order 0 (the demo's and the
+    examples' "FNO host") keeps every layer's 1×1 branch, so it is the host minus the CKB, not minus W too."""
+    from operators.models.chonn import ChonnFNOConfig
+
+    assert ChonnFNOConfig().placement == "replace"
+    torch.manual_seed(0)
+    default = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=1, d_state=4)
+    torch.manual_seed(0)
+    replace = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=1, d_state=4, placement="replace")
+    assert all(isinstance(skip, torch.nn.Identity) for skip in default.skips)
+    x = torch.randn(2, 1, 16, 16)
+    assert torch.equal(default(x), replace(x))
+    host = operators.build("chonn_fno", 1, 1, **TINY_FNO, order=0)
+    assert all(isinstance(skip, torch.nn.Conv2d) for skip in host.skips)
+    assert all(isinstance(block, torch.nn.Identity) for block in host.blocks)
 
 
 def _after_two_layers(model, x):

@@ -1,9 +1,11 @@
 """CHONN backbones: the FNO and U-Net hosts carrying Cascaded Kirchhoff Blocks (CHONN, Fig. 2d-e).
 
-``chonn_fno`` puts a CKB of the chosen ``order`` on the local (``w0``) branch of every Fourier layer
-(before its 1×1 convolution, or instead of it with ``placement="replace"``, the paper's form);
+``chonn_fno`` puts a CKB of the chosen ``order`` on the local (``w0``) branch of every Fourier layer:
+by default in place of its 1×1 convolution (``placement="replace"``, the paper's form: the CHONN variant
+"replaces the w0 convolutional branch", CHONN Methods, Navier–Stokes), or before it (``"wrap"``);
 ``chonn_unet`` puts one in the deepest encoder and the deepest decoder stage. ``order = 0`` hosts no
-block, which is the host architecture exactly (same parameters, same output).
+block, which is the host architecture exactly (same parameters, same output) under either placement:
+the 1×1 branch is replaced only by a block.
 """
 
 from __future__ import annotations
@@ -22,22 +24,23 @@ __all__ = ["PLACEMENTS", "ChonnFNOConfig", "ChonnUNetConfig", "build_chonn_fno",
 _CKB_CLASSES = {1: "CascadedKirchhoffBlock1d", 2: "CascadedKirchhoffBlock2d"}
 
 
-#: where the CKB sits in a Fourier layer: ``"wrap"`` σ(K v + W(CKB(v))), ``"replace"`` σ(K v + CKB(v))
-PLACEMENTS = ("wrap", "replace")
+#: where the CKB sits in a Fourier layer: ``"replace"`` σ(K v + CKB(v)) (the paper's, the default),
+#: ``"wrap"`` σ(K v + W(CKB(v)))
+PLACEMENTS = ("replace", "wrap")
 
 
 @dataclass(frozen=True)
 class ChonnFNOConfig(SpectralFNOConfig):
     """The host FNO's sizes plus the CKB's: ``order`` cascaded KNCs (0 = no block), ``d_state``, the
     grid coarsening ``downsample`` it runs at (default 1, the full grid; the paper coarsens 2× for
-    shallow water only, CHONN Methods), and its ``placement`` (:data:`PLACEMENTS`; the paper's is
+    shallow water only, CHONN Methods), and its ``placement`` (:data:`PLACEMENTS`; default the paper's
     ``"replace"``, the w0 branch replaced)."""
 
     order: int = 2
     d_state: int = 16
     expand: int = 2
     downsample: int = 1
-    placement: str = "wrap"
+    placement: str = "replace"
 
 
 @dataclass(frozen=True)
