@@ -41,10 +41,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise ValueError(f"{target}: expected a regular file (or no file) to write, found "
                          f"{'a folder' if target.is_dir() else 'a special file'}; it is left as it is")
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
+    tmp_path = _temporary_beside(target)
     try:
         yield tmp_path
         with tmp_path.open("rb") as fh:
@@ -57,10 +54,13 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 def check_output(path: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Check an output path before anything is computed for it; returns it.
 
+    Writing is proven, not assumed: the temporary file :func:`atomic_path` will write to is created in the
+    folder and removed (permission bits say nothing for root, nor for read-only or virtual file systems).
+
     Raises:
         FileExistsError: something exists at ``path`` and ``overwrite`` is false.
         ValueError: ``path`` is a folder or a special file (never replaced, even with ``overwrite``), or
-            its folder cannot be created or written to.
+            its folder cannot be created or a file cannot be created in it.
     """
     target = Path(path)
     if target.exists() and not target.is_file():
@@ -72,13 +72,20 @@ def check_output(path: str | os.PathLike, *, overwrite: bool = False) -> Path:
     folder = target.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        writable = os.access(folder, os.W_OK | os.X_OK)
-    except OSError:
-        writable = False
-    if not writable:
+        _temporary_beside(target).unlink()
+    except OSError as exc:
         raise ValueError(f"{folder}: expected a folder this process can write {target.name} into, found it "
-                         "read-only or impossible to create")
+                         f"read-only or impossible to create ({exc.strerror or type(exc).__name__})") from None
     return target
+
+
+def _temporary_beside(target: Path) -> Path:
+    """A new empty file ``.<name>.<random>.tmp`` beside ``target``, with the usual permissions (mkstemp
+    makes 0600): where :func:`atomic_path` writes."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())
+    return Path(tmp)
 
 
 def _umask() -> int:

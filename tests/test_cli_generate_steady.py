@@ -50,9 +50,9 @@ def test_darcy_shard_and_poisson_refusal(tmp_path):
     with pde_data.open_data(tmp_path / "d-00002.nc") as ds:
         assert ds["u"].values.tobytes() == full["u"].isel(sample=[3, 4]).values.tobytes()
         assert ds.attrs["beta"] == 2.0 and list(ds["sample"].values) == [3, 4]
-    bad = _generate("poisson", "--out", tmp_path / "x.nc", "--n", 2, "--K", 0)
+    bad = _generate("poisson", "--out", tmp_path / "x.nc", "--n", 2, "--K", 4, "--n-grid", 5)
     assert bad.returncode == 1
-    assert "K: expected an integer >= 1, found 0" in bad.stderr and "Traceback" not in bad.stderr
+    assert "error: --n-grid: expected at least K + 2 = 6 points" in bad.stderr and "Traceback" not in bad.stderr
     assert not (tmp_path / "x.nc").exists()
 
 
@@ -64,18 +64,24 @@ def test_poisson_command(tmp_path):
         np.testing.assert_array_equal(ds["u"].values, pde_data.generate_poisson(3, K=4, n_grid=16, seed=1)["u"].values)
 
 
-def test_order_standard_splits(tmp_path):
-    assert _main("order", "--out", tmp_path / "sets", "--splits", "--sizes", 3, 2, 2, "--n-points", 128) == 0
+def test_order_standard_splits(tmp_path, capsys):
+    args = ["order", "--out", tmp_path / "sets", "--splits", "--sizes", 3, 2, 2, "--n-points", 128]
+    assert _main(*args) == 0
     files = sorted(p.name for p in (tmp_path / "sets").iterdir())
     assert files == sorted(f"order_T{n}_{s}.nc" for n in range(1, 5) for s in ("train", "val", "test"))
     with pde_data.open_data(tmp_path / "sets" / "order_T4_val.nc") as ds:
         assert ds.attrs["seed"] == 43 and ds.attrs["order"] == 4 and ds.sizes == {"sample": 2, "s": 128}
+    assert "28 samples" in capsys.readouterr().err  # 4 orders x (3 + 2 + 2), announced before computing
+    before = (tmp_path / "sets" / "order_T1_train.nc").read_bytes()
+    assert _main(*args, "--tau", 0.1) == 1  # the sets a user made stay unless --overwrite
+    assert "--out: " in capsys.readouterr().err and (tmp_path / "sets" / "order_T1_train.nc").read_bytes() == before
+    assert _main(*args, "--tau", 0.1, "--overwrite") == 0
+    assert (tmp_path / "sets" / "order_T1_train.nc").read_bytes() != before
 
 
 @pytest.mark.parametrize("args, message", [
-    (["order", "--n", 2, "--order", 0], "order: expected an integer >= 1, found 0"),
-    (["order", "--n", 2, "--tau", -0.5], "tau: expected a positive number, found -0.5"),
-    (["darcy", "--n", 2, "--beta", 0], "beta: expected a positive forcing, found 0.0"),
+    (["order", "--n", 2, "--n-points", 8], "--n-points: expected at least"),
+    (["darcy", "--n", 2, "--n-grid", 1], "--n-grid: expected at least 2 cells, found 1"),
     (["order", "--splits", "--shard", "0/2"], "--shard: not supported with --splits"),
 ])
 def test_invalid_parameters_refused(tmp_path, capsys, args, message):

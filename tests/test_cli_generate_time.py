@@ -30,9 +30,11 @@ def test_ns_float64_and_bad_options_give_one_line_errors(tmp_path, capsys):
     capsys.readouterr()
     assert main([*NS, "--out", str(tmp_path / "e.nc"), "--n-out", "6"]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith("circuitop generate: error: n_out") and "Traceback" not in err
-    assert main([*NS, "--out", str(tmp_path / "e.nc"), "--t-final", "-1"]) == 1
-    assert "t_final" in capsys.readouterr().err
+    assert err.startswith("circuitop generate: error: --n-out: expected a divisor of --n-sim=16, found 6")
+    assert "Traceback" not in err
+    with pytest.raises(SystemExit):  # argparse's usage error, with the option's check
+        main([*NS, "--out", str(tmp_path / "e.nc"), "--t-final", "-1"])
+    assert "argument --t-final: expected a positive number, found -1" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # argparse's usage error, with pde_data.parse_shard's message
         main([*NS, "--out", str(tmp_path / "e.nc"), "--shard", "2/2"])
     assert "argument --shard: shard: expected 0 <= i < n, found i=2, n=2" in capsys.readouterr().err
@@ -58,7 +60,7 @@ def test_swe_writes_the_pdebench_layout(tmp_path, capsys):
     ds = pde_data.open_pdebench(tmp_path / "rdb.h5")
     assert ds.h.sizes["sample"] == 3 and ds.h.sizes["time"] == 3
     assert main([*SWE, "--out", str(tmp_path / "bad.nc"), "--frames", "1"]) == 1
-    assert "n_frames" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert "error: --frames: expected an integer >= 2" in capsys.readouterr().err.strip().splitlines()[-1]
 
 
 def test_ns_writes_the_pdebench_layout_the_readme_trains_on(tmp_path, capsys):

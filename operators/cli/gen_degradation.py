@@ -5,26 +5,32 @@ from __future__ import annotations
 import argparse
 
 import pde_data
-from operators.cli._generation import add_common_options, generate_chunked, selected_samples, write
+from operators.cli._generation import (add_common_options, generate_chunked, positive_int, report_options,
+                                       selected_samples, write)
 
-__all__ = ["register"]
+__all__ = ["register", "sample_bytes"]
 
 
 def register(problems: argparse._SubParsersAction) -> None:
     p = problems.add_parser("degradation", help="irregularly sampled health indicators -> remaining useful life "
                                                 "(unequal lengths, padded; the NAC RUL task)")
     add_common_options(p, n_default=512, seed_default=0)
-    p.add_argument("--min-length", type=int, default=16, help="fewest observations per trajectory (default 16)")
-    p.add_argument("--max-length", type=int, default=32,
+    p.add_argument("--min-length", type=positive_int, default=16,
+                   help="fewest observations per trajectory (default 16)")
+    p.add_argument("--max-length", type=positive_int, default=32,
                    help="most observations per trajectory; every one is padded to it (default 32)")
     p.set_defaults(func=run)
+    report_options(p)
+
+
+def sample_bytes(args: argparse.Namespace) -> int:
+    """Bytes of one sample's variables, 8 each: ``health``, ``gap``, ``rul_step`` and the times, padded to
+    ``max_length``, and ``rul``, ``length``, ``t_fail``, ``power``."""
+    return (4 * args.max_length + 4) * 8
 
 
 def run(args: argparse.Namespace) -> int:
-    if not 1 <= args.min_length <= args.max_length:
-        raise ValueError(f"--min-length, --max-length: expected 1 <= --min-length <= --max-length, found "
-                         f"{args.min_length}, {args.max_length}")
-    samples = selected_samples(args)
+    samples = selected_samples(args, sample_bytes=sample_bytes(args))
 
     def make(chunk: range):
         return pde_data.generate_degradation(args.n, min_length=args.min_length, max_length=args.max_length,

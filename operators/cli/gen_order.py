@@ -6,29 +6,38 @@ import argparse
 from pathlib import Path
 
 import pde_data
-from operators.cli._generation import add_common_options, generate_chunked, selected_samples, write
+from operators.cli._generation import (add_common_options, announce, check_out, generate_chunked, positive_float,
+                                       positive_int, report_options, selected_samples, write)
 
-__all__ = ["register"]
+__all__ = ["register", "sample_bytes"]
+
+_ORDERS = (1, 2, 3, 4)
 
 
 def register(problems: argparse._SubParsersAction) -> None:
     p = problems.add_parser("order", help="1D order benchmark (I - tau^2 d_ss)^n y = x (CHONN Eqs. 39-43)")
     add_common_options(p, n_default=12_000, seed_default=42)
-    p.add_argument("--order", type=int, default=1, help="operator order n (T1-T4; default 1)")
-    p.add_argument("--tau", type=float, default=0.08, help="length scale tau (default 0.08)")
-    p.add_argument("--n-points", type=int, default=256, help="grid points on [0, 1) (default 256)")
+    p.add_argument("--order", type=positive_int, default=1, help="operator order n (T1-T4; default 1)")
+    p.add_argument("--tau", type=positive_float, default=0.08, help="length scale tau (default 0.08)")
+    p.add_argument("--n-points", type=positive_int, default=256, help="grid points on [0, 1) (default 256)")
     p.add_argument("--splits", action="store_true",
                    help="write the standard train/val/test sets (seeds 42/43/44) for orders 1-4 into the "
                         "folder --out as order_T<n>_<split>.nc (--n, --seed, --order are not used)")
-    p.add_argument("--sizes", type=int, nargs=3, default=(12_000, 2_000, 2_000), metavar=("TRAIN", "VAL", "TEST"),
-                   help="split sizes with --splits (default 12000 2000 2000)")
+    p.add_argument("--sizes", type=positive_int, nargs=3, default=(12_000, 2_000, 2_000),
+                   metavar=("TRAIN", "VAL", "TEST"), help="split sizes with --splits (default 12000 2000 2000)")
     p.set_defaults(func=run)
+    report_options(p)
+
+
+def sample_bytes(args: argparse.Namespace) -> int:
+    """Bytes of one sample's variables: ``input`` and ``target``, float64 (n_points,) each."""
+    return 2 * args.n_points * 8
 
 
 def run(args: argparse.Namespace) -> int:
     if args.splits:
         return _run_splits(args)
-    samples = selected_samples(args)
+    samples = selected_samples(args, sample_bytes=sample_bytes(args))
 
     def make(chunk: range):
         return pde_data.generate_order_benchmark(args.n, args.order, n_points=args.n_points, tau=args.tau,
@@ -41,13 +50,15 @@ def run(args: argparse.Namespace) -> int:
 def _run_splits(args: argparse.Namespace) -> int:
     if args.shard is not None:
         raise ValueError("--shard: not supported with --splits (shard one set at a time without --splits)")
-    if min(args.sizes) < 1:
-        raise ValueError(f"--sizes: expected three positive sizes, found {tuple(args.sizes)}")
     seeds = [s for _, s in pde_data.order_benchmark.SPLITS.values()]
     splits = {name: (size, seed) for name, size, seed in zip(("train", "val", "test"), args.sizes, seeds)}
-    sets = pde_data.generate_order_splits(n_points=args.n_points, tau=args.tau, splits=splits)
     folder = Path(args.out)
-    for (name, order), ds in sets.items():
-        path = pde_data.save(ds, folder / f"order_T{order}_{name}.nc")
+    paths = {(name, order): check_out(folder / f"order_T{order}_{name}.nc", overwrite=args.overwrite)
+             for name in splits for order in _ORDERS}
+    announce(folder / "order_T{1-4}_{train,val,test}.nc", len(_ORDERS) * sum(args.sizes),
+             sample_bytes=sample_bytes(args))
+    sets = pde_data.generate_order_splits(orders=_ORDERS, n_points=args.n_points, tau=args.tau, splits=splits)
+    for key, ds in sets.items():
+        path = pde_data.save(ds, paths[key])
         print(f"wrote {path}: {dict(ds.sizes)}")
     return 0

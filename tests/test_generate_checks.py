@@ -1,0 +1,180 @@
+"""``circuitop generate``: every option's bad value named, the output proven writable and the set's size
+announced (and refused past the free disk) before anything is computed, the time estimated, laptop defaults."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import pde_data
+from cli_run import run_cli
+from operators.cli import _generation, build_parser, main
+
+CHECKED = {_generation.positive_int, _generation.non_negative_int, _generation.positive_float,
+           _generation.non_negative_float}
+#: numeric options whose range the library checks (its message is reported under the option's name)
+LIBRARY_CHECKED = {("digits", "--gap")}
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+PROBLEMS = _commands(_commands(build_parser())["generate"])  # every generator: name -> its parser
+
+
+def _numeric_options():
+    for problem, parser in PROBLEMS.items():
+        for action in parser._actions:
+            if action.option_strings and action.type in CHECKED | {int, float}:
+                yield problem, action.option_strings[0], action.type, action.nargs or 1
+
+
+def test_every_numeric_option_is_checked_by_the_command_line():
+    unchecked = {(problem, option) for problem, option, kind, _ in _numeric_options() if kind not in CHECKED}
+    assert unchecked == LIBRARY_CHECKED
+
+
+@pytest.mark.parametrize("problem, option, kind, nargs", [case for case in _numeric_options() if case[2] in CHECKED])
+def test_a_bad_number_names_its_option(tmp_path, capsys, problem, option, kind, nargs):
+    """Negative (and, where positive is expected, zero) values: argparse's one error line names the option,
+    what it expected and what it found; exit status 2; nothing written."""
+    bad = ["-64", "abc"] + (["0"] if kind in (_generation.positive_int, _generation.positive_float) else [])
+    for value in bad:
+        with pytest.raises(SystemExit) as exit_:
+            main(["generate", problem, "--out", str(tmp_path / "x.nc"), option, *["1"] * (nargs - 1), value])
+        assert exit_.value.code == 2
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        found = value if value != "abc" else repr(value)
+        assert line.endswith(f"error: argument {option}: expected {kind.__name__}, found {found}"), line
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_command_names_the_option_as_a_subprocess(tmp_path):
+    done = run_cli("generate", "ns", "--out", tmp_path / "ns.nc", "--n-sim", "-64")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith("error: argument --n-sim: expected a positive integer, "
+                                                         "found -64")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["ns", "--n-sim", 16, "--n-out", 6], "--n-out: expected a divisor of --n-sim=16, found 6"),
+    (["ns", "--n-sim", 2, "--n-out", 2], "--n-sim: expected an even grid size n >= 4, found n=2"),
+    (["ns", "--t-final", 2.5], "--records: required unless --t-final is a whole number >= 1, found --t-final=2.5"),
+    (["swe", "--n-grid", 2], "--n-grid: expected at least 4 cells per side, found 2"),
+    (["swe", "--frames", 1], "--frames: expected an integer >= 2"),
+    (["poisson", "--K", 4, "--n-grid", 5], "--n-grid: expected at least K + 2 = 6 points"),
+    (["degradation", "--min-length", 5, "--max-length", 3],
+     "--min-length, --max-length: expected 1 <= --min-length <= --max-length, found 5, 3"),
+    (["digits", "--gap", -0.5], "--gap: expected a fraction in [0, 1), found -0.5"),
+])
+def test_library_checks_name_the_options(tmp_path, capsys, args, message):
+    """Constraints between options, checked by the library, come back in one line under the options' names."""
+    tiny = ["--n", 2, "--device", "cpu"] if args[0] in ("ns", "swe") else ["--n", 2] if args[0] != "digits" else []
+    assert main(["generate", args[0], "--out", str(tmp_path / "x.nc"), *map(str, tiny), *map(str, args[1:])]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"circuitop generate: error: {message}") and "Traceback" not in "".join(err)
+    assert not (tmp_path / "x.nc").exists()
+
+
+def test_named_options_leave_other_messages_as_they_are():
+    names = {"n_out": "--n-out", "n_sim": "--n-sim", "n": "--n"}
+    assert _generation._named_options("n_out: expected a divisor of n_sim=8, found 3", names) == \
+        "--n-out: expected a divisor of --n-sim=8, found 3"
+    for text in ("w0: expected n >= 4", "/tmp/n: expected a file", "n_out, first_sample: expected >= 1", "n_out"):
+        assert _generation._named_options(text, names) == text
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/sys is Linux's")
+def test_an_unwritable_output_fails_before_anything_is_computed(tmp_path):
+    """``/sys`` refuses new files even to root (where permission bits allow everything): the defaults,
+    minutes of simulation, end at once with one line naming --out."""
+    start = time.perf_counter()
+    done = run_cli("generate", "ns", "--out", "/sys/ns.h5", timeout=120)
+    assert done.returncode == 1 and time.perf_counter() - start < 60
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and errors[0].startswith("circuitop generate: error: --out: /sys: expected a folder")
+    assert "samples" not in done.stderr and "estimated" not in done.stderr
+    start = time.perf_counter()  # the check itself, without the interpreter's start-up
+    assert main(["generate", "ns", "--out", "/sys/ns.h5"]) == 1
+    assert time.perf_counter() - start < 1.0
+
+
+def test_check_output_proves_writing_with_the_writers_temporary_file(tmp_path, monkeypatch):
+    """``check_output`` creates (and removes) the very file :func:`pde_data.atomic_path` writes to; a folder
+    where that fails is refused whatever its permission bits say."""
+    made = []
+    real = tempfile.mkstemp
+
+    def mkstemp(**kwargs):
+        made.append(real(**kwargs)[1])
+        return os.open(made[-1], os.O_RDWR), made[-1]
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    pde_data.check_output(tmp_path / "a.nc")
+    with pde_data.atomic_path(tmp_path / "a.nc") as tmp:
+        tmp.write_text("x")
+    assert [Path(p).name.split(".")[1:2] for p in made] == [["a"], ["a"]] and all(p.endswith(".tmp") for p in made)
+    assert [p.name for p in tmp_path.iterdir()] == ["a.nc"]  # the probe is gone
+    monkeypatch.setattr(tempfile, "mkstemp", lambda **kwargs: (_ for _ in ()).throw(PermissionError(13, "Denied")))
+    with pytest.raises(ValueError, match=r"expected a folder this process can write b.nc into, .*\(Denied\)"):
+        pde_data.check_output(tmp_path / "b.nc")
+
+
+def test_a_set_larger_than_the_free_disk_is_refused_before_computing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(_generation.shutil, "disk_usage", lambda path: SimpleNamespace(free=1000))
+    monkeypatch.setattr(pde_data, "generate_darcy", lambda *a, **k: pytest.fail("computed before the disk check"))
+    assert main(["generate", "darcy", "--out", str(tmp_path / "d.nc"), "--n", "5", "--n-grid", "16"]) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"--out: expected room for 5 samples (20.5 kB before compression), found 1 kB free in {tmp_path}" in line
+    assert not list(tmp_path.iterdir())
+
+
+TINY = {
+    "order": ["--n", 3, "--n-points", 128],
+    "poisson": ["--n", 3, "--K", 4, "--n-grid", 16],
+    "darcy": ["--n", 3, "--n-grid", 12],
+    "ns": ["--n", 3, "--n-sim", 16, "--n-out", 8, "--t-final", 0.5, "--records", 2, "--dt", 0.05, "--record-initial",
+           "--dtype", "float64", "--device", "cpu"],
+    "swe": ["--n", 3, "--n-grid", 12, "--t-final", 0.2, "--frames", 3, "--momenta", "--device", "cpu"],
+    "degradation": ["--n", 3, "--min-length", 4, "--max-length", 7],
+}
+
+
+@pytest.mark.parametrize("problem", sorted(TINY))
+def test_the_announced_size_is_the_sets_size(tmp_path, capsys, problem):
+    """The size printed before computing (from the options alone) is the bytes of the variables along
+    ``sample`` in the set written."""
+    args = ["generate", problem, "--out", str(tmp_path / "x.nc"), *map(str, TINY[problem])]
+    assert main(args) == 0
+    with pde_data.open_data(tmp_path / "x.nc") as ds:
+        nbytes = sum(v.nbytes for v in ds.variables.values() if "sample" in v.dims)
+    assert f"x.nc: 3 samples, {_generation._size(nbytes)} before compression" in capsys.readouterr().err
+    module = __import__(f"operators.cli.gen_{problem}", fromlist=["sample_bytes"])
+    assert 3 * (module.sample_bytes(build_parser().parse_args(args)) + 8) == nbytes
+
+
+def test_the_time_is_estimated_from_the_first_chunks(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(_generation, "_PROBE", 0.0)
+    assert main(["generate", "order", "--out", str(tmp_path / "o.nc"), "--n", "3000", "--n-points", "128"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("order T1: estimated ") == 1 and "to compute" in err
+
+
+def test_the_defaults_are_laptop_sized():
+    """Each generator's default set holds at most 2 GB before compression, and ns's defaults simulate no more
+    than 32 samples x 20 time units at dt 1e-3 on 128² (measured on 2 shared cores: ns 4-9 min, swe 20 s,
+    darcy 75 s, the others seconds; the old ns defaults were about 4 days)."""
+    for problem in TINY:
+        args = build_parser().parse_args(["generate", problem, "--out", "x.nc"])
+        module = __import__(f"operators.cli.gen_{problem}", fromlist=["sample_bytes"])
+        assert args.n * module.sample_bytes(args) <= 2e9, problem
+    ns = build_parser().parse_args(["generate", "ns", "--out", "x.nc"])
+    assert ns.n * ns.t_final / ns.dt * ns.n_sim**2 <= 32 * 20 / 1e-3 * 128**2  # time steps x grid points
