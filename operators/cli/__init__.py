@@ -16,9 +16,17 @@ __all__ = ["main", "build_parser", "message"]
 _SUBCOMMANDS = ("generate", "train", "evaluate", "predict", "bench", "info", "build")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line, like every other error of the command (argparse
+    prints the whole usage first); subcommand parsers inherit it."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (--help for usage)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="circuitop",
         description="Continuous-time neural cells as neural operators: generate PDE data, train, evaluate, benchmark.",
     )
