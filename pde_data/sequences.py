@@ -83,7 +83,8 @@ class SequenceDataset(SampleDataset):
         source: a :class:`pde_data.Source` of the sequence layout, used as it is, or what
             :func:`pde_data.open_source` opens (a path, an in-memory Dataset).
         inputs: input variables ``(sample, time[, feature])``, in channel order.
-        targets: float variables ``(sample,)``, float variables ``(sample, time[, feature])``, or one label.
+        targets: float variables ``(sample,)``, float variables ``(sample, time[, feature])``, or one label;
+            none (``()``) to read the inputs alone, ``y`` then ``(batch, 0)``.
         indices: the samples of this split (default: all).
         input_normalizer, output_normalizer: applied to ``x`` and to a float ``y`` (fitted on the training
             split, e.g. by :func:`fit_sequence_normalizer`).
@@ -100,7 +101,7 @@ class SequenceDataset(SampleDataset):
         if target_kind(ds, self.inputs, "inputs") != "step":
             raise ValueError(f"inputs: expected sequence variables of dims ({SAMPLE}, {TIME}[, {FEATURE}]), found "
                              f"{[tuple(ds[v].dims) for v in self.inputs]}")
-        self.target_kind = target_kind(ds, self.targets, "targets")
+        self.target_kind = target_kind(ds, self.targets, "targets") if self.targets else "none"
         super().__init__(source, self.inputs + self.targets, indices, dtype)
         self.n_time = ds.sizes[TIME]
         self._lengths = ds[LENGTH].values[self.indices] if LENGTH in ds.data_vars else None
@@ -154,8 +155,10 @@ class SequenceDataset(SampleDataset):
             y = _encode(steps[1], self.output_normalizer, mask)
         elif self.target_kind == "sequence":
             y = _encode(self._y[torch.as_tensor(items)], self.output_normalizer)
-        else:
+        elif self.target_kind == "label":
             y = self._y[torch.as_tensor(items)]
+        else:  # no targets (prediction from the inputs alone)
+            y = torch.empty((len(items), 0), dtype=self.dtype)
         return x, y, dt, mask
 
 

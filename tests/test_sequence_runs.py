@@ -15,6 +15,8 @@ import pytest
 import torch
 import xarray as xr
 
+import pde_data
+
 from cli_run import run_cli, torchrun_beside_one_process, evaluation_dir
 from operators.cli import main
 from operators.training import load_checkpoint
@@ -100,6 +102,14 @@ def test_per_step_and_label_targets(degradation, tmp_path):
     rmse = np.sqrt(np.mean((pred["rul_step"].values - true)[valid] ** 2))  # over every valid step of the set
     metrics = json.loads((evaluation_dir(tmp_path / "steps", degradation) / "metrics.json").read_text())["metrics"]
     assert metrics["rmse"] == pytest.approx(rmse, rel=1e-4)
+    # predict from the inputs alone (no rul, no rul_step): the same per-step predictions as evaluate's
+    inputs = xr.open_dataset(degradation).drop_vars(["rul", "rul_step"])
+    pde_data.save(inputs.load(), tmp_path / "inputs.nc")
+    assert main(["predict", "--run", str(tmp_path / "steps"), "--data", str(tmp_path / "inputs.nc"),
+                 "--out", str(tmp_path / "p.nc")]) == 0
+    alone = xr.open_dataset(tmp_path / "p.nc")
+    assert alone.sizes["sample"] == 160 and alone["rul_step"].dims == ("sample", "time")
+    np.testing.assert_allclose(alone["rul_step"].values[pred["sample"].values], pred["rul_step"].values, rtol=1e-5)
     bad = main(["train", "--data", str(degradation), "--model", "gru", "--out", str(tmp_path / "bad"), "--target",
                 "rul", "--config", "readout='steps'", "--no-progress"])
     assert bad == 1 and not (tmp_path / "bad").exists()

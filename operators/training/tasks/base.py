@@ -205,5 +205,4 @@ class Task:
               options: EvalOptions) -> Iterator[tuple[np.ndarray, xr.Dataset]]:
         """``(the chunk's sample indices, its predictions)`` from the run's inputs alone (no targets needed),
         ``options.batch_size`` samples at a time: data-model Datasets on the source's coordinates."""
-        raise SpecError("task.kind", f"expected a field or image run to predict from inputs alone, found a {self.kind} "
-                        "run (score it on a file with its targets instead)")
+        raise NotImplementedError

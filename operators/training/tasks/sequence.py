@@ -187,8 +187,12 @@ class Sequence(Task):
         return result, files
 
     def _write(self, path: Path, ds: xr.Dataset, samples: np.ndarray, pred: torch.Tensor) -> Path:
-        """``pred.nc``: the predicted targets over the source's sample indices (per step: with the time
-        coordinate, NaN on padded steps)."""
+        """``pred.nc``: :meth:`_as_dataset` of the predictions, atomically."""
+        return pde_data.save(self._as_dataset(ds, samples, pred), path)
+
+    def _as_dataset(self, ds: xr.Dataset, samples: np.ndarray, pred: torch.Tensor) -> xr.Dataset:
+        """The predicted targets over the source's sample indices (per step: with the time coordinate, NaN on
+        padded steps; labels as integers)."""
         targets, values = self.spec.data.targets, pred.numpy()
         if self.labels:
             variables = {targets[0]: ((SAMPLE,), values.astype(np.int64))}
@@ -199,4 +203,16 @@ class Sequence(Task):
         out = xr.Dataset(variables, coords={SAMPLE: samples})
         if values.ndim == 3 and TIME in ds.coords:
             out = out.assign_coords({TIME: ds[TIME].isel({SAMPLE: samples}) if SAMPLE in ds[TIME].dims else ds[TIME]})
-        return pde_data.save(out, path)
+        return out
+
+    @torch.no_grad()
+    def infer(self, model, source, samples, options: EvalOptions):
+        data = pde_data.SequenceDataset(source, self.spec.data.inputs, (), indices=list(samples),
+                                        input_normalizer=self.normalizers.input)
+        for start in range(0, len(samples), options.batch_size):
+            items = list(range(start, min(start + options.batch_size, len(samples))))
+            batch = tuple(t.to(options.device) for t in data.read_batch(items))
+            pred = self.predict(model, batch, training=False).float().cpu()
+            pred = pred.argmax(1) if self.labels else _padding_nan(self.normalizers.decode(pred), batch[3].cpu())
+            chunk = np.asarray(samples)[items]
+            yield chunk, self._as_dataset(source.dataset, chunk, pred)
