@@ -14,7 +14,7 @@ import scipy.io
 import torch
 
 import pde_data
-from cli_run import run_cli as _cli
+from cli_run import evaluation_dir, run_cli as _cli
 
 RNG = np.random.default_rng(0)
 N, NX, NY, NT = 12, 8, 6, 4
@@ -113,4 +113,4 @@ def test_train_and_evaluate_on_each_format(tmp_path, fmt):
     assert train.returncode == 0, train.stderr[-2000:]
     evaluate = _cli("evaluate", "--run", run, "--data", data, *(["--steps", "1"] if fmt == "mat73" else []))
     assert evaluate.returncode == 0, evaluate.stderr[-2000:]
-    assert (run / "metrics.json").stat().st_size > 0
+    assert (evaluation_dir(run, data) / "metrics.json").stat().st_size > 0

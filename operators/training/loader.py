@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from operators.training.distributed import DistInfo
 from pde_data import DataReadError
+from pde_data.reading import one_line
 
 __all__ = ["Loader", "Batch", "epoch_order", "global_batches"]
 
@@ -90,6 +91,8 @@ class _WholeBatches(Dataset):
             return self.dataset.read_batch(items)
         except DataReadError as exc:
             return _ReadFailure(str(exc))
+        except OSError as exc:  # e.g. a worker opening a file that changed since the run opened it
+            return _ReadFailure(f"{one_line(exc)} (while reading samples of a batch)")
 
 
 def _whole(batch):
