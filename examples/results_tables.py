@@ -29,6 +29,9 @@ from _bench_tables import bench as bench_section
 
 __all__ = ["render", "update", "main"]
 
+#: the generated sections of the full and the quick benchmark runs
+BENCH, BENCH_QUICK = "bench", "bench_quick"
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ("order_benchmark", "darcy", "poisson_order_ablation", "navier_stokes_rollout", "shallow_water",
            "nac_sequences", "vision", "gapped_sequences")
@@ -439,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--collect", type=Path, default=None, metavar="RUNS",
                    help="first copy RUNS/<script>/results.json of medium runs into --results")
     p.add_argument("--bench", type=Path, default=ROOT / "results" / "bench.json",
-                   help="python -m bench --json output (default results/bench.json)")
+                   help="python -m bench --json output (default results/bench.json; its -quick.json beside it: "
+                        "python -m bench --quick)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a section is out of date")
     args = p.parse_args(argv)
     if args.collect:
@@ -455,8 +459,9 @@ def main(argv: list[str] | None = None) -> int:
         text = update(text, "verdicts", verdicts(rendered))
     if (args.results / "demo.json").is_file():
         text = update(text, "demo", render("demo", json.loads((args.results / "demo.json").read_text())))
-    if args.bench.is_file():
-        text = update(text, "bench", "\n".join(bench_section(json.loads(args.bench.read_text()))) + "\n")
+    for name, path in ((BENCH, args.bench), (BENCH_QUICK, args.bench.with_name(args.bench.stem + "-quick.json"))):
+        if path.is_file():
+            text = update(text, name, "\n".join(bench_section(json.loads(path.read_text()))) + "\n")
     typed = hand_tables(text)
     if typed:
         print(f"{args.file}: tables outside the generated sections (lines {typed}); expected every table "
