@@ -29,6 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import pde_data  # noqa: E402
 from evaluation import plots  # noqa: E402
+from operators.provenance import code_version  # noqa: E402
 from operators.training import DataSpec, OptimSpec, RunSpec, TaskSpec, evaluate_run, train_run  # noqa: E402
 
 
@@ -120,7 +121,8 @@ def report(cfg: DemoConfig, out: Path, results: dict, seconds: dict) -> Path:
     with pde_data.atomic_path(path) as tmp:
         tmp.write_text("\n".join(lines) + "\n")
     with pde_data.atomic_path(out / "metrics.json") as tmp:
-        tmp.write_text(json.dumps({"config": asdict(cfg), "results": results, "train_seconds": seconds}, indent=1))
+        tmp.write_text(json.dumps({"config": asdict(cfg), "results": results, "train_seconds": seconds,
+                                   "environment": code_version()}, indent=1))
     return path
 
 

@@ -369,9 +369,11 @@ def demo(results: dict) -> list[str]:
     best = names[steps.index(min(steps))]
     return [f"`python examples/demo.py` with its embedded defaults: {cfg['n_samples']} trajectories, "
             f"{cfg['n_out']}² stored, {cfg['epochs']} epochs, window {cfg['window']}, {cfg['rollout']}-step "
-            f"rollouts on the test split, seed {cfg['seed']} (one seed: a demonstration, not evidence).", "",
+            f"rollouts on the test split, seed {cfg['seed']} (one seed: a demonstration, not evidence). "
+            f"{_code(results.get('environment', {}))}", "",
             *table(["metric", *names], rows), "",
-            f"Lowest mean per-step relative L2 in this run: `{best}`."]
+            f"Lowest mean per-step relative L2 in this run: `{best}`"
+            + (f"; but {runs[names[0]]['warning']}." if "warning" in runs[names[0]] else ".")]
 
 
 RENDERERS = {name: globals()[name] for name in (*SCRIPTS, "demo")}
