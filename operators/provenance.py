@@ -26,10 +26,11 @@ def _git(*args: str) -> str | None:
 
 def code_version() -> dict:
     """``{"commit", "dirty", "circuitop"}``: the checkout's HEAD commit (None outside a git checkout, e.g. an
-    installed wheel), whether tracked files differ from it (the number may come from uncommitted code),
-    and the package version."""
+    installed wheel), whether tracked files other than ``results/`` and Markdown differ from it (the number
+    may come from uncommitted code), and the package version."""
     commit = _git("rev-parse", "HEAD")
-    changes = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+    # results and prose do not change what the code computes: a regenerated RESULTS.md is not "dirty" code
+    changes = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!*.md") if commit else None
     try:
         version = metadata.version("circuitop")
     except metadata.PackageNotFoundError:
