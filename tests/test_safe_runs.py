@@ -39,12 +39,18 @@ def _one_line_error(done: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+def _default_sigint() -> None:
+    """Ctrl-C as in a terminal: a suite started as a background job (``make test &``) ignores SIGINT, and its
+    children would inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _started_long_run(data, out) -> subprocess.Popen:
     """A long ``train`` into ``out``, returned once its first epoch is checkpointed."""
     proc = subprocess.Popen([sys.executable, "-m", "operators.cli", "train", "--data", str(data), "--model", "fno",
                              "--out", str(out), "--input", "f", "--target", "u", "--split", "8,2,2",
                              "--epochs", "100000", "--batch-size", "4", *TINY], env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 120
     while not (out / "last.pt").exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
