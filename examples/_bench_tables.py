@@ -11,7 +11,7 @@ import math
 import operator
 from dataclasses import dataclass
 
-__all__ = ["bench", "TARGETS"]
+__all__ = ["bench", "commit_text", "TARGETS"]
 
 
 @dataclass(frozen=True)
@@ -66,11 +66,17 @@ def _value(value: float) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.4g}"
 
 
+def commit_text(env: dict) -> str | None:
+    """``commit `abc1234567` [with uncommitted changes]`` of a results file's environment, or None unrecorded."""
+    if env.get("commit") is None:
+        return None
+    return f"commit `{env['commit'][:10]}`{' with uncommitted changes' if env['dirty'] else ''}"
+
+
 def bench(results: dict) -> list[str]:
     """The section: the command and conditions, the targets' verdicts, then one table per benchmark."""
     env, rows = results["environment"], results["rows"]
-    code = (f"commit `{env['commit'][:10]}`{' with uncommitted changes' if env['dirty'] else ''}"
-            if env.get("commit") else "commit not recorded")
+    code = commit_text(env) or "commit not recorded"
     threads = f"OMP_NUM_THREADS={env['omp_num_threads']}" if env.get("omp_num_threads") else "torch's default threads"
     lines = [f"`{threads} {results['command']}` ({results['scale']} sizes; {env['cores']} cores, torch {env['torch']}; "
              f"{code}). Every ratio is measured side by side in this one run.", ""]

@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from _bench_tables import bench as bench_section
+from _bench_tables import commit_text
 
 __all__ = ["render", "update", "main"]
 
@@ -73,9 +74,8 @@ def header(results: dict) -> str:
 
 def _code(env: dict) -> str:
     """The commit the numbers come from (results JSON written before commits were recorded: said so)."""
-    if env.get("commit") is None:
-        return "Code version: not recorded (written before results recorded their commit)."
-    return f"Code: commit `{env['commit'][:10]}`{' with uncommitted changes' if env['dirty'] else ''}."
+    code = commit_text(env)
+    return f"Code: {code}." if code else "Code version: not recorded (written before results recorded their commit)."
 
 
 def table(columns: list[str], rows: list[list[str]]) -> list[str]:

@@ -101,11 +101,11 @@ def evaluation_folder(run_dir: str | os.PathLike, data: str | os.PathLike, sampl
 def _staged(out: Path, overwrite: bool):
     """A temporary folder beside ``out``, renamed to ``out`` when the block succeeds (an existing ``out``
     replaced only with ``overwrite``, checked before anything is computed); removed when it fails."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: expected an evaluation folder, found a file")
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out}: expected a new evaluation folder, found an earlier evaluation; pass "
                               "overwrite=True to replace it, or choose another out")
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: expected an evaluation folder, found a file")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:

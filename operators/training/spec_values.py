@@ -24,11 +24,6 @@ class Splits:
     test: tuple[int, ...]
 
     @property
-    def scored(self) -> tuple[str, tuple[int, ...]]:
-        """``(name, indices)`` of the split ``evaluate`` scores: test, or val when test is empty."""
-        return ("test", self.test) if self.test else ("val", self.val)
-
-    @property
     def sizes(self) -> tuple[int, int, int]:
         return len(self.train), len(self.val), len(self.test)
 

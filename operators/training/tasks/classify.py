@@ -22,7 +22,7 @@ from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, MetricSums, Normalizers, Task, fit_variables
 from pde_data.model import SAMPLE, TIME, spatial_dims
 
-__all__ = ["Classify", "CLASS_METRICS", "label_target", "check_labels", "write_classes", "label_metrics", "label_score"]
+__all__ = ["Classify", "CLASS_METRICS", "label_target", "check_labels", "classes_dataset", "label_metrics", "label_score"]
 
 CLASS_METRICS = {"cross_entropy": evaluation.cross_entropy, "top1": partial(evaluation.top_k_accuracy, k=1),
                  "top5": partial(evaluation.top_k_accuracy, k=5)}
@@ -55,9 +55,9 @@ def check_labels(labels: torch.Tensor, classes: int, data: str) -> None:
         raise ValueError(f"{data}: expected labels below the run's {classes} classes, found {int(labels.max())}")
 
 
-def write_classes(path: Path, samples: np.ndarray, predicted: np.ndarray, name: str) -> Path:
-    """``path`` (NetCDF, atomically): variable ``name`` = ``predicted`` over the ``sample`` coordinate ``samples``."""
-    return pde_data.save(xr.Dataset({name: ((SAMPLE,), predicted.astype(np.int64))}, coords={SAMPLE: samples}), path)
+def classes_dataset(samples: np.ndarray, predicted: np.ndarray, name: str) -> xr.Dataset:
+    """Variable ``name`` = the integer classes ``predicted`` over the ``sample`` coordinate ``samples``."""
+    return xr.Dataset({name: ((SAMPLE,), predicted.astype(np.int64))}, coords={SAMPLE: samples})
 
 
 class Classify(Task):
@@ -114,8 +114,8 @@ class Classify(Task):
             predicted.append(logits.argmax(dim=1))
         files = []
         if options.write:
-            files.append(write_classes(Path(options.out) / "pred.nc", samples, torch.cat(predicted).numpy(),
-                                       self.spec.data.targets[0]))
+            classes = classes_dataset(samples, torch.cat(predicted).numpy(), self.spec.data.targets[0])
+            files.append(pde_data.save(classes, Path(options.out) / "pred.nc"))
         return {"metrics": self.result(sums)}, files
 
     @torch.no_grad()
@@ -124,5 +124,4 @@ class Classify(Task):
         for start in range(0, len(samples), options.batch_size):
             chunk = samples[start:start + options.batch_size]
             x = self.normalizers.encode(source.read(self.spec.data.inputs, chunk)).to(options.device)
-            labels = model(x).argmax(dim=1).cpu().numpy().astype(np.int64)
-            yield chunk, xr.Dataset({name: ((SAMPLE,), labels)}, coords={SAMPLE: chunk})
+            yield chunk, classes_dataset(chunk, model(x).argmax(dim=1).cpu().numpy(), name)

@@ -69,17 +69,22 @@ def _template(task, ds: xr.Dataset, steps: int) -> xr.Dataset:
     return like.assign_coords({TIME: np.concatenate([times, extra])})
 
 
+def _given(task, source: pde_data.Source, chunk: np.ndarray) -> torch.Tensor:
+    """The model's inputs of ``chunk`` in physical units: ``(batch, C_in, *s)``, or a window run's given frames
+    ``(batch, window, C, *s)``."""
+    window = slice(0, task.spec.task.window) if task.kind == "window" else None
+    return source.read(task.spec.data.inputs, chunk, window)
+
+
 @torch.no_grad()
-def _predicted(task, model, source: pde_data.Source, chunk: np.ndarray, steps: int, device) -> torch.Tensor:
-    """Predictions of ``chunk`` from the inputs alone: ``(batch, C_out, *s)``, or a window run's given frames
-    then its rollout ``(batch, window + steps, C, *s)``."""
-    spec, norms = task.spec, task.normalizers
+def _predicted(task, model, given: torch.Tensor, steps: int, device) -> torch.Tensor:
+    """Predictions from ``given`` (:func:`_given`): ``(batch, C_out, *s)``, or a window run's given frames then
+    its rollout ``(batch, window + steps, C, *s)``."""
+    norms = task.normalizers
     if task.kind == "window":
-        given = source.read(spec.data.inputs, chunk, slice(0, spec.task.window))
         pred = norms.decode(rollout(model, norms.encode(given).to(device), steps).cpu())
         return torch.cat([given, pred], dim=1)
-    x = norms.encode(source.read(spec.data.inputs, chunk)).to(device)
-    return norms.decode(model(x).cpu())
+    return norms.decode(model(norms.encode(given).to(device)).cpu())
 
 
 def _mean_predictor(task, pred: torch.Tensor) -> torch.Tensor | None:
@@ -97,7 +102,7 @@ def infer_fields(task, model, source: pde_data.Source, samples: np.ndarray,
     like = _template(task, ds, steps)
     for start in range(0, len(samples), options.batch_size):
         chunk = samples[start:start + options.batch_size]
-        pred = _predicted(task, model, source, chunk, steps, options.device)
+        pred = _predicted(task, model, _given(task, source, chunk), steps, options.device)
         yield chunk, pde_data.from_tensor(pred, like.isel({SAMPLE: chunk}), list(task.spec.data.targets))
 
 
@@ -137,9 +142,11 @@ def evaluate_fields(task, model, source: pde_data.Source, samples: np.ndarray, o
     with _writer(out / "pred.nc", like, variables, samples, options.write) as writer:
         for start in range(0, len(samples), options.batch_size):
             chunk = samples[start:start + options.batch_size]
-            pred = _predicted(task, model, source, chunk, steps, options.device)
-            here, mean = like.isel({SAMPLE: chunk}), _mean_predictor(task, pred)
             true = source.read(variables, chunk, time)
+            # a rollout's given frames are the truth's first frames: read once
+            given = true[:, :task.spec.task.window] if time is not None else _given(task, source, chunk)
+            pred = _predicted(task, model, given, steps, options.device)
+            here, mean = like.isel({SAMPLE: chunk}), _mean_predictor(task, pred)
             pred_ds, true_ds = (pde_data.from_tensor(t, here, variables) for t in (pred, true))
             scores.update(pred_ds, true_ds, None if mean is None else pde_data.from_tensor(mean, here, variables))
             if writer is not None:

@@ -29,7 +29,7 @@ import evaluation
 import pde_data
 from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, MetricSums, Normalizers, Task
-from operators.training.tasks.classify import check_labels, label_metrics, label_score, label_target
+from operators.training.tasks.classify import check_labels, classes_dataset, label_metrics, label_score, label_target
 from pde_data.model import FEATURE, LENGTH, ROLE, SAMPLE, TARGET, TIME
 
 __all__ = ["Sequence", "RUL"]
@@ -195,8 +195,8 @@ class Sequence(Task):
         padded steps; labels as integers)."""
         targets, values = self.spec.data.targets, pred.numpy()
         if self.labels:
-            variables = {targets[0]: ((SAMPLE,), values.astype(np.int64))}
-        elif values.ndim == 3:
+            return classes_dataset(samples, values, targets[0])
+        if values.ndim == 3:
             variables = {v: ((SAMPLE, TIME), values[..., k]) for k, v in enumerate(targets)}
         else:
             variables = {v: ((SAMPLE,), values[:, k]) for k, v in enumerate(targets)}
