@@ -4,7 +4,7 @@ Lowest layer: imports nothing from ``circuitop``, ``evaluation`` or ``operators`
 """
 
 from pde_data import model
-from pde_data.io import atomic_path, check_output, parse_shard, save, shard_path, shard_range
+from pde_data.io import atomic_path, check_output, save
 from pde_data.model import from_tensor, time_steps, to_tensor
 from pde_data.grf import gaussian_random_field_2d
 from pde_data.navier_stokes import simulate_navier_stokes
@@ -28,10 +28,15 @@ from pde_data.order_benchmark import generate_order_benchmark, generate_order_sp
 from pde_data.poisson import generate_poisson, generate_poisson_splits, solve_poisson
 from pde_data.darcy import generate_darcy, solve_darcy
 from pde_data._allocator import retain_freed_memory
+from pde_data.generators import GenerationSpec, make_samples
+from pde_data.manifest import Manifest, read_manifest, verify_manifest
+from pde_data.sharded import generate_sharded, write_samples
 
 __all__ = [
     "model",
-    "save", "atomic_path", "check_output", "shard_path", "shard_range", "parse_shard",
+    "save", "atomic_path", "check_output",
+    "GenerationSpec", "make_samples", "generate_sharded", "write_samples", "Manifest", "read_manifest",
+    "verify_manifest",
     "to_tensor", "from_tensor", "time_steps",
     "open_pdebench", "write_pdebench", "open_data", "open_source", "Source",
     "gaussian_random_field_2d", "simulate_navier_stokes", "generate_navier_stokes",

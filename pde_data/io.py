@@ -13,14 +13,14 @@ import glob
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import xarray as xr
 
 from pde_data.model import SAMPLE, SPATIAL_DIMS, TIME
 
-__all__ = ["save", "open_netcdf", "read_netcdf", "atomic_path", "check_output", "check_file", "shard_path",
-           "shard_range", "parse_shard", "sample_chunks", "HDF5_MAGIC", "NETCDF3_MAGIC"]
+__all__ = ["save", "open_netcdf", "read_netcdf", "atomic_path", "check_output", "check_file", "open_netcdf_files",
+           "sample_chunks", "HDF5_MAGIC", "NETCDF3_MAGIC"]
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 NETCDF3_MAGIC = b"CDF"
@@ -156,8 +156,7 @@ def check_file(path: str | os.PathLike, *, expected: str = "a NetCDF or HDF5 fil
 def open_netcdf(path: str | os.PathLike, *, chunks: dict | None = None) -> xr.Dataset:
     """Open a NetCDF file, or a set of shards given as a glob (``"set-*.nc"``), lazily.
 
-    Shards are concatenated along ``sample`` with ``xarray.open_mfdataset`` (dask-backed), each opened
-    once; their leading bytes are looked at only when one fails to open, to name it.
+    Shards are concatenated along ``sample`` in name order (:func:`open_netcdf_files`).
 
     Raises:
         FileNotFoundError: the file is missing, or the glob matches nothing.
@@ -169,8 +168,14 @@ def open_netcdf(path: str | os.PathLike, *, chunks: dict | None = None) -> xr.Da
     files = sorted(glob.glob(text))
     if not files:
         raise FileNotFoundError(f"no files match {text}")
+    return open_netcdf_files(files)
+
+
+def open_netcdf_files(files: Sequence[str | os.PathLike]) -> xr.Dataset:
+    """NetCDF files concatenated along ``sample`` in the given order, lazily (``xarray.open_mfdataset``, dask-
+    backed, each file opened once; its leading bytes are looked at only when one fails to open, to name it)."""
     try:
-        return xr.open_mfdataset(files, combine="nested", concat_dim="sample", engine="netcdf4",
+        return xr.open_mfdataset(list(files), combine="nested", concat_dim="sample", engine="netcdf4",
                                  data_vars="minimal", coords="minimal", compat="override")
     except OSError:
         for f in files:
@@ -192,29 +197,3 @@ def read_netcdf(path: str | os.PathLike, *, chunks: dict | None = None) -> xr.Da
         reason = str(exc).split("NetCDF:")[-1].split(":")[0].strip() or type(exc).__name__
         raise ValueError(f"{p}: expected a readable NetCDF file, found one the NetCDF library cannot read "
                          f"({reason})") from None
-
-
-def shard_path(path: str | os.PathLike, index: int) -> Path:
-    """``data.nc`` → ``data-00003.nc`` for shard 3."""
-    p = Path(path)
-    return p.with_name(f"{p.stem}-{index:05d}{p.suffix}")
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """Parse a shard ``text`` ``"i/n"`` (shard ``i`` of ``n``, e.g. ``"2/8"``) into ``(i, n)`` with ``0 <= i < n``."""
-    try:
-        i, n = (int(v) for v in text.split("/"))
-    except ValueError:
-        raise ValueError(f"shard: expected 'i/n' with integers, found {text!r}") from None
-    if not 0 <= i < n:
-        raise ValueError(f"shard: expected 0 <= i < n, found i={i}, n={n}")
-    return i, n
-
-
-def shard_range(n_samples: int, index: int, count: int) -> range:
-    """The sample indices of shard ``index`` of ``count`` (contiguous, sizes differ by at most one)."""
-    if not 0 <= index < count:
-        raise ValueError(f"index: expected 0 <= index < {count}, found {index}")
-    start = index * n_samples // count
-    stop = (index + 1) * n_samples // count
-    return range(start, stop)

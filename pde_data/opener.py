@@ -2,6 +2,8 @@
 
 The format by what the file holds, never by its suffix (a NetCDF file named ``x.h5`` opens as NetCDF):
 
+- a folder with a ``manifest.json`` (a generated set's shards) → :func:`pde_data.manifest.open_manifest`,
+  ``"manifest"``, with the manifest's statistics;
 - a glob (``*``, ``?`` or ``[``) of NetCDF shards → :func:`pde_data.io.open_netcdf`, ``"netcdf"``;
 - an HDF5 file, told by the HDF5 library opening it:
 
@@ -37,6 +39,7 @@ import xarray as xr
 
 from pde_data._h5lazy import H5Source, file_stamp, open_file, opening, release_file
 from pde_data.foreign import HEAD_BYTES, open_mat5, open_torch_pt, read_mat73, sniff
+from pde_data.manifest import MANIFEST, is_manifest_folder, open_manifest
 from pde_data.io import HDF5_MAGIC, NETCDF3_MAGIC, open_netcdf, read_netcdf
 from pde_data.model import field_order, spatial_dims
 from pde_data.pdebench_read import read_pdebench
@@ -66,12 +69,18 @@ class Probed:
 
 
 def probe(path: str) -> Probed:
-    """Open the file (or NetCDF shard glob) ``path`` lazily with the reader its content calls for.
+    """Open the file (or generated set's folder, or NetCDF shard glob) ``path`` lazily with the reader its content calls for.
 
     Raises:
         FileNotFoundError: the file is missing, or the glob matches nothing.
         ValueError: the file is in none of the formats, is unreadable, or is HDF5 in no PDEBench layout.
     """
+    if os.path.isdir(path):
+        if not is_manifest_folder(path):
+            raise ValueError(f"{path}: expected a data file or a generated set's folder (with {MANIFEST}), "
+                             "found a folder without one")
+        ds, manifest = open_manifest(path)
+        return Probed("manifest", ds, stats=manifest.statistics)
     if any(ch in path for ch in GLOB_CHARS):
         return Probed("netcdf", open_netcdf(path))
     if not os.path.isfile(path):

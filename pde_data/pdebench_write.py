@@ -10,6 +10,7 @@ Per-sample datasets are uncompressed and chunked one sample (and one frame) per 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -22,9 +23,11 @@ from pde_data.model import SAMPLE, TIME, X, Y, Z, check_dims
 from pde_data.pdebench_config import format_config
 from pde_data.pdebench_read import LAYOUTS
 
-__all__ = ["write_pdebench"]
+__all__ = ["write_pdebench", "PdebenchGroupWriter", "GROUP_LAYOUTS"]
 
 _LAYOUT_ALIASES = {"rdb": "group", "ns": "group"}
+#: the layouts with one HDF5 group per sample (written sample by sample by :class:`PdebenchGroupWriter`)
+GROUP_LAYOUTS = ("group", "rdb", "ns", "diff-react")
 _COORD_KEYS = ((X, "x-coordinate"), (Y, "y-coordinate"), (Z, "z-coordinate"))
 
 
@@ -98,7 +101,9 @@ def _per_sample(ds: xr.Dataset) -> list[str]:
     return [k for k, v in ds.variables.items() if v.dims == (SAMPLE,) and k != SAMPLE]
 
 
-def _write_group(f: h5py.File, ds: xr.Dataset, names: list[str], swap_xy: bool, dtype: np.dtype) -> None:
+def _write_group(f: h5py.File, ds: xr.Dataset, names: list[str], swap_xy: bool, dtype: np.dtype,
+                 first: int = 0) -> None:
+    """Each sample ``i`` of ``ds`` as the group ``f"{first + i:04d}"``."""
     spatial = tuple(d for d in (X, Y, Z) if d in ds[names[0]].dims)
     for name in names:
         check_dims(ds[name], (SAMPLE, TIME) + spatial, name=name)
@@ -111,13 +116,50 @@ def _write_group(f: h5py.File, ds: xr.Dataset, names: list[str], swap_xy: bool, 
     f.attrs["variables"] = ",".join(names)
     for i in range(ds.sizes[SAMPLE]):
         sample = ds.isel({SAMPLE: i})
-        group = f.create_group(f"{i:04d}")
+        group = f.create_group(f"{first + i:04d}")
         data = np.stack([sample[n].transpose(*order).values for n in names], axis=-1)
         group.create_dataset("data", data=data.astype(dtype), shape=shape, chunks=_chunks(shape, 1))
         for dim, values in grids.items():
             group.create_dataset(f"grid/{dim}", data=values)
         group.create_dataset("grid/t", data=t)
         group.attrs["config"] = format_config({k: sample[k].item() for k in params})
+
+
+class PdebenchGroupWriter:
+    """A context manager writing a group layout (``group``, ``rdb``, ``ns``, ``diff-react``) chunk by chunk, so
+    memory stays bounded by one chunk: :meth:`write` adds a chunk's samples as the next groups. The file is
+    written under a temporary name and renamed into place when the ``with`` block ends without error.
+
+    Example:
+        >>> with PdebenchGroupWriter("ns.h5", layout="ns") as out:
+        ...     for chunk in chunks:                     # Datasets (sample, time, x, y)
+        ...         out.write(chunk)
+    """
+
+    def __init__(self, path: str | os.PathLike, *, layout: str, variables: list[str] | None = None,
+                 dtype: np.dtype = np.float32):
+        if layout not in GROUP_LAYOUTS:
+            raise ValueError(f"layout: expected one of {GROUP_LAYOUTS}, found {layout!r}")
+        self.path, self._layout, self._variables, self._dtype = Path(path), layout, variables, dtype
+        self._written = 0
+        self._stack: contextlib.ExitStack | None = None
+        self._file: h5py.File | None = None
+
+    def __enter__(self) -> "PdebenchGroupWriter":
+        with contextlib.ExitStack() as stack:
+            self._file = stack.enter_context(h5py.File(stack.enter_context(atomic_path(self.path)), "w"))
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        stack, self._stack, self._file = self._stack, None, None
+        return bool(stack.__exit__(*exc))
+
+    def write(self, ds: xr.Dataset) -> None:
+        """Append ``ds``'s samples as the next groups."""
+        names = self._variables or [k for k, v in ds.data_vars.items() if TIME in v.dims]
+        _write_group(self._file, ds, names, self._layout == "diff-react", self._dtype, first=self._written)
+        self._written += ds.sizes[SAMPLE]
 
 
 def _require(ds: xr.Dataset, layout: str, names: dict[str, tuple[str, ...]]) -> None:

@@ -29,27 +29,24 @@ def _main(*args):
     return main(["generate", *map(str, args)])
 
 
-def test_order_shard_matches_full_set(tmp_path):
+def test_order_streams_the_full_set(tmp_path):
     extra = ["--order", "3", "--n-points", "128", "--n", "5", "--seed", "3"]
     full = _generate("order", "--out", tmp_path / "full.nc", *extra)
     assert full.returncode == 0, full.stderr
     assert "wrote" in full.stdout and "100%" in full.stderr  # progress bar on stderr
-    shard = _generate("order", "--out", tmp_path / "part.nc", "--shard", "1/2", *extra)
-    assert shard.returncode == 0, shard.stderr
-    assert not (tmp_path / "part.nc").exists()
-    part = _values(tmp_path / "part-00001.nc", "target")
-    assert part.tobytes() == _values(tmp_path / "full.nc", "target")[2:5].tobytes()
+    expected = pde_data.generate_order_benchmark(5, 3, n_points=128, seed=3)
+    assert _values(tmp_path / "full.nc", "target").tobytes() == expected["target"].values.tobytes()
     with pde_data.open_data(tmp_path / "full.nc") as ds:
         assert ds.attrs["seed"] == 3 and ds.attrs["order"] == 3 and ds.sizes == {"sample": 5, "s": 128}
 
 
-def test_darcy_shard_and_poisson_refusal(tmp_path):
-    out = _generate("darcy", "--out", tmp_path / "d.nc", "--n", 5, "--n-grid", 12, "--beta", 2.0, "--shard", "2/3")
+def test_darcy_streamed_in_chunks_and_poisson_refusal(tmp_path):
+    out = _generate("darcy", "--out", tmp_path / "d.nc", "--n", 11, "--n-grid", 12, "--beta", 2.0)  # chunks of 8
     assert out.returncode == 0, out.stderr
-    full = pde_data.generate_darcy(5, n_grid=12, beta=2.0, seed=0)
-    with pde_data.open_data(tmp_path / "d-00002.nc") as ds:
-        assert ds["u"].values.tobytes() == full["u"].isel(sample=[3, 4]).values.tobytes()
-        assert ds.attrs["beta"] == 2.0 and list(ds["sample"].values) == [3, 4]
+    full = pde_data.generate_darcy(11, n_grid=12, beta=2.0, seed=0)
+    with pde_data.open_data(tmp_path / "d.nc") as ds:
+        assert ds["u"].values.tobytes() == full["u"].values.tobytes()
+        assert ds.attrs["beta"] == 2.0 and list(ds["sample"].values) == list(range(11))
     bad = _generate("poisson", "--out", tmp_path / "x.nc", "--n", 2, "--K", 4, "--n-grid", 5)
     assert bad.returncode == 1
     assert "error: --n-grid: expected at least K + 2 = 6 points" in bad.stderr and "Traceback" not in bad.stderr
@@ -82,7 +79,9 @@ def test_order_standard_splits(tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["order", "--n", 2, "--n-points", 8], "--n-points: expected at least"),
     (["darcy", "--n", 2, "--n-grid", 1], "--n-grid: expected at least 2 cells, found 1"),
-    (["order", "--splits", "--shard", "0/2"], "--shard: not supported with --splits"),
+    (["order", "--splits", "--shards", 2], "--shards: expected one set to shard, found --splits"),
+    (["darcy", "--n", 2, "--workers", 2], "--workers: expected with --shards"),
+    (["darcy", "--n", 8, "--shards", 9], "--shards: expected 1 to 8 (8 samples in blocks of 1), found 9"),
 ])
 def test_invalid_parameters_refused(tmp_path, capsys, args, message):
     assert _main(*args[:1], "--out", tmp_path / "x.nc", *args[1:]) == 1

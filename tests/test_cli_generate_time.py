@@ -1,4 +1,4 @@
-"""``circuitop generate ns|swe``: sharded output equals the full set, attributes, one-line errors."""
+"""``circuitop generate ns|swe``: streamed and sharded output equal the library's set, attributes, one-line errors."""
 
 import numpy as np
 import pytest
@@ -12,15 +12,16 @@ NS = ["generate", "ns", "--n", "3", "--n-sim", "16", "--n-out", "8", "--t-final"
       "--dt", "0.05", "--batch-size", "2", "--seed", "5", "--device", "cpu"]
 
 
-def test_ns_shards_reproduce_the_full_set(tmp_path, capsys):
+def test_ns_streamed_and_sharded_sets_equal_the_library_set(tmp_path, capsys):
     assert main([*NS, "--out", str(tmp_path / "full.nc"), "--record-initial"]) == 0
-    for i in range(2):
-        assert main([*NS, "--out", str(tmp_path / "ns.nc"), "--record-initial", "--shard", f"{i}/2"]) == 0
+    assert main([*NS, "--out", str(tmp_path / "set"), "--record-initial", "--shards", "2", "--workers", "1"]) == 0
     full = pde_data.open_data(tmp_path / "full.nc").load()
-    sharded = pde_data.open_data(str(tmp_path / "ns-*.nc")).load()
-    xr.testing.assert_identical(full, sharded)
+    xr.testing.assert_identical(full, pde_data.open_data(tmp_path / "set").load())
+    library = pde_data.generate_navier_stokes(3, n_sim=16, n_out=8, t_final=0.5, n_records=2, dt=0.05,
+                                              batch_size=2, seed=5, record_initial=True)
+    assert full.vorticity.values.tobytes() == library.vorticity.values.tobytes()
     assert full.vorticity.shape == (3, 3, 8, 8) and full.attrs["seed"] == 5
-    assert "t=0.5" in capsys.readouterr().err  # progress bar shows simulated time on stderr
+    assert "100%" in capsys.readouterr().err  # progress bar on stderr
 
 
 def test_ns_float64_and_bad_options_give_one_line_errors(tmp_path, capsys):
@@ -35,9 +36,9 @@ def test_ns_float64_and_bad_options_give_one_line_errors(tmp_path, capsys):
     with pytest.raises(SystemExit):  # argparse's usage error, with the option's check
         main([*NS, "--out", str(tmp_path / "e.nc"), "--t-final", "-1"])
     assert "argument --t-final: expected a positive number, found -1" in capsys.readouterr().err
-    with pytest.raises(SystemExit):  # argparse's usage error, with pde_data.parse_shard's message
-        main([*NS, "--out", str(tmp_path / "e.nc"), "--shard", "2/2"])
-    assert "argument --shard: shard: expected 0 <= i < n, found i=2, n=2" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse's usage error
+        main([*NS, "--out", str(tmp_path / "e.nc"), "--shards", "0"])
+    assert "argument --shards: expected a positive integer, found 0" in capsys.readouterr().err
     assert not (tmp_path / "e.nc").exists()
 
 
@@ -45,14 +46,14 @@ SWE = ["generate", "swe", "--n", "3", "--n-grid", "12", "--t-final", "0.2", "--f
        "--seed", "4", "--device", "cpu"]
 
 
-def test_swe_shards_reproduce_the_full_set(tmp_path, capsys):
+def test_swe_streams_the_library_set(tmp_path, capsys):
     assert main([*SWE, "--out", str(tmp_path / "full.nc"), "--momenta"]) == 0
-    for i in range(3):
-        assert main([*SWE, "--out", str(tmp_path / "swe.nc"), "--momenta", "--shard", f"{i}/3"]) == 0
     full = pde_data.open_data(tmp_path / "full.nc").load()
-    xr.testing.assert_identical(full, pde_data.open_data(str(tmp_path / "swe-*.nc")).load())
+    library = pde_data.generate_dam_break(3, n_grid=12, t_final=0.2, n_frames=3, batch_size=2, seed=4, momenta=True)
+    for name in ("h", "hu", "hv", "dam_radius"):
+        assert full[name].values.tobytes() == library[name].values.tobytes()
     assert set(full.data_vars) == {"h", "hu", "hv", "dam_radius"} and full.h.shape == (3, 3, 12, 12)
-    assert "t=0.2" in capsys.readouterr().err
+    assert "100%" in capsys.readouterr().err
 
 
 def test_swe_writes_the_pdebench_layout(tmp_path, capsys):

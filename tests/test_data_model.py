@@ -108,19 +108,11 @@ def test_open_refuses_missing_and_foreign_files(tmp_path):
 
 def test_shards_open_lazily_as_one_dataset(tmp_path):
     ds = _field_dataset(n=5)
-    for i in range(2):
-        part = ds.isel(sample=list(pde_data.shard_range(5, i, 2)))
-        pde_data.save(part, pde_data.shard_path(tmp_path / "set.nc", i))
+    for i, part in enumerate((slice(0, 2), slice(2, 5))):
+        pde_data.save(ds.isel(sample=part), tmp_path / f"set-{i:05d}.nc")
     combined = pde_data.open_data(str(tmp_path / "set-*.nc"))
     assert combined.h.chunks is not None  # dask-backed, not loaded
     xr.testing.assert_allclose(combined.load(), ds)
-
-
-def test_shard_helpers():
-    assert [len(pde_data.shard_range(10, i, 3)) for i in range(3)] == [3, 3, 4]
-    assert pde_data.parse_shard("1/4") == (1, 4)
-    with pytest.raises(ValueError, match="0 <= i < n"):
-        pde_data.parse_shard("4/4")
 
 
 def test_atomic_files_get_default_permissions(tmp_path):

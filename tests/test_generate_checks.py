@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 import pde_data
+from pde_data.generators import sample_bytes
 from cli_run import run_cli
 from operators.cli import _generation, build_parser, main
 
@@ -158,15 +159,15 @@ def test_the_announced_size_is_the_sets_size(tmp_path, capsys, problem):
     with pde_data.open_data(tmp_path / "x.nc") as ds:
         nbytes = sum(v.nbytes for v in ds.variables.values() if "sample" in v.dims)
     assert f"x.nc: 3 samples, {_generation._size(nbytes)} before compression" in capsys.readouterr().err
-    module = __import__(f"operators.cli.gen_{problem}", fromlist=["sample_bytes"])
-    assert 3 * (module.sample_bytes(build_parser().parse_args(args)) + 8) == nbytes
+    module = __import__(f"operators.cli.gen_{problem}", fromlist=["spec"])
+    assert 3 * (sample_bytes(module.spec(build_parser().parse_args(args))) + 8) == nbytes
 
 
 def test_the_time_is_estimated_from_the_first_chunks(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(_generation, "_PROBE", 0.0)
     assert main(["generate", "order", "--out", str(tmp_path / "o.nc"), "--n", "3000", "--n-points", "128"]) == 0
     err = capsys.readouterr().err
-    assert err.count("order T1: estimated ") == 1 and "to compute" in err
+    assert err.count("order: estimated ") == 1 and "to compute" in err
 
 
 def test_the_defaults_are_laptop_sized():
@@ -175,7 +176,7 @@ def test_the_defaults_are_laptop_sized():
     darcy 75 s, the others seconds; the old ns defaults were about 4 days)."""
     for problem in TINY:
         args = build_parser().parse_args(["generate", problem, "--out", "x.nc"])
-        module = __import__(f"operators.cli.gen_{problem}", fromlist=["sample_bytes"])
-        assert args.n * module.sample_bytes(args) <= 2e9, problem
+        module = __import__(f"operators.cli.gen_{problem}", fromlist=["spec"])
+        assert args.n * sample_bytes(module.spec(args)) <= 2e9, problem
     ns = build_parser().parse_args(["generate", "ns", "--out", "x.nc"])
     assert ns.n * ns.t_final / ns.dt * ns.n_sim**2 <= 32 * 20 / 1e-3 * 128**2  # time steps x grid points

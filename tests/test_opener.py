@@ -60,7 +60,7 @@ def test_relative_path_gives_absolute_source_path(tmp_path, monkeypatch):
 def test_shard_glob(tmp_path):
     ds = field(n=5)
     for i, part in enumerate((slice(0, 2), slice(2, 5))):
-        pde_data.save(ds.isel(sample=part), pde_data.shard_path(tmp_path / "set.nc", i))
+        pde_data.save(ds.isel(sample=part), tmp_path / f"set-{i:05d}.nc")
     with open_source(tmp_path / "set-*.nc") as source:
         assert source.format == "netcdf" and source.path == str(tmp_path / "set-*.nc")
         assert source.sizes["sample"] == 5

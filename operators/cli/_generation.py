@@ -1,5 +1,6 @@
 """Shared pieces of ``circuitop generate <problem>``: checked numeric options, the output's checks (writable,
-room on the disk) with the set's size, a progress bar that estimates the time, shards, atomic output.
+room on the disk) with the set's size, a progress bar that estimates the time, and :func:`run_generation`:
+one file streamed chunk by chunk, or ``--shards S`` files made on Dask with a manifest.
 
 Library errors name the generator's parameters (``n_out: expected a divisor of n_sim=256``);
 :func:`report_options` makes a problem's command name its options instead (``--n-out: ... --n-sim=256``).
@@ -20,10 +21,13 @@ import xarray as xr
 from tqdm import tqdm
 
 import pde_data
+import pde_data.generators
+import pde_data.manifest
+import pde_data.sharded
 
 __all__ = ["positive_int", "non_negative_int", "positive_float", "non_negative_float", "add_common_options",
-           "add_pdebench_option", "report_options", "selected_samples", "check_out", "announce", "output_path",
-           "write", "progress_bar", "generate_chunked"]
+           "add_pdebench_option", "report_options", "check_out", "announce", "write", "progress_bar",
+           "run_generation"]
 
 
 def _number(kind: type, accept: Callable[[float], bool], expected: str) -> Callable[[str], float]:
@@ -49,22 +53,21 @@ non_negative_float = _number(float, lambda v: v >= 0, "a number >= 0")
 
 
 def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_default: int = 0) -> None:
-    """``--out PATH --n N --seed S --shard i/n --overwrite``."""
-    p.add_argument("--out", type=Path, required=True, help="output NetCDF file (shards get -00003 suffixes)")
+    """``--out PATH --n N --seed S --overwrite`` and the sharding options ``--shards --workers --scheduler``."""
+    p.add_argument("--out", type=Path, required=True,
+                   help="output file (NetCDF), or with --shards the set's folder (shards and manifest.json)")
     p.add_argument("--n", type=positive_int, default=n_default, help=f"number of samples (default {n_default})")
     p.add_argument("--seed", type=non_negative_int, default=seed_default, help=f"random seed (default {seed_default})")
-    p.add_argument("--shard", type=_shard, default=None, metavar="i/n",
-                   help="write only shard i of n (samples split contiguously; same bytes as the full set)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file (default: refuse)")
-
-
-def _shard(text: str) -> tuple[int, int]:
-    """argparse type: :func:`pde_data.parse_shard` with its own message, naming ``shard`` (argparse would
-    print "invalid parse_shard value")."""
-    try:
-        return pde_data.parse_shard(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out file, or a set made with other parameters (default: refuse)")
+    g = p.add_argument_group("sharded generation on Dask (the same samples bit for bit, resumable)")
+    g.add_argument("--shards", type=positive_int, default=None, metavar="S",
+                   help="write the set as S shard files and a manifest into the folder --out, one Dask task each; "
+                        "re-running the command completes an interrupted set")
+    g.add_argument("--workers", type=positive_int, default=None, metavar="W",
+                   help="worker processes of the local Dask cluster (default: one per core, at most S)")
+    g.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="submit to a running Dask scheduler (tcp://host:8786) instead of a local cluster")
 
 
 #: the library's names for what the common options set (the others share their option's name)
@@ -116,14 +119,12 @@ def check_out(path: Path, *, overwrite: bool) -> Path:
         raise type(exc)(f"--out: {exc}") from exc
 
 
-def selected_samples(args: argparse.Namespace, *, sample_bytes: int) -> range:
-    """The sample indices this invocation generates (all, or the shard's slice), after checking the output
-    path (:func:`check_out`) and the room for ``sample_bytes`` per sample (:func:`announce`), so nothing is
-    computed for an output that could not be written."""
-    path = check_out(output_path(args), overwrite=args.overwrite)
-    samples = range(args.n) if args.shard is None else pde_data.shard_range(args.n, *args.shard)
-    announce(path, len(samples), sample_bytes=sample_bytes)
-    return samples
+def _check_folder(folder: Path) -> Path:
+    """The shards' folder: created, and a file can be written there (else one line naming ``--out``)."""
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--out: expected a folder for the shards with --shards, found a file {folder}")
+    check_out(folder / pde_data.manifest.MANIFEST, overwrite=True)
+    return folder
 
 
 #: bytes of a sample's index (the int64 ``sample`` coordinate)
@@ -159,28 +160,57 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.3g} min" if seconds < 3600 else f"{seconds / 3600:.3g} h"
 
 
-def output_path(args: argparse.Namespace) -> Path:
-    """``--out`` itself, or its shard name ``name-0000i.nc``."""
-    return args.out if args.shard is None else pde_data.shard_path(args.out, args.shard[0])
-
-
-def add_pdebench_option(p: argparse.ArgumentParser, layout: str) -> None:
-    """``--pdebench``: write PDEBench's HDF5 ``layout`` instead of NetCDF (see :func:`write`)."""
+def add_pdebench_option(p: argparse.ArgumentParser, layout: str, variables: list[str] | None = None) -> None:
+    """``--pdebench``: write PDEBench's HDF5 group ``layout`` (``variables`` as its channels, default every
+    variable with a time dim) instead of NetCDF."""
     p.add_argument("--pdebench", action="store_true",
                    help=f"write PDEBench's HDF5 layout ('{layout}': groups '0000'.., data (T, X, Y, C)) instead of NetCDF")
-    p.set_defaults(pdebench_layout=layout)
+    p.set_defaults(pdebench_layout=layout, pdebench_variables=variables)
 
 
-def write(ds: xr.Dataset, args: argparse.Namespace, *, variables: list[str] | None = None) -> Path:
-    """Save atomically to the output path (NetCDF, or with ``--pdebench`` the problem's PDEBench layout,
-    ``variables`` only) and print where it went."""
-    if getattr(args, "pdebench", False):
-        path = pde_data.write_pdebench(ds, output_path(args), layout=args.pdebench_layout, variables=variables)
-        print(f"wrote {path}: {dict(ds.sizes)} (PDEBench {args.pdebench_layout} layout)")
-        return path
-    path = pde_data.save(ds, output_path(args))
+def write(ds: xr.Dataset, args: argparse.Namespace) -> Path:
+    """Save a set made whole (the digits) atomically to ``--out`` and print where it went."""
+    path = pde_data.save(ds, args.out)
     print(f"wrote {path}: {dict(ds.sizes)}")
     return path
+
+
+def run_generation(spec: pde_data.GenerationSpec, args: argparse.Namespace, *, device: str | None = None) -> int:
+    """Make ``spec`` as ``args`` say: with ``--shards``, the set's folder on Dask (:func:`pde_data.generate_sharded`);
+    else one file streamed chunk by chunk (NetCDF, or the PDEBench layout with ``--pdebench``). The output is
+    checked (writable, room on the disk) before anything is computed."""
+    layout = args.pdebench_layout if getattr(args, "pdebench", False) else None
+    if args.shards is None:
+        for option in ("workers", "scheduler"):
+            if getattr(args, option) is not None:
+                raise ValueError(f"--{option}: expected with --shards (the Dask options shard the set), found it alone")
+        path = check_out(args.out, overwrite=args.overwrite)
+        announce(path, spec.n, sample_bytes=pde_data.generators.sample_bytes(spec))
+        with progress_bar(spec.n, unit="sample", desc=spec.kind) as bar:
+            pde_data.write_samples(spec, range(spec.n), path, pdebench_layout=layout,
+                                   pdebench_variables=getattr(args, "pdebench_variables", None), device=device,
+                                   progress=lambda done: bar.update(done - bar.n))
+        kind = f"PDEBench {layout} layout" if layout else "NetCDF"
+        print(f"wrote {path}: {spec.n} samples ({kind})")
+        return 0
+    if layout is not None:
+        raise ValueError("--pdebench: expected one output file; shards are NetCDF (leave out --shards, or --pdebench)")
+    if args.workers is not None and args.scheduler is not None:
+        raise ValueError("--workers: expected either --workers (a local cluster) or --scheduler, found both")
+    pde_data.sharded.plan_shards(spec, args.shards)  # the shard count checked before the folder is made
+    folder = _check_folder(args.out)
+    announce(folder / "shard-*.nc", spec.n, sample_bytes=pde_data.generators.sample_bytes(spec))
+    with progress_bar(spec.n, unit="sample", desc=f"{spec.kind} on Dask") as bar:
+        def show(info) -> None:
+            bar.update(info["done"] - bar.n)
+            bar.set_postfix_str(f"{info['workers']} workers, {info['retries']} retries", refresh=False)
+
+        manifest = pde_data.generate_sharded(spec, folder, shards=args.shards, workers=args.workers,
+                                             scheduler=args.scheduler, overwrite=args.overwrite, device=device,
+                                             progress=show)
+    print(f"wrote {folder}: {spec.n} samples in {len(manifest.shards)} shards "
+          f"({_size(manifest.bytes)}), manifest {folder / pde_data.manifest.MANIFEST}")
+    return 0
 
 
 class _EstimatingBar(tqdm):
@@ -200,7 +230,7 @@ class _EstimatingBar(tqdm):
         if not self._estimated and now - then >= _PROBE and before < done < self.total:
             rate = (done - before) / (now - then)
             self.write(f"{self.desc}: estimated {_duration(now + (self.total - done) / rate)} to compute, "
-                       f"{_duration(now)} of it done (writing the file comes after)", file=sys.stderr)
+                       f"{_duration(now)} of it done", file=sys.stderr)
             self._estimated = True
         return shown
 
@@ -212,19 +242,3 @@ _PROBE = 2.0
 def progress_bar(total: float, *, unit: str, desc: str) -> tqdm:
     """A progress bar on stderr over ``total`` ``unit``s that estimates the whole time at its first update."""
     return _EstimatingBar(total=total, unit=unit, file=sys.stderr, desc=desc, dynamic_ncols=True)
-
-
-def generate_chunked(make: Callable[[range], xr.Dataset], samples: range, *, desc: str,
-                     chunk_size: int = 64) -> xr.Dataset:
-    """``make(sub_range)`` chunk by chunk under a :func:`progress_bar`, concatenated along ``sample``.
-
-    For generators that seed each sample on its own, the result does not depend on ``chunk_size``.
-    """
-    parts = []
-    with progress_bar(len(samples), unit="sample", desc=desc) as bar:
-        for start in range(samples.start, samples.stop, chunk_size):
-            parts.append(make(range(start, min(start + chunk_size, samples.stop))))
-            bar.update(parts[-1].sizes["sample"])
-    if len(parts) == 1:
-        return parts[0]
-    return xr.concat(parts, dim="sample", data_vars="minimal", coords="minimal", compat="override", join="exact")

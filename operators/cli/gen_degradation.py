@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 
 import pde_data
-from operators.cli._generation import (add_common_options, generate_chunked, positive_int, report_options,
-                                       selected_samples, write)
+from operators.cli._generation import add_common_options, positive_int, report_options, run_generation
 
-__all__ = ["register", "sample_bytes"]
+__all__ = ["register", "spec"]
 
 
 def register(problems: argparse._SubParsersAction) -> None:
@@ -23,18 +22,11 @@ def register(problems: argparse._SubParsersAction) -> None:
     report_options(p)
 
 
-def sample_bytes(args: argparse.Namespace) -> int:
-    """Bytes of one sample's variables, 8 each: ``health``, ``gap``, ``rul_step`` and the times, padded to
-    ``max_length``, and ``rul``, ``length``, ``t_fail``, ``power``."""
-    return (4 * args.max_length + 4) * 8
+def spec(args: argparse.Namespace) -> pde_data.GenerationSpec:
+    """The set the options describe."""
+    return pde_data.GenerationSpec("degradation", args.n, args.seed,
+                                   {"min_length": args.min_length, "max_length": args.max_length})
 
 
 def run(args: argparse.Namespace) -> int:
-    samples = selected_samples(args, sample_bytes=sample_bytes(args))
-
-    def make(chunk: range):
-        return pde_data.generate_degradation(args.n, min_length=args.min_length, max_length=args.max_length,
-                                             seed=args.seed, samples=chunk)
-
-    write(generate_chunked(make, samples, desc="degradation", chunk_size=4096), args)
-    return 0
+    return run_generation(spec(args), args)

@@ -20,7 +20,7 @@ def register(problems: argparse._SubParsersAction) -> None:
                         "max(1, round(8 * GAP)) rows (default 0: whole sequences)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the gap sizes (default 0)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file (default: refuse)")
-    p.set_defaults(func=run, shard=None)  # one file, never sharded (write() reads args.shard)
+    p.set_defaults(func=run)
     report_options(p)
 
 

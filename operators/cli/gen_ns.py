@@ -1,4 +1,4 @@
-"""``circuitop generate ns``: the FNO Navier–Stokes vorticity set (sharded, atomic, with progress).
+"""``circuitop generate ns``: the FNO Navier–Stokes vorticity set (streamed or sharded on Dask, atomic).
 
 The defaults take a few minutes on 2 CPU cores; the FNO benchmark's own settings (``--n 1200 --n-sim 256
 --t-final 50 --dt 1e-4``) take days there, hours on a GPU.
@@ -11,19 +11,19 @@ import argparse
 import torch
 
 import pde_data
+import pde_data.generators
 from operators.cli._generation import (add_common_options, add_pdebench_option, non_negative_float, positive_float,
-                                       positive_int, progress_bar, report_options, selected_samples, write)
+                                       positive_int, report_options, run_generation)
 
-__all__ = ["register", "sample_bytes", "add_device_options", "resolve_device", "DTYPES"]
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+__all__ = ["register", "spec", "add_device_options", "device_of", "resolve_device"]
 
 
 def add_device_options(p: argparse.ArgumentParser) -> None:
     """``--device`` (default: cuda when available, else cpu) and ``--dtype`` (float32 or float64)."""
     if "--device" not in p._option_string_actions:  # the shared options may add it one day
         p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
-    p.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="simulation dtype (default float32)")
+    p.add_argument("--dtype", choices=sorted(pde_data.generators.DTYPES), default="float32",
+                   help="simulation dtype (default float32)")
 
 
 def resolve_device(name: str | None) -> torch.device:
@@ -34,6 +34,12 @@ def resolve_device(name: str | None) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device: expected an available device, found {name!r} but CUDA is not available")
     return device
+
+
+def device_of(args: argparse.Namespace) -> str | None:
+    """The solvers' device: ``--device`` checked here (cuda by default when present); on a ``--scheduler``'s
+    workers, as given (None: each worker's cuda when present, else cpu)."""
+    return args.device if args.scheduler is not None else str(resolve_device(args.device))
 
 
 def register(problems: argparse._SubParsersAction) -> None:
@@ -51,40 +57,20 @@ def register(problems: argparse._SubParsersAction) -> None:
     p.add_argument("--dt", type=positive_float, default=1e-3,
                    help="largest time step (default 1e-3; FNO: 1e-4; a step past the CFL limit is refused)")
     p.add_argument("--batch-size", type=positive_int, default=8,
-                   help="samples simulated together (results depend on it at round-off level; default 8)")
+                   help="samples simulated together, in blocks aligned by sample index (results depend on it at "
+                        "round-off level; default 8)")
     add_pdebench_option(p, "ns")
     p.set_defaults(func=run)
     report_options(p, w0="n_sim")  # the solver's initial field w0 is made at --n-sim
 
 
-def sample_bytes(args: argparse.Namespace) -> int:
-    """Bytes of one sample's ``vorticity`` (time, n_out, n_out) in the simulation dtype (the library's
-    default records: one per time unit)."""
-    records = args.records if args.records is not None else int(args.t_final)
-    frames = records + args.record_initial
-    return frames * args.n_out**2 * DTYPES[args.dtype].itemsize
+def spec(args: argparse.Namespace) -> pde_data.GenerationSpec:
+    """The set the options describe."""
+    return pde_data.GenerationSpec("ns", args.n, args.seed, {
+        "visc": args.visc, "n_sim": args.n_sim, "n_out": args.n_out, "t_final": args.t_final,
+        "n_records": args.records, "record_initial": args.record_initial, "dt": args.dt,
+        "batch_size": args.batch_size, "dtype": args.dtype})
 
 
 def run(args: argparse.Namespace) -> int:
-    samples = selected_samples(args, sample_bytes=sample_bytes(args))
-    with progress_bar(len(samples) * args.t_final, unit="t", desc="ns") as bar:
-        last: dict[int, float] = {}
-
-        def progress(start: int, t: float) -> None:  # simulated sample-time units
-            bar.update((t - last.get(start, 0.0)) * _kept(samples, start, args.batch_size))
-            last[start] = t
-            bar.set_postfix_str(f"chunk from sample {start}, t={t:.4g}")
-
-        ds = pde_data.generate_navier_stokes(
-            len(samples), visc=args.visc, n_sim=args.n_sim, n_out=args.n_out, t_final=args.t_final,
-            n_records=args.records, record_initial=args.record_initial, dt=args.dt, seed=args.seed,
-            first_sample=samples.start, batch_size=args.batch_size, dtype=DTYPES[args.dtype],
-            device=resolve_device(args.device), callback=progress,
-        )
-    write(ds, args)
-    return 0
-
-
-def _kept(samples: range, start: int, batch_size: int) -> int:
-    """How many of the chunk's samples belong to this invocation (for the progress total)."""
-    return max(0, min(samples.stop, start + batch_size) - max(samples.start, start))
+    return run_generation(spec(args), args, device=device_of(args))

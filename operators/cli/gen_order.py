@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 
 import pde_data
-from operators.cli._generation import (add_common_options, announce, check_out, generate_chunked, positive_float,
-                                       positive_int, report_options, selected_samples, write)
+import pde_data.generators
+from operators.cli._generation import (add_common_options, announce, check_out, positive_float, positive_int,
+                                       report_options, run_generation)
 
-__all__ = ["register", "sample_bytes"]
+__all__ = ["register", "spec"]
 
 _ORDERS = (1, 2, 3, 4)
 
@@ -29,34 +30,28 @@ def register(problems: argparse._SubParsersAction) -> None:
     report_options(p)
 
 
-def sample_bytes(args: argparse.Namespace) -> int:
-    """Bytes of one sample's variables: ``input`` and ``target``, float64 (n_points,) each."""
-    return 2 * args.n_points * 8
+def spec(args: argparse.Namespace) -> pde_data.GenerationSpec:
+    """The set the options describe (without ``--splits``)."""
+    return pde_data.GenerationSpec("order", args.n, args.seed,
+                                   {"order": args.order, "n_points": args.n_points, "tau": args.tau})
 
 
 def run(args: argparse.Namespace) -> int:
     if args.splits:
         return _run_splits(args)
-    samples = selected_samples(args, sample_bytes=sample_bytes(args))
-
-    def make(chunk: range):
-        return pde_data.generate_order_benchmark(args.n, args.order, n_points=args.n_points, tau=args.tau,
-                                                 seed=args.seed, samples=chunk)
-
-    write(generate_chunked(make, samples, desc=f"order T{args.order}", chunk_size=1024), args)
-    return 0
+    return run_generation(spec(args), args)
 
 
 def _run_splits(args: argparse.Namespace) -> int:
-    if args.shard is not None:
-        raise ValueError("--shard: not supported with --splits (shard one set at a time without --splits)")
+    if args.shards is not None:
+        raise ValueError("--shards: expected one set to shard, found --splits (shard one set at a time)")
     seeds = [s for _, s in pde_data.order_benchmark.SPLITS.values()]
     splits = {name: (size, seed) for name, size, seed in zip(("train", "val", "test"), args.sizes, seeds)}
     folder = Path(args.out)
     paths = {(name, order): check_out(folder / f"order_T{order}_{name}.nc", overwrite=args.overwrite)
              for name in splits for order in _ORDERS}
     announce(folder / "order_T{1-4}_{train,val,test}.nc", len(_ORDERS) * sum(args.sizes),
-             sample_bytes=sample_bytes(args))
+             sample_bytes=pde_data.generators.sample_bytes(spec(args)))
     sets = pde_data.generate_order_splits(orders=_ORDERS, n_points=args.n_points, tau=args.tau, splits=splits)
     for key, ds in sets.items():
         path = pde_data.save(ds, paths[key])

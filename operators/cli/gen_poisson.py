@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 
 import pde_data
-from operators.cli._generation import (add_common_options, generate_chunked, positive_int, report_options,
-                                       selected_samples, write)
+from operators.cli._generation import add_common_options, positive_int, report_options, run_generation
 
-__all__ = ["register", "sample_bytes"]
+__all__ = ["register", "spec"]
 
 
 def register(problems: argparse._SubParsersAction) -> None:
@@ -20,16 +19,10 @@ def register(problems: argparse._SubParsersAction) -> None:
     report_options(p)
 
 
-def sample_bytes(args: argparse.Namespace) -> int:
-    """Bytes of one sample's variables: ``f`` and ``u`` (n_grid, n_grid) and ``coef`` (K, K), float64."""
-    return (2 * args.n_grid**2 + args.K**2) * 8
+def spec(args: argparse.Namespace) -> pde_data.GenerationSpec:
+    """The set the options describe."""
+    return pde_data.GenerationSpec("poisson", args.n, args.seed, {"K": args.K, "n_grid": args.n_grid})
 
 
 def run(args: argparse.Namespace) -> int:
-    samples = selected_samples(args, sample_bytes=sample_bytes(args))
-
-    def make(chunk: range):
-        return pde_data.generate_poisson(args.n, K=args.K, n_grid=args.n_grid, seed=args.seed, samples=chunk)
-
-    write(generate_chunked(make, samples, desc=f"poisson K={args.K}", chunk_size=128), args)
-    return 0
+    return run_generation(spec(args), args)
