@@ -236,7 +236,7 @@ def _run_on_dask(spec, folder, ranges, todo, *, workers, scheduler, device, thre
         if scheduler is None:
             n = workers or min(len(todo), os.cpu_count() or 1)
             cluster = stack.enter_context(LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                                       dashboard_address=None, silence_logs=logging.ERROR))
+                                                       dashboard_address=":0", silence_logs=logging.ERROR))
             client = stack.enter_context(Client(cluster))
         else:
             client = stack.enter_context(Client(scheduler, timeout="30s"))

@@ -1,5 +1,7 @@
-"""``circuitop info [PATH]``: versions, torch device and threads; a summary of a data file; or of a run
-(a run folder, or one of its checkpoints ``last.pt``/``best.pt``): its spec, data, epochs and best score."""
+"""``circuitop info [PATH] [--verify]``: versions, torch device and threads; a summary of a data file; of a
+generated set's folder (its manifest: generator, parameters, shards, statistics; ``--verify`` recomputes every
+shard's sha256); or of a run (a run folder, or one of its checkpoints ``last.pt``/``best.pt``): its spec, data,
+epochs and best score."""
 
 from __future__ import annotations
 
@@ -12,15 +14,19 @@ from pathlib import Path
 import torch
 
 import pde_data
+import pde_data.manifest
 from pde_data import model
 
 _PACKAGES = ("circuitop", "torch", "neuraloperator", "ncps", "numpy", "scipy", "xarray", "h5py",
-             "netCDF4", "h5netcdf", "dask", "matplotlib")
+             "netCDF4", "h5netcdf", "dask", "distributed", "matplotlib")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("info", help="print versions and devices, or describe a data file or a run")
-    p.add_argument("path", nargs="?", help="a data file (any format train reads), a run folder or a checkpoint")
+    p.add_argument("path", nargs="?", help="a data file (any format train reads), a generated set's folder, "
+                                           "a run folder or a checkpoint")
+    p.add_argument("--verify", action="store_true",
+                   help="with a generated set's folder: recompute every shard's sha256 against its manifest")
     p.set_defaults(func=run)
 
 
@@ -54,6 +60,36 @@ def describe(path: str) -> list[str]:
     return lines
 
 
+def describe_set(folder: Path, *, verify: bool = False) -> list[str]:
+    """One line per fact about a generated set's folder (:mod:`pde_data.manifest`); with ``verify``, the
+    shards' sha256 recomputed.
+
+    Raises:
+        ManifestError: a shard disagrees with the manifest (with ``verify``: every one that does).
+    """
+    from pde_data.manifest import ManifestError, read_manifest, verify_manifest
+
+    manifest = read_manifest(folder)
+    spec = manifest.spec
+    with pde_data.open_source(folder) as source:  # checks each shard's bytes, samples and variables
+        sizes = dict(source.sizes)
+    lines = [f"set: {folder}", f"generator: {spec.kind}, {spec.n} samples, seed {spec.seed}",
+             f"parameters: {dict(spec.params)}", f"dims: {sizes}",
+             f"shards: {len(manifest.shards)} shards, {manifest.bytes:,} bytes"]
+    lines += [f"  {s.file}: samples {s.start}-{s.stop - 1}, {s.bytes:,} bytes, sha256 {s.sha256[:12]}…"
+              for s in manifest.shards]
+    lines += [f"statistics {name}: mean {v['mean']:.6g}, std {v['std']:.6g}, min {v['min']:.6g}, max {v['max']:.6g} "
+              f"({v['count']:,} values)" for name, v in manifest.statistics.items()]
+    lines += ["made with: " + ", ".join(f"{k} {v}" for k, v in manifest.versions.items() if v)]
+    if verify:
+        problems = verify_manifest(folder)
+        if problems:
+            raise ManifestError(f"{len(problems)} of {len(manifest.shards)} shards differ from the manifest; "
+                                + "; ".join(problems))
+        lines.append(f"verified: all {len(manifest.shards)} shards match their sha256")
+    return lines
+
+
 def _is_checkpoint(path: Path) -> bool:
     """A run's checkpoint (``last.pt``/``best.pt`` beside a ``run.json``), not a neuraloperator data ``.pt``."""
     return path.name in ("last.pt", "best.pt") and (path.parent / "run.json").is_file()
@@ -84,10 +120,14 @@ def describe_run(path: Path) -> list[str]:
              f"task: {task.kind}" + (f", window {task.window} → horizon {task.horizon}" if task.window else ""),
              f"model: {model.name} ({model.in_channels} → {model.out_channels} channels, {parameters:,} parameters), "
              f"config {model.settings}",
-             f"data: {data.path} ({data.fingerprint.format}, sizes {dict(data.fingerprint.sizes)})",
+             f"data: {data.path or 'generated fixed set'} ({data.fingerprint.format}, sizes "
+             f"{dict(data.fingerprint.sizes)})",
              f"variables: {list(data.inputs)} → {list(data.targets)}",
              f"split: train {len(data.splits.train)}, val {len(data.splits.val)}, test {len(data.splits.test)} "
              f"(seed {data.split_seed})"]
+    if data.generate is not None:  # a run on generated data (--generate): its training stream
+        lines.insert(4, f"generated: {data.generate}, {data.samples_per_epoch} new samples per epoch, seeds "
+                        f"{list(data.generate_seeds)} (training, fixed set), {data.generator}")
     if history:
         best = min(history, key=make_task(spec).score)  # what picked best.pt
         lines += [f"last epoch {history[-1]['epoch']}: {_scores(history[-1])}", f"best epoch {best['epoch']}: {_scores(best)}"]
@@ -109,8 +149,12 @@ def _evaluations(run_dir: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.verify and not (args.path and pde_data.manifest.is_manifest_folder(args.path)):
+        raise ValueError(f"--verify: expected a generated set's folder (with manifest.json), found {args.path}")
     if not args.path:
         lines = [f"{k}: {v}" for k, v in environment().items()]
+    elif pde_data.manifest.is_manifest_folder(args.path):
+        lines = describe_set(Path(args.path), verify=args.verify)
     elif Path(args.path).is_dir() or Path(args.path).suffix == ".pt" and _is_checkpoint(Path(args.path)):
         lines = describe_run(Path(args.path))
     else:

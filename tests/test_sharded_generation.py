@@ -1,0 +1,217 @@
+"""Sharded generation on Dask: the same bits for any shards and workers, a manifest whose statistics equal a
+full fit, resume after kill -9, corrupt and foreign shards named, real ``dask scheduler``/``dask worker``
+processes, and a manifest folder through ``train``, ``evaluate`` and ``info``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import pde_data
+from cli_run import ENV, ROOT, run_cli
+from operators.cli import main
+from pde_data.generators import GenerationSpec, make_samples
+from pde_data.manifest import ManifestError, read_manifest, verify_manifest
+from pde_data.sharded import generate_sharded
+
+distributed = pytest.importorskip("distributed")
+
+#: one tiny set per generator; n and blocks allow 8 shards
+SPECS = {
+    "order": GenerationSpec("order", 16, 42, {"n_points": 128}),
+    "poisson": GenerationSpec("poisson", 16, 0, {"K": 4, "n_grid": 16}),
+    "darcy": GenerationSpec("darcy", 16, 0, {"n_grid": 12}),
+    "ns": GenerationSpec("ns", 16, 3, {"n_sim": 32, "n_out": 16, "t_final": 1.0, "n_records": 2, "dt": 1e-2,
+                                       "batch_size": 2}),
+    "swe": GenerationSpec("swe", 16, 4, {"n_grid": 16, "t_final": 0.1, "n_frames": 3, "batch_size": 2}),
+    "degradation": GenerationSpec("degradation", 16, 0, {"min_length": 4, "max_length": 8}),
+}
+
+
+@pytest.fixture(scope="module")
+def clusters():
+    """Scheduler addresses of a 1-worker and a 2-worker local cluster (processes, one thread each)."""
+    from distributed import LocalCluster
+
+    kwargs = dict(threads_per_worker=1, processes=True, dashboard_address=":0")
+    with LocalCluster(n_workers=1, **kwargs) as one, LocalCluster(n_workers=2, **kwargs) as two:
+        yield one.scheduler_address, two.scheduler_address
+
+
+def _bytes(folder) -> dict[str, bytes]:
+    with pde_data.open_data(folder) as ds:
+        return {str(k): v.values.tobytes() for k, v in ds.data_vars.items()}
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_one_shard_on_one_worker_and_eight_on_two_give_the_same_bits(tmp_path, clusters, kind):
+    spec = SPECS[kind]
+    one = generate_sharded(spec, tmp_path / "one", shards=1, scheduler=clusters[0])
+    eight = generate_sharded(spec, tmp_path / "eight", shards=8, scheduler=clusters[1])
+    assert len(one.shards) == 1 and len(eight.shards) == 8
+    assert _bytes(tmp_path / "one") == _bytes(tmp_path / "eight")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the workers' thread count
+    try:
+        whole = make_samples(spec, range(spec.n))
+    finally:
+        torch.set_num_threads(threads)
+    assert _bytes(tmp_path / "one") == {k: v.values.tobytes() for k, v in whole.data_vars.items()}
+    assert not list(tmp_path.glob("*/shard-*.json")) and not list(tmp_path.glob("*/.*.tmp"))
+
+
+def test_manifest_records_the_set_and_its_statistics_equal_a_full_fit(tmp_path, clusters):
+    spec = SPECS["ns"]
+    manifest = generate_sharded(spec, tmp_path / "set", shards=5, scheduler=clusters[1])
+    saved = json.loads((tmp_path / "set" / "manifest.json").read_text())
+    assert saved["generator"] == spec.complete().to_json() and saved["versions"]["torch"] == torch.__version__
+    assert [(s["start"], s["stop"]) for s in saved["shards"]] == [(0, 2), (2, 6), (6, 8), (8, 12), (12, 16)]
+    for shard in manifest.shards:  # bytes and sha256 of the files
+        assert shard.bytes == (tmp_path / "set" / shard.file).stat().st_size
+        assert shard.sha256 == pde_data.manifest.sha256_of(tmp_path / "set" / shard.file)
+    with pde_data.open_data(tmp_path / "set") as ds:
+        values = ds["vorticity"].values.astype(np.float64)
+    stats = manifest.statistics["vorticity"]
+    assert stats["count"] == values.size
+    scale = values.std()
+    assert abs(stats["mean"] - values.mean()) <= 1e-6 * scale
+    assert stats["std"] == pytest.approx(values.std(), rel=1e-6)
+    fitted = pde_data.fit_normalizer(tmp_path / "set", ["vorticity"], indices=range(spec.n))
+    shipped = pde_data.normalizer_from_stats(tmp_path / "set", ["vorticity"])  # what a run uses
+    torch.testing.assert_close(shipped.shift, fitted.shift, rtol=1e-6, atol=1e-6 * scale)
+    torch.testing.assert_close(shipped.scale, fitted.scale, rtol=1e-6, atol=0)
+
+
+def test_corrupt_and_foreign_shards_are_named_and_a_rerun_repairs_them(tmp_path, clusters):
+    spec = SPECS["darcy"]
+    generate_sharded(spec, tmp_path / "set", shards=4, scheduler=clusters[1])
+    good = {s.file: s.sha256 for s in read_manifest(tmp_path / "set").shards}
+    shard = tmp_path / "set" / "shard-00002-of-00004.nc"
+    with open(shard, "ab") as fh:  # a shard that grew
+        fh.write(b"junk")
+    with pytest.raises(ManifestError, match=r"shard-00002-of-00004.nc: expected \d+ bytes as the manifest records"):
+        pde_data.open_data(tmp_path / "set")
+    # another set's shard 1 in its place
+    import dataclasses
+    generate_sharded(dataclasses.replace(spec, seed=1), tmp_path / "other", shards=4, scheduler=clusters[1])
+    shutil.copy(tmp_path / "other" / "shard-00001-of-00004.nc", tmp_path / "set" / "shard-00001-of-00004.nc")
+    with pytest.raises(ManifestError, match="shard-00001-of-00004.nc: expected"):
+        pde_data.open_data(tmp_path / "set")
+    problems = verify_manifest(tmp_path / "set")
+    assert len(problems) == 2 and "shard-00001" in problems[0] and "shard-00002" in problems[1]
+    generate_sharded(spec, tmp_path / "set", shards=4, scheduler=clusters[1])  # the same call again
+    assert {s.file: s.sha256 for s in read_manifest(tmp_path / "set").shards} == good
+    assert verify_manifest(tmp_path / "set") == []
+
+
+def test_a_folder_of_other_parameters_is_refused_unless_overwrite(tmp_path, capsys, clusters):
+    args = ["generate", "darcy", "--n", "4", "--n-grid", "12", "--out", str(tmp_path / "set"), "--shards", "2",
+            "--scheduler", clusters[1]]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main([*args[:5], "16", *args[6:]]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("circuitop generate: error: ") and "made with other parameters" in err[-1]
+    assert "n_grid: 16 here, 12 there" in err[-1] and "--overwrite" in err[-1]
+    assert read_manifest(tmp_path / "set").spec.params["n_grid"] == 12
+    assert main([*args[:5], "16", *args[6:], "--overwrite"]) == 0
+    assert read_manifest(tmp_path / "set").spec.params["n_grid"] == 16
+    assert main([*args[:5], "16", *args[6:9], "3", *args[10:]]) == 1  # another shard count: refused too
+    assert "shards: 3 here, 2 there" in capsys.readouterr().err
+
+
+NS = ["generate", "ns", "--n", "16", "--n-sim", "64", "--n-out", "16", "--t-final", "2", "--dt", "1e-2",
+      "--batch-size", "2", "--device", "cpu", "--shards", "8"]
+
+
+def _ns_spec() -> GenerationSpec:
+    return GenerationSpec("ns", 16, 0, {"n_sim": 64, "n_out": 16, "t_final": 2.0, "dt": 1e-2, "batch_size": 2})
+
+
+def _wait_for(condition, timeout: float = 120.0) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.1)
+
+
+def test_kill_9_midway_then_the_same_command_completes_the_set(tmp_path, clusters):
+    out = tmp_path / "set"
+    cmd = [sys.executable, "-m", "operators.cli", *NS, "--out", str(out), "--workers", "2"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: len(list(out.glob("shard-*.json"))) >= 2)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert not (out / "manifest.json").exists() and len(list(out.glob("shard-*.nc"))) < 8
+    again = run_cli(*NS, "--out", out, "--workers", "2")
+    assert again.returncode == 0, again.stderr[-2000:]
+    reference = generate_sharded(_ns_spec(), tmp_path / "reference", shards=8, scheduler=clusters[1])
+    assert [s.sha256 for s in read_manifest(out).shards] == [s.sha256 for s in reference.shards]
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json"] + [f"shard-{i:05d}-of-00008.nc" for i in range(8)]
+
+
+def test_a_real_scheduler_and_two_workers_survive_a_killed_worker(tmp_path, clusters):
+    dask = Path(sys.executable).with_name("dask")
+    file = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                               "--scheduler-file", str(file)], env=ENV, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)]
+    try:
+        _wait_for(file.is_file, 60)
+        address = json.loads(file.read_text())["address"]
+        for _ in range(2):
+            procs.append(subprocess.Popen([str(dask), "worker", address, "--nthreads", "1", "--no-nanny",
+                                           "--no-dashboard", "--host", "127.0.0.1"], env=ENV,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        out = tmp_path / "set"
+        gen = subprocess.Popen([sys.executable, "-m", "operators.cli", *NS, "--out", str(out), "--scheduler", address],
+                               cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for(lambda: len(list(out.glob("shard-*.json"))) >= 1 or gen.poll() is not None)
+        procs[1].send_signal(signal.SIGKILL)  # one worker dies mid-run: Dask reruns its task on the other
+        _, err = gen.communicate(timeout=300)
+        assert gen.returncode == 0, err[-2000:]
+        assert "workers" in err and "retries" in err
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    reference = generate_sharded(_ns_spec(), tmp_path / "reference", shards=8, scheduler=clusters[1])
+    assert [s.sha256 for s in read_manifest(out).shards] == [s.sha256 for s in reference.shards]
+    assert not list(out.glob(".*.tmp"))
+
+
+def test_train_evaluate_and_info_on_a_manifest_folder(tmp_path):
+    data = tmp_path / "darcy"
+    assert main(["generate", "darcy", "--n", "24", "--n-grid", "16", "--out", str(data), "--shards", "3",
+                 "--workers", "1"]) == 0
+    run = tmp_path / "run"
+    train = run_cli("train", "--data", data, "--model", "fno", "--out", run, "--input", "a", "--target", "u",
+                    "--split", "16,4,4", "--epochs", "1", "--batch-size", "8", "--config", "n_modes=4", "width=8",
+                    "n_layers=2", "--threads", "1", "--no-progress")
+    assert train.returncode == 0, train.stderr[-2000:]
+    assert run_cli("evaluate", "--run", run, "--data", data).returncode == 0
+    info = run_cli("info", data)
+    assert info.returncode == 0, info.stderr
+    for text in ("darcy", "24 samples", "3 shards", "n_grid", "statistics"):
+        assert text in info.stdout, info.stdout
+    verified = run_cli("info", data, "--verify")
+    assert verified.returncode == 0 and "all 3 shards match their sha256" in verified.stdout
+    with open(data / "shard-00001-of-00003.nc", "r+b") as fh:  # same size, other bytes
+        fh.seek(os.path.getsize(data / "shard-00001-of-00003.nc") // 2)
+        byte = fh.read(1)
+        fh.seek(-1, 1)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    bad = run_cli("info", data, "--verify")
+    assert bad.returncode == 1 and "shard-00001-of-00003.nc: expected sha256" in bad.stderr
