@@ -1,0 +1,119 @@
+"""Generation at scale: Navier–Stokes on Dask with 1 and 2 workers against the plain loop, and the peak memory of
+``circuitop generate ns`` at two set sizes.
+
+Three timings of the same set, whole calls, interleaved over ``rounds`` (these machines are noisy):
+
+- the plain loop: :func:`pde_data.write_samples` in this process at 1 torch thread (what ``generate ns
+  --out FILE`` runs), streaming one file;
+- :func:`pde_data.generate_sharded` with a local Dask cluster of 1 worker, then of 2 workers (one torch
+  thread each, 8 shards), cluster start-up included.
+
+Targets: 2 workers ≥ 1.7× 1 worker on the 2 cores here; Dask's overhead at 1 worker within 10 % of the plain
+loop. Then ``circuitop generate ns`` runs as a subprocess with ``--n 64`` and ``--n 1024`` (same small grid),
+its process tree's peak RSS sampled from ``/proc`` (bench/_memory.py): memory holds one block of samples,
+so the peak should be flat in ``--n``.
+
+    python -m bench.bench_generate [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from bench._memory import run_sampled
+from bench._util import Row, print_table
+from pde_data import GenerationSpec, generate_sharded, write_samples
+
+__all__ = ["run"]
+
+NAME = "generate"
+
+
+def _spec(quick: bool) -> GenerationSpec:
+    """A Navier–Stokes set of 16 samples, blocks of 2: ~1 s per sample at 64² (quick: 32², shorter)."""
+    params = {"n_sim": 32, "n_out": 32, "t_final": 1.0, "dt": 1e-2, "batch_size": 2} if quick else \
+        {"n_sim": 64, "n_out": 64, "t_final": 5.0, "dt": 2e-3, "batch_size": 2}
+    return GenerationSpec("ns", 16, 0, params)
+
+
+def _timings(spec: GenerationSpec, rounds: int, tmp: Path) -> dict[str, list[float]]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+
+    def plain():
+        write_samples(spec, range(spec.n), tmp / "plain.nc", device="cpu")
+
+    def dask(workers: int):
+        def call():
+            shutil.rmtree(tmp / "set", ignore_errors=True)
+            generate_sharded(spec, tmp / "set", shards=8, workers=workers, device="cpu")
+        return call
+
+    calls = {"plain loop": plain, "Dask, 1 worker": dask(1), "Dask, 2 workers": dask(2)}
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    try:
+        for _ in range(rounds):
+            for name, call in calls.items():
+                start = time.perf_counter()
+                call()
+                times[name].append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return times
+
+
+def _range(values: list[float]) -> str:
+    return f"range {min(values):.3g}-{max(values):.3g} over {len(values)} rounds"
+
+
+def _memory(quick: bool, tmp: Path) -> dict[int, float]:
+    """Peak RSS (MB) of the ``generate ns`` process tree at two ``--n``."""
+    sizes = (16, 128) if quick else (64, 1024)
+    peaks = {}
+    for n in sizes:
+        cmd = [sys.executable, "-m", "operators.cli", "generate", "ns", "--n", str(n), "--n-sim", "32", "--n-out", "32",
+               "--t-final", "1", "--dt", "1e-2", "--batch-size", "8", "--device", "cpu", "--out",
+               str(tmp / f"ns{n}.nc"), "--overwrite"]
+        peak = run_sampled(cmd, log=tmp / "generate.log", env={**os.environ, "OMP_NUM_THREADS": "1"})
+        if peak.returncode:
+            raise RuntimeError(f"generate ns --n {n} failed: {(tmp / 'generate.log').read_text()[-500:]}")
+        peaks[n] = peak.rss / 2**20
+    return peaks
+
+
+def run(quick: bool = False) -> list[Row]:
+    spec = _spec(quick)
+    with tempfile.TemporaryDirectory(prefix="bench_generate_") as folder:
+        tmp = Path(folder)
+        times = _timings(spec, 2 if quick else 3, tmp)
+        peaks = _memory(quick, tmp)
+    best = {name: min(t) for name, t in times.items()}
+    p = spec.complete().params
+    detail = f"ns {spec.n} samples at {p['n_sim']}², t {p['t_final']}, dt {p['dt']}, 8 shards, 1 thread per process"
+    rows = [Row(NAME, name, seconds, "s", f"{detail}; {_range(times[name])}", threads=1) for name, seconds in best.items()]
+    speedups = [a / b for a, b in zip(times["Dask, 1 worker"], times["Dask, 2 workers"])]
+    overheads = [b / a for a, b in zip(times["plain loop"], times["Dask, 1 worker"])]
+    rows += [Row(NAME, "Dask 2 workers vs 1 (speed-up)", best["Dask, 1 worker"] / best["Dask, 2 workers"], "x",
+                 f"best of each; per round {min(speedups):.3g}-{max(speedups):.3g}; target >= 1.7"),
+             Row(NAME, "Dask 1 worker / plain loop (time)", best["Dask, 1 worker"] / best["plain loop"], "x",
+                 f"best of each; per round {min(overheads):.3g}-{max(overheads):.3g}; target <= 1.1")]
+    small, large = sorted(peaks)
+    rows += [Row(NAME, f"generate ns --n {n} peak RSS", mb, "MB", "process tree, 32² x 1 frame, blocks of 8")
+             for n, mb in peaks.items()]
+    rows.append(Row(NAME, f"peak RSS --n {large} / --n {small}", peaks[large] / peaks[small], "x",
+                    f"{large // small}x the samples; flat = 1"))
+    return rows
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    print_table(run(quick=parser.parse_args().quick), "generation on Dask")
