@@ -40,6 +40,10 @@ TARGETS = (
     Target("Darcy direct solve under 1 s per sample at 128²", "darcy", "direct FV solve", "<", 1.0),
     Target("streaming loader ≥ 0.8× raw h5py window reads (trivial model; issue #34)", "data",
            "stream loader / raw windows, fresh batches", ">=", 0.8),
+    Target("Navier–Stokes generation on 2 Dask workers ≥ 1.7× on 1 (issue #33)", "generate",
+           "Dask 2 workers vs 1 (speed-up)", ">=", 1.7),
+    Target("Dask at 1 worker within 10 % of the plain loop", "generate", "Dask 1 worker / plain loop", "<=", 1.1),
+    Target("peak memory of generate ns flat in --n (within 10 %)", "generate", "peak RSS --n", "<=", 1.1),
 )
 _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge}
 
