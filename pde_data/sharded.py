@@ -174,7 +174,7 @@ def _refuse_other(where: Path, spec: GenerationSpec, theirs: GenerationSpec, cou
     diffs = spec.differences(theirs) + ([f"shards: {count} here, {their_count} there"] if count != their_count else [])
     if diffs:
         raise FileExistsError(f"{where.parent}: expected a folder of this generate call or a new one, found a set "
-                              f"made with other parameters ({'; '.join(diffs)}); pass --overwrite to replace it")
+                              f"made with other parameters ({'; '.join(diffs)}); pass overwrite=True to replace it")
 
 
 def _clear(folder: Path) -> None:

@@ -1,6 +1,8 @@
 """Sequence data sets end to end: generators, the padding convention, NetCDF round trip, SequenceDataset,
 normalizers that ignore padding, and ``circuitop generate degradation|digits`` as real subprocesses."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -242,7 +244,10 @@ def test_generate_degradation_command(tmp_path):
     assert done.returncode == 0, done.stderr
     with pde_data.open_data(out) as ds:
         expected = pde_data.generate_degradation(12, min_length=4, max_length=7, seed=3)
-        xr.testing.assert_identical(ds.load(), expected)
+        written = ds.load()
+        spec = pde_data.GenerationSpec.from_json(json.loads(written.attrs.pop("circuitop_generator")))
+        assert spec == pde_data.GenerationSpec("degradation", 12, 3, {"min_length": 4, "max_length": 7})
+        xr.testing.assert_identical(written, expected)  # the library's set, and the spec that made it
     from operators.cli import main
 
     assert main([str(a) for a in args]) == 1  # refuses to overwrite

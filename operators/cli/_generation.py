@@ -205,9 +205,12 @@ def run_generation(spec: pde_data.GenerationSpec, args: argparse.Namespace, *, d
             bar.update(info["done"] - bar.n)
             bar.set_postfix_str(f"{info['workers']} workers, {info['retries']} retries", refresh=False)
 
-        manifest = pde_data.generate_sharded(spec, folder, shards=args.shards, workers=args.workers,
-                                             scheduler=args.scheduler, overwrite=args.overwrite, device=device,
-                                             progress=show)
+        try:
+            manifest = pde_data.generate_sharded(spec, folder, shards=args.shards, workers=args.workers,
+                                                 scheduler=args.scheduler, overwrite=args.overwrite, device=device,
+                                                 progress=show)
+        except FileExistsError as exc:  # the library names its parameter
+            raise FileExistsError(f"--out: {exc}".replace("overwrite=True", "--overwrite")) from None
     print(f"wrote {folder}: {spec.n} samples in {len(manifest.shards)} shards "
           f"({_size(manifest.bytes)}), manifest {folder / pde_data.manifest.MANIFEST}")
     return 0
