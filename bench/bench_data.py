@@ -14,9 +14,25 @@ folder, then measures, in this order:
 2. the streaming loader (``make_loaders`` of a window task, ``loading.cache="stream"``, default workers) over
    one epoch of the training split (summing each batch's inputs touches it), windows/s and
    trajectory-equivalents/s (windows/s ÷ ``T − m`` windows per sample), as ratios to 1.;
-3. on the smallest file only, the same loop with ``cache="memory"`` (the pass filling the cache timed
+3. on the smallest file only, the loader at the disk's speed (``--disk-speed`` runs this phase alone):
+   ``--repeats`` rounds (default 3), each running every reader in turn over the first 820 windows (A, B,
+   A, B; ratios are taken within a round, and each row gives the median and range): raw h5py windows in
+   file order (h5py's 1 MiB chunk cache: 10 of a window's 11 frames come from it, read for the window
+   before), the same plus one copy of every window, raw windows in the training loader's shuffled epoch
+   order (chunk cache off, as the loader reads plain chunks), the same plus one copy (the bound: no
+   loader that shuffles and must copy its reads into batch tensors can be faster), and the training
+   loader at 0, 1 and 2 workers (40 batches after the first; x and y normalized in place; the model is
+   trivial: ``x.sum()``); each over raw file order (target >= 0.8) and the loaders over the bound.
+   Measured on the 1 GB file (182 x 21 x 128², a 2-core VM shared with other jobs, one torch thread per
+   process): the bound runs at 0.51x (0.49-0.53) of raw file order, so 0.8x is out of reach of any
+   loader that shuffles here: the order alone costs ~0.55x (no chunk-cache hits: every frame of a
+   window comes from the page cache again), the copy another ~10 %. The loader reached 0.27x
+   (0.16-0.33) at 0 workers, ~0.5x of the bound: the rest is work the bound does not do (the NaN
+   check, the normalizer's two in-place passes over x and y, the model's sum). Workers cannot overlap
+   reading with training on 2 cores shared with the trainer: 0.21x (0.21-0.22) at 1, 0.20x at 2.
+4. on the smallest file only, the same loop as 2 with ``cache="memory"`` (the pass filling the cache timed
    apart from the epoch);
-4. one epoch of a small FNO (``--window 10``) through ``python -m operators.cli train --cache stream``
+5. one epoch of a small FNO (``--window 10``) through ``python -m operators.cli train --cache stream``
    in a subprocess whose whole process tree (CLI + DataLoader workers) is sampled every 0.1 s: peaks of
    the summed RSS and of the summed PSS, the epoch's time and samples/s (``history.json``).
 
@@ -35,7 +51,8 @@ phase started (``mincore``). ``--evict`` asks the kernel to drop the file's page
 
 Everything written (data files, run folders) is deleted in a ``finally``.
 
-Run: ``python -m bench.bench_data [--quick] [--tmp DIR] [--json OUT] [--sizes-gb 1 4] [--evict]``.
+Run: ``python -m bench.bench_data [--quick] [--tmp DIR] [--json OUT] [--sizes-gb 1 4] [--evict]
+[--disk-speed] [--repeats N]``.
 """
 
 from __future__ import annotations
@@ -305,8 +322,110 @@ def _loader_rows(path: Path, sizes: Sizes, label: str, evicting: bool, raw: dict
     return rows, rate
 
 
+def _raw_windows_in(path: Path, sizes: Sizes, order: list[tuple[int, int]], *, copy: bool = False,
+                    chunk_cache: int = 1 << 20) -> float:
+    """Windows/s of reading ``order``'s windows ``(sample, t0)`` (m+1 frames, 4 slab reads each) into one
+    reused buffer, each window then copied once into a second one if ``copy`` (the bound of a loader that
+    must copy what it reads), through an HDF5 chunk cache of ``chunk_cache`` bytes (h5py's default: 1 MiB)."""
+    length = WINDOW + 1
+    buf = np.empty((len(VARIABLES), length, sizes.x, sizes.x), dtype=np.float32)
+    second = np.empty_like(buf)
+    with h5py.File(path, "r", rdcc_nbytes=chunk_cache) as f:
+        dsets = [f[name] for name in VARIABLES]
+        start = time.perf_counter()
+        for i, t0 in order:
+            for v, d in enumerate(dsets):
+                d.read_direct(buf, np.s_[i, t0:t0 + length], np.s_[v])
+            if copy:
+                np.copyto(second, buf)
+        return len(order) / (time.perf_counter() - start)
+
+
+def _loader_rate(source, task, workers: int, n_batches: int) -> float:
+    """Steady windows/s of the training loader (``workers`` processes) over the first ``n_batches`` batches
+    of epoch 0 after the first one (worker start-up excluded); the model is trivial: ``x.sum()``."""
+    from dataclasses import replace
+
+    from operators.training import make_task
+    from operators.training.data import make_loaders
+
+    spec = task.spec
+    task = make_task(replace(spec, loading=replace(spec.loading, workers=workers)), task.normalizers)
+    train, _ = make_loaders(task, source, batch_size=BATCH, seed=0)
+    batches, windows, total = train.epoch(0), 0, 0.0
+    next(batches)
+    start = time.perf_counter()
+    for _, batch in zip(range(n_batches), batches):
+        total += float(batch.tensors[0].sum())
+        windows += len(batch.tensors[0])
+    rate = windows / (time.perf_counter() - start)
+    del batches, train  # ends the persistent workers
+    return rate
+
+
+def _spread(values: list[float]) -> str:
+    return f"median of {len(values)}, range {min(values):.3g}-{max(values):.3g}"
+
+
+def _window_orders(task, sizes: Sizes, n: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The first ``n`` windows ``(sample, t0)`` in file order, and the first ``n`` the training loader reads
+    in epoch 0 (its shuffled global batches, each sorted)."""
+    from operators.training.loader import global_batches
+
+    wps, train = sizes.windows_per_sample, task.spec.data.splits.train
+    in_file = [(i, t0) for i in range(sizes.n) for t0 in range(wps)][:n]
+    batches = global_batches(len(train) * wps, BATCH, seed=0, epoch=0, shuffle=True)
+    shuffled = [(int(train[k // wps]), k % wps) for b in batches for k in sorted(b.tolist())][:n]
+    return in_file, shuffled
+
+
+def _disk_speed_rows(path: Path, sizes: Sizes, label: str, *, repeats: int = 3, n_batches: int = 40,
+                     workers: tuple[int, ...] = (0, 1, 2)) -> list[Row]:
+    """The loader at the disk's speed: loader windows/s (trivial model) over the raw h5py window rate in
+    file order, ``repeats`` rounds that each run every reader in turn (A, B, A, B: a slow spell of the
+    shared machine hits all alike); each ratio is taken within a round."""
+    import pde_data
+
+    source = pde_data.open_source(path)
+    task, _ = _window_task(source, window=WINDOW, sizes=_split(sizes.n), cache="stream", workers=0)
+    n = min(len(task.spec.data.splits.train) * sizes.windows_per_sample, (n_batches + 1) * BATCH)
+    in_file, shuffled = _window_orders(task, sizes, n)
+    readers = {"raw file order": lambda: _raw_windows_in(path, sizes, in_file),
+               "raw file order + 1 copy": lambda: _raw_windows_in(path, sizes, in_file, copy=True),
+               "raw shuffled": lambda: _raw_windows_in(path, sizes, shuffled, chunk_cache=0),
+               BOUND: lambda: _raw_windows_in(path, sizes, shuffled, copy=True, chunk_cache=0)}
+    readers |= {f"loader {w} workers": (lambda w=w: _loader_rate(source, task, w, n_batches)) for w in workers}
+    rates: dict[str, list[float]] = {name: [] for name in readers}
+    for _ in range(repeats):
+        for name, read in readers.items():
+            rates[name].append(read())
+    loader_note = ", 1 torch thread per worker; x, y normalized in place (the task's normalizers)"
+    rows = [Row(NAME, f"{label} disk speed: {name}", float(np.median(r)), "windows/s",
+                f"{_spread(r)}; first {n} windows" + (loader_note if "loader" in name else ""), threads=1)
+            for name, r in rates.items()]
+    return rows + _ratio_rows(rates, label)
+
+
+#: the best a loader that reads the shuffled windows and copies them once can do
+BOUND = "raw shuffled + 1 copy (bound)"
+
+
+def _ratio_rows(rates: dict[str, list[float]], label: str) -> list[Row]:
+    """Every reader over raw file order, and each loader over :data:`BOUND`: medians and ranges of the
+    ratios taken within a round."""
+    pairs = [(name, "raw file order") for name in rates if name != "raw file order"]
+    pairs += [(name, BOUND) for name in rates if name.startswith("loader")]
+    rows = []
+    for name, base in pairs:
+        ratios = [a / b for a, b in zip(rates[name], rates[base])]
+        target = "; target >= 0.8" if name.startswith("loader") and base == "raw file order" else ""
+        rows.append(Row(NAME, f"{label} disk speed: {name} / {base}", float(np.median(ratios)), "x",
+                        f"{_spread(ratios)} (ratios within a round){target}", threads=1))
+    return rows
+
+
 def _memory_rows(path: Path, sizes: Sizes, label: str, evicting: bool, stream_rate: float) -> list[Row]:
-    """Phase 3 (smallest file): the same epoch from the in-memory cache."""
+    """Phase 4 (smallest file): the same epoch from the in-memory cache."""
     note = _cache_note(path, evicting)
     m = _loader_epoch(path, sizes, "memory")
     rate = m["windows"] / m["epoch_s"]
@@ -319,7 +438,7 @@ def _memory_rows(path: Path, sizes: Sizes, label: str, evicting: bool, stream_ra
 
 
 def _cli_rows(path: Path, sizes: Sizes, label: str, evicting: bool, run_dir: Path) -> tuple[list[Row], dict]:
-    """Phase 4: one CLI training epoch with the process tree's memory sampled."""
+    """Phase 5: one CLI training epoch with the process tree's memory sampled."""
     note = _cache_note(path, evicting)
     c = _cli_epoch(path, sizes, run_dir)
     peak = c["peak"]
@@ -338,11 +457,14 @@ def _cli_rows(path: Path, sizes: Sizes, label: str, evicting: bool, run_dir: Pat
     return rows, {"rss": peak.rss, "pss": peak.pss}
 
 
-def _file_rows(path: Path, sizes: Sizes, *, evicting: bool, memory_cache: bool, run_dir: Path) -> tuple[list[Row], dict]:
+def _file_rows(path: Path, sizes: Sizes, *, evicting: bool, memory_cache: bool, run_dir: Path,
+               repeats: int = 3) -> tuple[list[Row], dict]:
     label = sizes.label()
     rows, raw = _raw_rows(path, sizes, label, evicting)
     loader_rows, stream_rate = _loader_rows(path, sizes, label, evicting, raw)
     rows += loader_rows
+    if memory_cache:
+        rows += _disk_speed_rows(path, sizes, label, repeats=repeats)
     if memory_cache:
         rows += _memory_rows(path, sizes, label, evicting, stream_rate)
     cli_rows, peak = _cli_rows(path, sizes, label, evicting, run_dir)
@@ -409,13 +531,27 @@ def _well_rows(folder: Path, quick: bool) -> list[Row]:
                 "target >= 2")]
 
 
+def _disk_speed_only(folder: Path, sizes: Sizes, repeats: int) -> list[Row]:
+    """Only the disk-speed phase, on one file of ``sizes`` (``--disk-speed``)."""
+    path = folder / f"2D_CFD_bench_{sizes.n}.hdf5"
+    try:
+        write_cfd(path, sizes)
+        return _disk_speed_rows(path, sizes, sizes.label(), repeats=repeats)
+    finally:
+        path.unlink(missing_ok=True)
+
+
 def run(quick: bool = False, *, tmp: str | os.PathLike | None = None, sizes_gb: tuple[float, ...] = (1.0, 4.0),
-        evicting: bool = False) -> list[Row]:
-    """Benchmark rows: ``quick`` writes two tiny files (12 and 24 samples at 64²) instead of ~1 GB and ≥ 4 GB."""
+        evicting: bool = False, disk_speed: bool = False, repeats: int = 3) -> list[Row]:
+    """Benchmark rows: ``quick`` writes two tiny files (12 and 24 samples at 64²) instead of ~1 GB and ≥ 4 GB;
+    ``disk_speed``: only the disk-speed phase (``repeats`` rounds) on the smallest file."""
     files = [Sizes(12, x=64), Sizes(24, x=64)] if quick else [Sizes.for_gb(gb) for gb in sorted(sizes_gb)]
     folder = Path(tempfile.mkdtemp(prefix="bench_data_", dir=tmp))
     rows, peaks = [], []
     try:
+        if disk_speed:
+            _check_disk(folder, files[0].nbytes + (64 << 20))
+            return _disk_speed_only(folder, files[0], repeats)
         _check_disk(folder, max(s.nbytes for s in files) + (256 << 20))  # one file at a time, + run folders
         for k, sizes in enumerate(files):
             path = folder / f"2D_CFD_bench_{sizes.n}.hdf5"
@@ -425,7 +561,7 @@ def run(quick: bool = False, *, tmp: str | os.PathLike | None = None, sizes_gb: 
                                 f"h5py, sample by sample, fsynced; {path.stat().st_size / 1e9:.3f} GB on disk, "
                                 f"{write_s:.1f} s"))
                 file_rows, peak = _file_rows(path, sizes, evicting=evicting, memory_cache=k == 0,
-                                             run_dir=folder / f"run_{sizes.n}")
+                                             run_dir=folder / f"run_{sizes.n}", repeats=repeats)
                 rows += file_rows
                 peaks.append(peak)
             finally:
@@ -453,8 +589,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="file sizes in GB = 1e9 bytes (default 1 4); ignored with --quick")
     parser.add_argument("--evict", action="store_true",
                         help="drop each file's pages from the OS page cache before every phase (posix_fadvise)")
+    parser.add_argument("--disk-speed", action="store_true",
+                        help="only the loader-at-the-disk's-speed phase, on the smallest file")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of the disk-speed phase (default 3)")
     args = parser.parse_args(argv)
-    rows = run(quick=args.quick, tmp=args.tmp, sizes_gb=tuple(args.sizes_gb), evicting=args.evict)
+    rows = run(quick=args.quick, tmp=args.tmp, sizes_gb=tuple(args.sizes_gb), evicting=args.evict,
+               disk_speed=args.disk_speed, repeats=args.repeats)
     print_table(rows, title=f"streaming data ({'quick' if args.quick else 'full'}, {os.cpu_count()} cores)")
     if args.json:
         from pde_data import atomic_path

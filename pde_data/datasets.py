@@ -3,8 +3,9 @@
 Items are read when they are asked for, in batches that follow the file (one read per sample and
 frame range, however many windows of that sample a batch holds): a lazy PDEBench or NetCDF file is
 never loaded whole, and a window is a ``(sample, start)`` pair, never a copy. Every read goes through
-the Source (:meth:`pde_data.Source.read`; HDF5 fields straight into the batch tensors), which a
-DataLoader worker opens again for itself. With ``cache=True`` the split's samples are read once into
+the Source (:meth:`pde_data.Source.read`; HDF5 fields straight into the batch tensors, a window alone
+in its batch into its rows of ``x`` and ``y`` at once), which a DataLoader worker opens again for
+itself. Batch tensors live in memory reused once a batch is dropped (:class:`pde_data.batches.BatchBuffers`). With ``cache=True`` the split's samples are read once into
 memory; items are then sliced from there, with values identical to reading them from the file. Splits
 are explicit seeded index arrays (:func:`split_indices`); normalizers (:mod:`pde_data.normalize`) are
 fitted on the training indices and applied to each fresh batch in place.
@@ -32,15 +33,12 @@ Example:
 
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
 from typing import Sequence
 
 import numpy as np
 import torch
-from torch.utils.data import get_worker_info
-
-from pde_data.batches import BatchReads
+from pde_data.batches import BatchBuffers, BatchReads
 from pde_data.model import SAMPLE, TIME, spatial_dims
 from pde_data.normalize import Normalizer
 from pde_data.reading import DataReadError, one_line
@@ -83,16 +81,6 @@ def _indices(n: int, indices: Sequence[int] | None) -> np.ndarray:
     return idx
 
 
-def _batch_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """An uninitialised batch tensor; in a DataLoader worker it lives in shared memory, so handing it to
-    the main process copies nothing (as torch's ``default_collate`` does for its stacked batches)."""
-    if get_worker_info() is None:
-        return torch.empty(shape, dtype=dtype)
-    proto = torch.empty(0, dtype=dtype)
-    storage = proto._typed_storage()._new_shared(math.prod(shape), device=proto.device)
-    return proto.new(storage).resize_(shape)
-
-
 def item_bytes(data: SourceLike, variables: Sequence[str], dtype: torch.dtype = torch.float32) -> int:
     """Bytes one sample of ``variables`` takes in memory as ``dtype`` (all frames, all channels)."""
     ds = open_source(data).dataset
@@ -124,6 +112,7 @@ class SampleDataset(BatchReads):
         self.indices = _indices(ds.sizes[SAMPLE], indices)
         self.cached_samples = np.unique(self.indices)
         self._cache: tuple[torch.Tensor, ...] | None = None
+        self.buffers = BatchBuffers()  # the memory of batch tensors, reused once a batch is dropped
 
     @property
     def cached(self) -> bool:
@@ -146,8 +135,9 @@ class SampleDataset(BatchReads):
             raise DataReadError(f"{self.source.name}: reading sample {runs}{frames} failed: {one_line(exc)}") from exc
 
     def _read(self, variables: Sequence[str], samples: Sequence[int], times: slice | None = None,
-              out: torch.Tensor | None = None) -> torch.Tensor:
-        """:meth:`pde_data.Source.read` (into ``out`` if given) with one-line errors."""
+              out: torch.Tensor | tuple[torch.Tensor, ...] | None = None) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """:meth:`pde_data.Source.read` (into ``out`` if given: a tensor, or tensors splitting the frames)
+        with one-line errors."""
         with self._naming(samples, times):
             return self.source.read(variables, samples, times, dtype=self.dtype, out=out)
 
@@ -160,7 +150,7 @@ class SampleDataset(BatchReads):
         if self._cache is not None:
             rows = torch.as_tensor(self._rows(samples))
             return [part[rows] for part in self._cache]
-        return [self._read(group, samples, out=_batch_tensor((len(samples), *self.item_shape(group)), self.dtype))
+        return [self._read(group, samples, out=self.buffers.tensor((len(samples), *self.item_shape(group)), self.dtype))
                 for group in groups]
 
     @staticmethod
@@ -242,20 +232,26 @@ class WindowDataset(SampleDataset):
         """Frames ``start:stop`` of ``sample`` as stored: ``(stop - start, channels, *spatial)``."""
         if self._cache is not None:
             return self._cache[0][int(self._rows(np.array([sample]))[0]), start:stop]
-        return self._read(self.variables, [sample], slice(start, stop))[0]
+        shape = (1, stop - start, *self.item_shape(self.variables))
+        return self._read(self.variables, [sample], slice(start, stop), out=self.buffers.tensor(shape, self.dtype))[0]
 
     def read_batch(self, items: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Windows ``items`` stacked: ``(batch, m, channels, *spatial)``, ``(batch, horizon, channels, *spatial)``.
 
-        Each sample of the batch is read once, over the frames its windows span, and each window copied
-        from there into the batch tensors, which are then encoded in place.
+        A window alone in the batch with its sample is read straight into its rows of ``x`` and ``y``;
+        the samples of several windows are read once, over the frames their windows span, and each window
+        copied from there (so is every window of the cache). ``x`` and ``y`` are then encoded in place.
         """
         pairs = self.windows[np.asarray(items, dtype=np.int64)]
         length, item = self.m + self.horizon, self.item_shape(self.variables)
-        x = _batch_tensor((len(pairs), self.m, *item), self.dtype)
-        y = _batch_tensor((len(pairs), self.horizon, *item), self.dtype)
+        x = self.buffers.tensor((len(pairs), self.m, *item), self.dtype)
+        y = self.buffers.tensor((len(pairs), self.horizon, *item), self.dtype)
         for sample in np.unique(pairs[:, 0]):
             mine = np.flatnonzero(pairs[:, 0] == sample)
+            if len(mine) == 1 and self._cache is None:
+                k, t0 = int(mine[0]), int(pairs[mine[0], 1])
+                self._read(self.variables, [sample], slice(t0, t0 + length), out=(x[k:k + 1], y[k:k + 1]))
+                continue
             first, last = int(pairs[mine, 1].min()), int(pairs[mine, 1].max())
             block = self._block(int(sample), first, last + length)
             for k in mine:

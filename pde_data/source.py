@@ -134,23 +134,28 @@ class Source:
         probed = self._opened()
         if not variables or not all(v in probed.direct for v in variables):
             return False
-        return len({TIME in probed.dataset[v].dims for v in variables}) == 1
+        return len({TIME in probed.dataset.variables[v].dims for v in variables}) == 1
 
     def read(self, variables: Sequence[str], samples: Sequence[int], times: slice | None = None, *,
-             dtype: torch.dtype = torch.float32, out: torch.Tensor | None = None) -> torch.Tensor:
+             dtype: torch.dtype = torch.float32, out: torch.Tensor | Sequence[torch.Tensor] | None = None
+             ) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """Samples ``samples`` of ``variables`` as channels, in the layout of :func:`to_tensor`.
 
         Args:
             variables: the channels, in order (all steady, or all with a ``time`` dim).
             samples: sample indices, any order, repeats allowed (distinct runs of consecutive samples are
-                read as one slice each; HDF5 fields sample by sample).
+                read as one slice each; HDF5 fields sample by sample, each variable straight into its
+                channel).
             times: the frames to read, a slice of consecutive frames (``None``: all frames).
-            dtype: of the result. out: a contiguous CPU tensor of the result's shape to read into (returned).
+            dtype: of the result.
+            out: a contiguous CPU tensor of the result's shape to read into; or, for fields in time, a
+                sequence of them that split the frames in order (``(x, y)`` of a window: ``(n, m, ...)``
+                and ``(n, horizon, ...)``, each frame read once).
 
         Returns:
-            ``out``, or a tensor (sharing memory with an in-memory Dataset where xarray's values are views) of
-            ``(len(samples), channels, *spatial)``, ``(len(samples), frames, channels, *spatial)`` or, for
-            sequences, ``(len(samples), frames, channels)``.
+            ``out`` (as a tuple when a sequence), or a tensor (sharing memory with an in-memory Dataset where
+            xarray's values are views) of ``(len(samples), channels, *spatial)``, ``(len(samples), frames,
+            channels, *spatial)`` or, for sequences, ``(len(samples), frames, channels)``.
 
         Raises:
             ValueError: a variable missing, no sample, or ``out`` of another shape; the reader's errors
@@ -165,10 +170,17 @@ class Source:
         if samples.size == 0:
             raise ValueError("samples: expected at least one sample index, found none")
         frames = _frames(ds, variables[0], times)
+        split = out is not None and not isinstance(out, torch.Tensor)
         if self._reads_directly(variables):
-            out = _into(out, _shape(ds, variables, samples.size, frames), dtype)
-            read_channels([self._probed.direct[v] for v in variables], out.numpy(), samples, frames)
-            return out
+            parts = _parts(out, _shape(ds, variables, samples.size, frames), dtype, frames)
+            read_channels([self._probed.direct[v] for v in variables], [p.numpy() for p in parts], samples, frames)
+            return tuple(parts) if split else parts[0]
+        if split:  # through xarray, then copied into the parts
+            parts = _parts(out, _shape(ds, variables, samples.size, frames), dtype, frames)
+            values = self.read(variables, samples, times, dtype=dtype)
+            for part, piece in zip(parts, values.split([p.shape[1] for p in parts], dim=1)):
+                part.copy_(piece)
+            return tuple(parts)
         distinct, rows = np.unique(samples, return_inverse=True)
         if np.array_equal(distinct, samples):
             return _read_runs(ds, variables, samples, frames, dtype, out)
@@ -183,7 +195,7 @@ SourceLike = Source | xr.Dataset | str | os.PathLike
 
 def _frames(ds: xr.Dataset, variable: str, times: slice | None) -> slice | None:
     """``times`` as ``slice(start, stop)`` within the frames of ``variable`` (None for a steady one)."""
-    if TIME not in ds[variable].dims:
+    if TIME not in ds.variables[variable].dims:  # a Variable: no DataArray built per read
         if times is not None:
             raise ValueError(f"times: expected None for steady variables (no '{TIME}' dim), found {times}")
         return None
@@ -194,7 +206,7 @@ def _frames(ds: xr.Dataset, variable: str, times: slice | None) -> slice | None:
 
 
 def _shape(ds: xr.Dataset, variables: list[str], n: int, frames: slice | None) -> tuple[int, ...]:
-    spatial = tuple(ds.sizes[d] for d in spatial_dims(ds[variables[0]]))
+    spatial = tuple(ds.sizes[d] for d in spatial_dims(ds.variables[variables[0]]))
     lead = (n,) if frames is None else (n, frames.stop - frames.start)
     return (*lead, len(variables), *spatial)
 
@@ -207,6 +219,19 @@ def _into(out: torch.Tensor | None, shape: tuple[int, ...], dtype: torch.dtype) 
         raise ValueError(f"out: expected a contiguous CPU tensor of shape {shape}, found {tuple(out.shape)} "
                          f"on {out.device} (contiguous: {out.is_contiguous()})")
     return out
+
+
+def _parts(out: torch.Tensor | Sequence[torch.Tensor] | None, shape: tuple[int, ...], dtype: torch.dtype,
+           frames: slice | None) -> list[torch.Tensor]:
+    """``out`` as a list of tensors that split ``shape`` along ``frames`` (axis 1), each checked by
+    :func:`_into`; ``[a new tensor of shape]`` if None."""
+    if out is None or isinstance(out, torch.Tensor):
+        return [_into(out, shape, dtype)]
+    counts = [int(part.shape[1]) if part.dim() > 1 else -1 for part in out]
+    if frames is None or not counts or sum(counts) != shape[1] or min(counts) < 0:
+        raise ValueError(f"out: expected tensors splitting the frames of shape {shape} (fields in time), found "
+                         f"shapes {[tuple(part.shape) for part in out]}")
+    return [_into(part, (shape[0], n, *shape[2:]), dtype) for part, n in zip(out, counts)]
 
 
 def sample_runs(samples: Sequence[int]) -> list[tuple[int, int]]:

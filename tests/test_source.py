@@ -248,6 +248,27 @@ def test_reads_from_hdf5_and_through_xarray_agree(tmp_path, monkeypatch):
         sources[1].read(["u"], [0], slice(0, 6, 2))
 
 
+def test_a_read_into_tensors_that_split_the_frames_fills_each_with_its_frames(tmp_path):
+    """``out=(x, y)``: a window's given frames and its targets, each read once, equal to one read cut in two,
+    from HDF5 (group layout: a group per sample; NetCDF-4) straight and through xarray (in-memory) alike."""
+    ds = fields()
+    sources = [pde_data.open_source(pde_data.write_pdebench(ds, tmp_path / "g.h5", layout="group")),
+               pde_data.open_source(pde_data.save(ds, tmp_path / "d.nc")), pde_data.open_source(ds)]
+    for source in sources:
+        whole = source.read(["v", "u"], [7, 2, 7], slice(1, 6))
+        x, y = (torch.full((3, n, 2, 8, 5), float("nan")) for n in (3, 2))
+        parts = source.read(["v", "u"], [7, 2, 7], slice(1, 6), out=(x, y))
+        assert parts[0] is x and parts[1] is y
+        assert torch.equal(torch.cat([x, y], dim=1), whole), source.format
+    with pytest.raises(ValueError, match=r"out: expected tensors splitting the frames of shape \(1, 5, 2, 8, 5\)"):
+        sources[0].read(["v", "u"], [0], slice(1, 6), out=(x[:1], y[:1, :1]))
+    with pytest.raises(ValueError, match="out: expected tensors splitting the frames"):
+        sources[0].read(["v", "u"], [0], slice(0, 1), out=(torch.empty(1, 2, 8, 5),))
+    steady = pde_data.open_source(ds.isel(time=0, drop=True))
+    with pytest.raises(ValueError, match="out: expected tensors splitting the frames"):
+        steady.read(["v", "u"], [0], out=(torch.empty(1, 1, 8, 5), torch.empty(1, 1, 8, 5)))
+
+
 def test_open_data_is_the_sources_dataset_without_side_channels(tmp_path):
     odd = fields().assign(spectrum=(("sample", "x", "band"), np.ones((10, 8, 3), F32)))  # not a field: no fast path
     source = pde_data.open_source(pde_data.save(odd, tmp_path / "odd.nc"))

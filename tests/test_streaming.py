@@ -18,6 +18,7 @@ import pde_data
 from operators.cli import main
 from operators.training import (DataSpec, Loader, LoadingSpec, ModelSpec, OptimSpec, RunSpec, TaskSpec, Trainer,
                                 evaluate_run, load_checkpoint, make_task, resolve, train_run)
+from operators.training import loader as loader_module
 from operators.training.data import make_loaders
 from operators.training.distributed import DistInfo
 from pde_data.batches import BatchReads
@@ -112,6 +113,28 @@ def test_batches_do_not_depend_on_workers_or_processes():
         (ax, _), (bx, _) = a.tensors, b.tensors
         assert sorted(ax.flatten().tolist() + bx.flatten().tolist()) == sorted(whole)
         assert a.n_global == b.n_global == len(whole) and len(ax) - len(bx) in (0, 1)
+
+
+def test_worker_batches_in_reused_memory_stay_intact_while_held(cfd_file, monkeypatch):
+    """A worker reads into shared buffers it reuses once the main process holds no tensor over them: every
+    batch of an epoch, all held, equals the batch read in the main process, and a loop that drops each
+    batch gets buffers lent again."""
+    data = pde_data.WindowDataset(pde_data.open_source(cfd_file), CFD, m=2)
+    lent, unwrap = [], loader_module._Lent.unwrap
+    monkeypatch.setattr(loader_module._Lent, "unwrap", lambda self, mapped: lent.append(list(self.slots)) or
+                        unwrap(self, mapped))
+    reference = [batch.tensors for batch in Loader(data, batch_size=4, seed=1).epoch(0)]
+    loader = Loader(data, batch_size=4, seed=1, workers=1)
+    held = list(loader.epoch(0))
+    assert len(held) == len(reference) == 8
+    for batch, expected in zip(held, reference):
+        assert all(torch.equal(a, b) for a, b in zip(batch.tensors, expected))
+    del held, batch
+    lent.clear()
+    for batch, expected in zip(loader.epoch(0), reference):
+        assert all(torch.equal(a, b) for a, b in zip(batch.tensors, expected))
+    slots = [k for batch in lent for k in batch if k >= 0]
+    assert len(slots) > len(set(slots))  # buffers lent again
 
 
 def test_loading_leaves_the_global_rng_alone():

@@ -8,7 +8,11 @@ the file (sample-major, frames in order).
 
 Worker processes (``workers > 0``) are persistent and prefetch ``prefetch`` batches each; every worker
 opens its own file handle after it starts (the datasets hold a path, not a handle) and runs one torch
-thread. A read error in a worker comes back as one line naming the file and sample.
+thread. A read error in a worker comes back as one line naming the file and sample. A worker reads a
+``pde_data`` dataset's batches into shared memory it reuses (:class:`pde_data.batches.BatchBuffers`): the
+tensors handed out here release their buffer back to the worker when nothing here references them any
+more. On a CUDA device the main process reads into page-locked memory, copied to the device without
+blocking.
 
 Example:
     >>> loader = Loader(dataset, batch_size=20, seed=0, workers=2)
@@ -18,13 +22,15 @@ Example:
 
 from __future__ import annotations
 
+import weakref
 from typing import Iterator, NamedTuple
 
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from operators.training.distributed import DistInfo
 from pde_data import DataReadError
+from pde_data.batches import pinned_batches, release
 from pde_data.reading import one_line
 
 __all__ = ["Loader", "Batch", "epoch_order", "global_batches"]
@@ -77,18 +83,61 @@ class _ReadFailure:
         self.message = message
 
 
-class _WholeBatches(Dataset):
-    """``dataset`` read a whole batch at a time (its ``read_batch``), without unstacking into items."""
+class _Lent:
+    """A batch read by a worker into its reused shared memory (:class:`pde_data.batches.BatchBuffers`), with
+    the flags the main process sets once it holds no copy of a buffer (the worker then reads into it again)."""
 
-    def __init__(self, dataset: Dataset):
-        self.dataset = dataset
+    def __init__(self, tensors: tuple[torch.Tensor, ...], flags: torch.Tensor, slots: list[int]):
+        self.tensors, self.flags, self.slots = tensors, flags, slots
+
+    def unwrap(self, mapped: dict) -> tuple[torch.Tensor, ...]:
+        """The tensors, each buffer released when every tensor and view over it here is gone. ``mapped`` keeps
+        this process's mapping of each buffer (and of the flags): torch maps a buffer sent again to the
+        storage it still holds, without mapping and faulting in its pages anew."""
+        for t, k in zip(self.tensors, self.slots):
+            if k >= 0:
+                mapped[self.flags.data_ptr(), k] = (self.flags, t.untyped_storage())
+        return tuple(t if k < 0 else _released_when_gone(t, self.flags, k) for t, k in zip(self.tensors, self.slots))
+
+    def pin_memory(self) -> tuple[torch.Tensor, ...]:
+        """Page-locked copies (the DataLoader's pinning thread); the shared buffers released right away."""
+        pinned = tuple(t.pin_memory() for t in self.tensors)
+        for k in self.slots:
+            if k >= 0:
+                release(self.flags, k)
+        return pinned
+
+
+def _released_when_gone(t: torch.Tensor, flags: torch.Tensor, slot: int) -> torch.Tensor:
+    """``t`` as a tensor whose memory is a NumPy array that calls :func:`release` when it is collected."""
+    array = t.view(torch.uint8).reshape(-1).numpy()
+    weakref.finalize(array, release, flags, slot)
+    return torch.from_numpy(array).view(t.dtype).view(t.shape)
+
+
+class _WholeBatches(Dataset):
+    """``dataset`` read a whole batch at a time (its ``read_batch``), without unstacking into items; with
+    ``pinned``, into page-locked memory when read in the main process (workers' batches are pinned by the
+    DataLoader's own thread)."""
+
+    def __init__(self, dataset: Dataset, pinned: bool = False):
+        self.dataset, self.pinned = dataset, pinned
 
     def __len__(self) -> int:
         return len(self.dataset)
 
     def __getitems__(self, items: list[int]):
+        buffers = getattr(self.dataset, "buffers", None)
         try:
-            return self.dataset.read_batch(items)
+            if get_worker_info() is None:
+                with pinned_batches(self.pinned):
+                    return self.dataset.read_batch(items)
+            if buffers is None:
+                return self.dataset.read_batch(items)
+            with buffers.lending():
+                batch = self.dataset.read_batch(items)
+                flags, slots = buffers.lend(batch)
+                return _Lent(batch, flags, slots) if max(slots, default=-1) >= 0 else batch
         except DataReadError as exc:
             return _ReadFailure(str(exc))
         except OSError as exc:  # e.g. a worker opening a file that changed since the run opened it
@@ -126,8 +175,10 @@ class Loader:
         extra = dict(persistent_workers=True, prefetch_factor=prefetch, worker_init_fn=_one_thread) if workers else {}
         # the loader's own generator: creating an iterator draws a base seed, which must not come from
         # (and shift) the global RNG, or the number of workers and resuming would change a run's randomness
-        self._loader = DataLoader(_WholeBatches(dataset), batch_sampler=self._sampler, num_workers=workers, collate_fn=_whole,
-                                  pin_memory=self.dist.device.type == "cuda",
+        cuda = self.dist.device.type == "cuda"
+        self._mapped: dict = {}  # the workers' shared buffers, mapped here once (_Lent.unwrap)
+        self._loader = DataLoader(_WholeBatches(dataset, pinned=cuda), batch_sampler=self._sampler, num_workers=workers,
+                                  collate_fn=_whole, pin_memory=cuda,
                                   generator=torch.Generator().manual_seed(seed), **extra)
 
     def __len__(self) -> int:
@@ -146,4 +197,6 @@ class Loader:
         for n_global, batch in zip(sizes, self._loader):
             if isinstance(batch, _ReadFailure):
                 raise DataReadError(batch.message)
+            if isinstance(batch, _Lent):
+                batch = batch.unwrap(self._mapped)
             yield Batch(tuple(t.to(dev, non_blocking=True) for t in batch), n_global)
