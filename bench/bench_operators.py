@@ -9,6 +9,19 @@ width as Eq. 38 is written), and ``nac_fno`` (factor 2). Ratios are
 ``time / time(fno)`` measured in the same run — every model steps once per round, best of 5 rounds,
 so that a slow spell of the machine hits all alike (target: CKB overhead ≤ 2×); samples/s = batch / time.
 
+Full mode adds the full-grid rows (:data:`FULL_GRID_SIZES`): ``chonn_fno`` order 2, downsample 1 (the CKB
+scanning all size² points) against ``fno`` at width 32, 8 modes, batch 8, best of 3 interleaved rounds,
+with the peak rise of live tensor memory of one ``chonn_fno`` step (1.9 GB at 128², well inside 24 GB),
+and the bound row: the 8 cells' native scans alone (forward and backward, nothing around them) against
+a whole ``fno`` step. The bound: every cell advances batch × size² × d_inner × d_state = 8 · size² · 64 ·
+16 potentials, each with one exp/expm1 in the forward and one in the backward's recomputation (chunk
+checkpoints: storing the states instead would take 8 · 134 MB at 64²), sequential along the scan. Measured
+on 2 shared AMD EPYC cores, 1 thread (AVX-512 kernels): about 0.42 ns per potential and step forward,
+1.2 ns backward; the scans alone took 0.9× an ``fno`` step at 16², 2.2× at 64² and 2.3× at 128² — above
+the 2× target by themselves at 64² and 128², before the CKB's projections (another ≈ 1–1.5× an ``fno`` step
+at 64²: 24 % of a ``chonn_fno`` step's profile, matmuls at about 60 % of the core's peak). So ≤ 2× on the
+full grid needs less work per point (``downsample``, ``d_state``, ``expand``), not a faster kernel.
+
     python -m bench.bench_operators [--quick] [--threads N]
 """
 
@@ -20,11 +33,16 @@ import torch
 
 import evaluation
 import operators
+import circuitop
 from operators.training import OptimSpec
 from operators.training.optim import make_optimizer
-from bench._util import Row, best_times_interleaved, print_table
+from bench._util import Row, best_times_interleaved, peak_memory_mb, print_table
 
-__all__ = ["run"]
+__all__ = ["run", "FULL_GRID_SIZES"]
+
+#: grids of the full-grid rows (full mode): the CKB's scan runs over the flattened size² points
+FULL_GRID_SIZES = (16, 64, 128)
+_SCANS = "scan kernels alone (8 cells, fwd + bwd)"
 
 
 def _models(width: int, n_modes: int, n_layers: int, quick: bool) -> dict[str, dict]:
@@ -59,8 +77,60 @@ def _step_fn(config: dict, x: torch.Tensor, y: torch.Tensor):
     return step
 
 
+def _scan_kernels_fn(*, batch: int, length: int, d_inner: int, d_state: int, cells: int):
+    """One forward and backward of the native ZOH scan (``circuitop/csrc/kirchhoff.cpp``) for each of
+    ``cells`` cells on ``(batch, length, d_inner)`` with ``d_state`` potentials: the scans of a
+    ``chonn_fno`` training step without anything around them; None without the native kernels."""
+    ops = circuitop.kirchhoff_kernels()
+    if ops is None:
+        return None
+    gen = torch.Generator().manual_seed(0)
+    u, grad = (torch.randn(batch, length, d_inner, generator=gen) for _ in range(2))
+    proj = torch.randn(batch, length, d_inner + 2 * d_state, generator=gen) - 2.0
+    lam, skip = torch.arange(1.0, d_state + 1).repeat(d_inner, 1), torch.ones(d_inner)
+
+    def scans():
+        for _ in range(cells):
+            _, checkpoints = ops.zoh_forward(u, proj, None, lam, skip)
+            ops.zoh_backward(u, proj, None, lam, skip, checkpoints, grad)
+
+    return scans
+
+
+def _full_grid_rows(device: torch.device) -> list[Row]:
+    """``chonn_fno`` (order 2, downsample 1: the CKB on the full grid) against ``fno`` at each of
+    :data:`FULL_GRID_SIZES`, width 32, 8 modes, 4 layers, batch 8, interleaved best of 3 rounds; with
+    the peak rise of live tensor memory of one ``chonn_fno`` step."""
+    common = {"width": 32, "n_modes": 8, "n_layers": 4}
+    models = {"fno": {"name": "fno", **common},
+              "chonn_fno order 2, downsample 1": {"name": "chonn_fno", **common, "order": 2, "downsample": 1}}
+    threads = f"{torch.get_num_threads()} thread(s)" if device.type == "cpu" else device.type
+    rows = []
+    for size in FULL_GRID_SIZES:
+        gen = torch.Generator().manual_seed(0)
+        x, y = (torch.randn(8, 1, size, size, generator=gen).to(device) for _ in range(2))
+        steps = {name: _step_fn(cfg, x, y) for name, cfg in models.items()}
+        scans = _scan_kernels_fn(batch=8, length=size * size, d_inner=64, d_state=16, cells=8)
+        times = best_times_interleaved(steps | ({_SCANS: scans} if scans else {}), rounds=3)
+        memory = peak_memory_mb(steps["chonn_fno order 2, downsample 1"], device)
+        detail = f"{threads}, batch 8×1×{size}×{size}, width 32, 8 modes, 4 layers"
+        grid = f"full grid {size}²"
+        for name, seconds in times.items():
+            rows.append(Row("operators train step", f"{name}, {grid}", seconds, "s", detail))
+        ratio = times["chonn_fno order 2, downsample 1"] / times["fno"]
+        rows.append(Row("operators train step", f"chonn_fno order 2, downsample 1 / fno, {grid}", ratio, "ratio",
+                        "time ratio (target ≤ 2)"))
+        if scans:
+            rows.append(Row("operators train step", f"{_SCANS} / fno, {grid}", times[_SCANS] / times["fno"], "ratio",
+                            "the bound: chonn_fno's scans alone, against a whole fno step"))
+        rows.append(Row("operators train step", f"chonn_fno order 2, downsample 1 memory, {grid}", memory, "MB",
+                        f"{detail}: peak rise of live tensors in one step"))
+    return rows
+
+
 def run(quick: bool = False) -> list[Row]:
-    """Rows: seconds per training step, ratio to ``fno``, samples per second, for each model."""
+    """Rows: seconds per training step, ratio to ``fno``, samples per second, for each model; in full
+    mode also the full-grid comparison at 16², 64² and 128² (:func:`_full_grid_rows`)."""
     size, batch = (32, 4) if quick else (64, 20)
     width, n_modes, n_layers = (20, 8, 2) if quick else (20, 12, 4)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -76,7 +146,7 @@ def run(quick: bool = False) -> list[Row]:
         rows.append(Row("operators train step", name, seconds, "s", detail))
         rows.append(Row("operators train step", f"{name} / fno", seconds / times["fno"], "ratio", "time ratio"))
         rows.append(Row("operators throughput", name, batch / seconds, "samples/s", detail))
-    return rows
+    return rows if quick else rows + _full_grid_rows(device)
 
 
 if __name__ == "__main__":

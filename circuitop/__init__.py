@@ -7,7 +7,8 @@ from circuitop.nac import NeuronalAttentionCircuit, sequence_timestamps
 from circuitop.nac_ref import nac_attention_ref
 from circuitop.ncp import NCPBackbone, NCPProjection, ncp_wiring
 
-from ._native import NativeKernelWarning, build_native_kernels, resample_for as resample_kernels
+from ._native import NativeKernelWarning, build_native_kernels, kirchhoff_ops as kirchhoff_kernels
+from ._native import resample_for as resample_kernels
 from .apply import apply
 from .ckb import CascadedKirchhoffBlock, CascadedKirchhoffBlock1d, CascadedKirchhoffBlock2d
 from .knc import KirchhoffCell, zoh_coefficients
@@ -24,6 +25,6 @@ __all__ += ["CascadedKirchhoffBlock", "CascadedKirchhoffBlock1d", "CascadedKirch
 __all__ += ["KirchhoffRouting2d", "ROUTINGS", "ChannelNorm"]
 __all__ += ["NeuronalAttentionCircuit", "sequence_timestamps", "nac_attention_ref",
             "NCPBackbone", "NCPProjection", "ncp_wiring"]
-__all__ += ["NativeKernelWarning", "build_native_kernels", "resample_kernels"]
+__all__ += ["NativeKernelWarning", "build_native_kernels", "kirchhoff_kernels", "resample_kernels"]
 __all__ += ["LTCCell", "LTC", "ltc_scan", "ltc_scan_ref", "CfCCell", "CfC", "PDNA", "SequenceModel",
             "steps_from_timestamps"]

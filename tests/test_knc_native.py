@@ -66,6 +66,15 @@ def test_native_matches_torch_across_chunk_boundaries(native, dtype, length):
         _assert_same(_values_and_grads(_native_zoh, inputs), _values_and_grads(_torch_zoh_scan, inputs), TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("d_inner", [15, 16, 17, 40])
+def test_native_matches_torch_for_partial_channel_blocks(native, dtype, d_inner):
+    """The backward runs blocks of 16 channels: widths below, on and above one block, and two full
+    blocks plus a partial one, across a chunk boundary."""
+    inputs = _inputs(2, 37, d_inner, 8, dtype)
+    _assert_same(_values_and_grads(_native_zoh, inputs), _values_and_grads(_torch_zoh_scan, inputs), TOL[dtype])
+
+
 @pytest.mark.parametrize("z_shift", [-30.0, 8.0, 25.0])
 def test_native_matches_torch_for_tiny_and_huge_steps(native, z_shift):
     """Δλ ~ 1e-13 (ᾱ -> 1, the injection -> Δ: expm1 without cancellation), Δλ up to ~200 (ᾱ

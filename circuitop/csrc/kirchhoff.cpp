@@ -15,6 +15,10 @@
 // coefficients: the state of one batch element lives in a (d_state, d_inner) array, the forward keeps
 // only the state at the start of every chunk of K steps (checkpoints), and the backward recomputes
 // one chunk's states from its checkpoint into a cache-sized buffer before stepping back through it.
+// The backward runs potential by potential over blocks of 16 channels, each block's state, adjoint
+// carry and dlam sum in registers along the chunk's steps; the readout gradients dc and db, sums over
+// the channels, are taken afterwards as one dot product per step and potential (a sum per block and
+// step would cost more than the block's arithmetic).
 // Memory traffic is O(batch time (d_inner + d_state)) instead of O(batch time d_inner d_state).
 //
 // exp and expm1 of x = -delta lam <= 0 come from one branch-free evaluation (x = k ln2 + f,
@@ -196,33 +200,6 @@ CIRCUITOP_INLINE void forward_step(T* __restrict__ v, const T* __restrict__ u,
   }
 }
 
-// The backward's recomputation of step t: the state v and the coefficients a, phi (d_state, d_inner).
-template <typename T>
-CIRCUITOP_INLINE void recompute_step(T* __restrict__ v, T* __restrict__ a_out,
-                                                          T* __restrict__ phi_out, const T* __restrict__ u,
-                                                          const T* __restrict__ delta, const T* __restrict__ b,
-                                                          const T* __restrict__ lam, const T* __restrict__ nil,
-                                                          const T* __restrict__ v_prev, int64_t D, int64_t N) {
-  for (int64_t n = 0; n < N; ++n) {
-    const T bn = b[n];
-    const T* __restrict__ lam_n = lam + n * D;
-    const T* __restrict__ nil_n = nil + n * D;
-    const T* __restrict__ vp = v_prev + n * D;
-    T* __restrict__ vn = v + n * D;
-    T* __restrict__ an = a_out + n * D;
-    T* __restrict__ phin = phi_out + n * D;
-#pragma omp simd
-    for (int64_t d = 0; d < D; ++d) {
-      T a, e;
-      exp_expm1<T>(-delta[d] * lam_n[d], a, e);
-      const T phi = e * nil_n[d];
-      vn[d] = a * vp[d] + phi * (bn * u[d]);
-      an[d] = a;
-      phin[d] = phi;
-    }
-  }
-}
-
 // Forward for one batch element: y (length, D) and the chunk checkpoints (chunks, N, D); proj is
 // (length, D + 2N) = [z | b | c] per step.
 template <typename T>
@@ -242,46 +219,108 @@ CIRCUITOP_INLINE void forward_item(const T* u, const T* proj, const T* dt, const
   }
 }
 
-// Backward through one step t (see the header comment) from the step's a, phi and states; G (N, D)
-// is read and replaced by a_t g.
+// sum_i x[i] y[i], summed in kLanes interleaved partial sums added pairwise at the end (a single running
+// sum would be a chain of dependent scalar additions).
+constexpr int64_t kLanes = 16;
 template <typename T>
-CIRCUITOP_INLINE void backward_step(
-    const T* __restrict__ u, const T* __restrict__ delta, const T* __restrict__ b, const T* __restrict__ c,
-    const T* __restrict__ skip, const T* __restrict__ dy, const T* __restrict__ v, const T* __restrict__ v_prev,
-    const T* __restrict__ a_t, const T* __restrict__ phi_t, const T* __restrict__ lam, const T* __restrict__ nil,
-    T* __restrict__ G, T* __restrict__ du, T* __restrict__ ddelta, T* __restrict__ db, T* __restrict__ dc,
-    T* __restrict__ dlam, int64_t D, int64_t N) {
-  for (int64_t d = 0; d < D; ++d) {
-    du[d] = skip[d] * dy[d];
-    ddelta[d] = T(0);
+CIRCUITOP_INLINE T dot(const T* __restrict__ x, const T* __restrict__ y, int64_t n) {
+  T acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma omp simd
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += x[i + j] * y[i + j];
   }
-  for (int64_t n = 0; n < N; ++n) {
-    const T bn = b[n], cn = c[n];
-    const T* __restrict__ lam_n = lam + n * D;
-    const T* __restrict__ nil_n = nil + n * D;
-    const T* __restrict__ vn = v + n * D;
-    const T* __restrict__ vp = v_prev + n * D;
-    const T* __restrict__ an = a_t + n * D;
-    const T* __restrict__ phin = phi_t + n * D;
-    T* __restrict__ Gn = G + n * D;
-    T* __restrict__ dlam_n = dlam + n * D;
-    T dc_n = T(0), db_n = T(0);
-#pragma omp simd reduction(+ : dc_n, db_n)
-    for (int64_t d = 0; d < D; ++d) {
-      const T a = an[d], phi = phin[d];
-      const T g = dy[d] * cn + Gn[d];
-      const T q = bn * u[d];
-      const T g_phi = g * phi;
-      dc_n += dy[d] * vn[d];
-      du[d] += g_phi * bn;
-      db_n += g_phi * u[d];
-      const T dr = -a * (g * (vp[d] + q * nil_n[d]));
-      ddelta[d] += dr * lam_n[d];
-      dlam_n[d] += dr * delta[d] + g_phi * q * nil_n[d];
-      Gn[d] = a * g;
+  for (int64_t j = 0; i < n; ++i, ++j) acc[j] += x[i] * y[i];
+  for (int64_t half = kLanes / 2; half > 0; half /= 2) {
+    for (int64_t j = 0; j < half; ++j) acc[j] += acc[j + half];
+  }
+  return acc[0];
+}
+
+// Channels per block of the backward's register-resident loops (a multiple of every SIMD width).
+constexpr int64_t kBlock = 16;
+
+// The backward's recomputation of one chunk for the channels [d0, d0 + w) of potential n: the states
+// v (steps + 1 rows, the first the checkpoint) and the coefficients a, phi (steps rows), rows of D
+// values, from the chunk's step sizes delta (steps, D); the state stays in registers along the chunk.
+template <typename T>
+CIRCUITOP_INLINE void recompute_block(T* __restrict__ v, T* __restrict__ a_out, T* __restrict__ phi_out,
+                                      const T* __restrict__ u, const T* __restrict__ delta,
+                                      const T* __restrict__ b, const T* __restrict__ lam_n,
+                                      const T* __restrict__ nil_n, int64_t steps, int64_t w, int64_t D,
+                                      int64_t P) {
+  T state[kBlock], lam[kBlock], nil[kBlock];
+  for (int64_t j = 0; j < w; ++j) {
+    state[j] = v[j];
+    lam[j] = lam_n[j];
+    nil[j] = nil_n[j];
+  }
+  for (int64_t k = 0; k < steps; ++k) {
+    const T bn = b[k * P];
+    const T* __restrict__ u_k = u + k * D;
+    const T* __restrict__ delta_k = delta + k * D;
+    T* __restrict__ v_k = v + (k + 1) * D;
+    T* __restrict__ a_k = a_out + k * D;
+    T* __restrict__ phi_k = phi_out + k * D;
+#pragma omp simd
+    for (int64_t j = 0; j < w; ++j) {
+      T a, e;
+      exp_expm1<T>(-delta_k[j] * lam[j], a, e);
+      const T phi = e * nil[j];
+      state[j] = a * state[j] + phi * (bn * u_k[j]);
+      v_k[j] = state[j];
+      a_k[j] = a;
+      phi_k[j] = phi;
     }
-    db[n] = db_n;
-    dc[n] = dc_n;
+  }
+}
+
+// Backward through one chunk (see the header comment) for the channels [d0, d0 + w) of potential n,
+// steps from last to first: G (w) is read and replaced by its value before the chunk, dlam (w)
+// receives the chunk's sum; du and ddelta (steps, D) accumulate over n; phi_io (steps rows) holds phi
+// and is overwritten with g phi, from which the caller takes db. bc points at b_n of the chunk's first
+// step in proj (rows P apart, c_n N further).
+template <typename T>
+CIRCUITOP_INLINE void backward_block(
+    const T* __restrict__ u, const T* __restrict__ delta, const T* __restrict__ bc,
+    const T* __restrict__ dy, const T* __restrict__ v, const T* __restrict__ a_in, T* __restrict__ phi_io,
+    const T* __restrict__ lam_n, const T* __restrict__ nil_n, T* __restrict__ G, T* __restrict__ du,
+    T* __restrict__ ddelta, T* __restrict__ dlam, int64_t steps, int64_t w, int64_t D, int64_t N, int64_t P) {
+  T carry[kBlock], acc[kBlock], lam[kBlock], nil[kBlock];
+  for (int64_t j = 0; j < w; ++j) {
+    carry[j] = G[j];
+    acc[j] = T(0);
+    lam[j] = lam_n[j];
+    nil[j] = nil_n[j];
+  }
+  for (int64_t k = steps - 1; k >= 0; --k) {
+    const T bn = bc[k * P], cn = bc[k * P + N];
+    const T* __restrict__ u_k = u + k * D;
+    const T* __restrict__ dy_k = dy + k * D;
+    const T* __restrict__ delta_k = delta + k * D;
+    const T* __restrict__ vn = v + (k + 1) * D;
+    const T* __restrict__ vp = v + k * D;
+    const T* __restrict__ an = a_in + k * D;
+    T* __restrict__ phin = phi_io + k * D;
+    T* __restrict__ du_k = du + k * D;
+    T* __restrict__ ddelta_k = ddelta + k * D;
+#pragma omp simd
+    for (int64_t j = 0; j < w; ++j) {
+      const T a = an[j], phi = phin[j];
+      const T g = dy_k[j] * cn + carry[j];
+      const T q = bn * u_k[j];
+      const T g_phi = g * phi;
+      phin[j] = g_phi;
+      du_k[j] += g_phi * bn;
+      const T dr = -a * (g * (vp[j] + q * nil[j]));
+      ddelta_k[j] += dr * lam[j];
+      acc[j] += dr * delta_k[j] + g_phi * q * nil[j];
+      carry[j] = a * g;
+    }
+  }
+  for (int64_t j = 0; j < w; ++j) {
+    G[j] = carry[j];
+    dlam[j] = acc[j];
   }
 }
 
@@ -292,43 +331,73 @@ CIRCUITOP_INLINE void backward_item(const T* u, const T* proj, const T* dt, cons
                                                          T* dproj, T* ddt, T* dlam_out, T* dskip_out,
                                                          const Dims& s) {
   const int64_t D = s.d_inner, N = s.d_state, ND = N * D, K = s.chunk, P = s.row();
-  // one chunk's states (K + 1 incl. the checkpoint), coefficients a and phi (K each)
-  std::vector<T> states((K + 1) * ND), coef_a(K * ND), coef_phi(K * ND), G(ND, T(0)), dlam_chunk(ND);
-  std::vector<T> delta(D), sp(D), sig(D), ddelta(D);
+  // one chunk's states (K + 1 per potential, the first the checkpoint), coefficients a and phi (K each),
+  // potential-major: (N, K + 1, D) and (N, K, D); its step sizes, softplus, sigmoid and ddelta (K, D)
+  std::vector<T> states(N * (K + 1) * D), coef_a(N * K * D), coef_phi(N * K * D), G(ND, T(0)), dlam_chunk(ND);
+  std::vector<T> delta(K * D), sp(K * D), sig(K * D), ddelta(K * D);
   std::vector<double> dlam(ND, 0.0), dskip(D, 0.0);  // sums over time in double: long sequences keep
                                                     // their precision (dlam: chunk sums added)
   for (int64_t j = s.chunks() - 1; j >= 0; --j) {
     const int64_t t0 = j * K, steps = std::min(K, s.length - t0);
-    std::copy(ckpt + j * ND, ckpt + (j + 1) * ND, states.begin());
     for (int64_t k = 0; k < steps; ++k) {
       const int64_t t = t0 + k;
-      step_sizes<T>(proj + t * P, dt == nullptr ? T(1) : dt[t], delta.data(), nullptr, nullptr, D);
-      recompute_step<T>(states.data() + (k + 1) * ND, coef_a.data() + k * ND, coef_phi.data() + k * ND, u + t * D,
-                        delta.data(), proj + t * P + D, r.lam.data(), r.nil.data(), states.data() + k * ND, D, N);
+      step_sizes<T>(proj + t * P, dt == nullptr ? T(1) : dt[t], delta.data() + k * D, sp.data() + k * D,
+                    sig.data() + k * D, D);
+      for (int64_t d = 0; d < D; ++d) {
+        du[t * D + d] = skip[d] * dy[t * D + d];
+        ddelta[k * D + d] = T(0);
+      }
     }
-    std::fill(dlam_chunk.begin(), dlam_chunk.end(), T(0));
+    for (int64_t n = 0; n < N; ++n) {
+      T* v_n = states.data() + n * (K + 1) * D;
+      std::copy(ckpt + j * ND + n * D, ckpt + j * ND + (n + 1) * D, v_n);
+      for (int64_t d0 = 0; d0 < D; d0 += kBlock) {
+        const int64_t w = std::min(kBlock, D - d0);
+        const T* zbc = proj + t0 * P + D + n;
+        const T* lam_n = r.lam.data() + n * D + d0;
+        const T* nil_n = r.nil.data() + n * D + d0;
+        T* a_n = coef_a.data() + n * K * D + d0;
+        T* phi_n = coef_phi.data() + n * K * D + d0;
+        if (w == kBlock) {  // a compile-time width: the block's arrays live in vector registers
+          recompute_block<T>(v_n + d0, a_n, phi_n, u + t0 * D + d0, delta.data() + d0, zbc, lam_n, nil_n, steps,
+                             kBlock, D, P);
+          backward_block<T>(u + t0 * D + d0, delta.data() + d0, zbc, dy + t0 * D + d0, v_n + d0, a_n, phi_n,
+                            lam_n, nil_n, G.data() + n * D + d0, du + t0 * D + d0, ddelta.data() + d0,
+                            dlam_chunk.data() + n * D + d0, steps, kBlock, D, N, P);
+        } else {
+          recompute_block<T>(v_n + d0, a_n, phi_n, u + t0 * D + d0, delta.data() + d0, zbc, lam_n, nil_n, steps,
+                             w, D, P);
+          backward_block<T>(u + t0 * D + d0, delta.data() + d0, zbc, dy + t0 * D + d0, v_n + d0, a_n, phi_n,
+                            lam_n, nil_n, G.data() + n * D + d0, du + t0 * D + d0, ddelta.data() + d0,
+                            dlam_chunk.data() + n * D + d0, steps, w, D, N, P);
+        }
+      }
+      const T* g_phi_n = coef_phi.data() + n * K * D;  // backward_block left g phi there
+      for (int64_t k = 0; k < steps; ++k) {
+        const int64_t t = t0 + k;
+        dproj[t * P + D + n] = dot<T>(g_phi_n + k * D, u + t * D, D);
+        dproj[t * P + D + N + n] = dot<T>(dy + t * D, v_n + (k + 1) * D, D);
+      }
+    }
+    for (int64_t i = 0; i < ND; ++i) dlam[i] += dlam_chunk[i];
     for (int64_t k = steps - 1; k >= 0; --k) {
       const int64_t t = t0 + k;
       const T dt_t = dt == nullptr ? T(1) : dt[t];
-      const T* zbc = proj + t * P;
-      T* __restrict__ dz_t = dproj + t * P;  // [dz | db | dc]
-      step_sizes<T>(zbc, dt_t, delta.data(), sp.data(), sig.data(), D);
-      backward_step<T>(u + t * D, delta.data(), zbc + D, zbc + D + N, skip, dy + t * D, states.data() + (k + 1) * ND,
-                       states.data() + k * ND, coef_a.data() + k * ND, coef_phi.data() + k * ND, r.lam.data(),
-                       r.nil.data(), G.data(), du + t * D, ddelta.data(), dz_t + D, dz_t + D + N,
-                       dlam_chunk.data(), D, N);
+      T* __restrict__ dz_t = dproj + t * P;
       const T* __restrict__ u_t = u + t * D;
       const T* __restrict__ dy_t = dy + t * D;
+      const T* __restrict__ ddelta_k = ddelta.data() + k * D;
+      const T* __restrict__ sig_k = sig.data() + k * D;
+      const T* __restrict__ sp_k = sp.data() + k * D;
       T ddt_t = T(0);
 #pragma omp simd reduction(+ : ddt_t)
       for (int64_t d = 0; d < D; ++d) {
-        dz_t[d] = ddelta[d] * sig[d] * dt_t;
-        ddt_t += ddelta[d] * sp[d];
+        dz_t[d] = ddelta_k[d] * sig_k[d] * dt_t;
+        ddt_t += ddelta_k[d] * sp_k[d];
         dskip[d] += static_cast<double>(dy_t[d] * u_t[d]);
       }
       if (ddt != nullptr) ddt[t] = ddt_t;
     }
-    for (int64_t i = 0; i < ND; ++i) dlam[i] += dlam_chunk[i];
   }
   for (int64_t i = 0; i < ND; ++i) dlam_out[i] = static_cast<T>(dlam[i]);
   for (int64_t d = 0; d < D; ++d) dskip_out[d] = static_cast<T>(dskip[d]);
@@ -427,18 +496,27 @@ CIRCUITOP_INLINE void gate_backward_range(const T* const* ys, int64_t order, con
   }
 }
 
-// Concrete per-dtype entry points, compiled for AVX2 + FMA and for the baseline, picked at run time
-// (every function above is always_inline, so it is compiled into both). GCC's target_clones would
-// need "arch=haswell", which its resolver matches by CPU model, so AMD CPUs got the baseline.
+// Concrete per-dtype entry points, compiled for AVX-512, for AVX2 + FMA and for the baseline, picked at
+// run time (every function above is always_inline, so it is compiled into all three). GCC's
+// target_clones would need "arch=haswell", which its resolver matches by CPU model, so AMD CPUs got
+// the baseline. The AVX-512 build prefers 512-bit vectors (GCC's generic tuning would keep 256): the
+// scan's exponentials run a quarter faster with them, also on CPUs that split them in two halves.
+enum class Isa { base, avx2, avx512 };
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define CIRCUITOP_AVX2 __attribute__((target("avx2,fma")))
-bool use_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
+#define CIRCUITOP_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,prefer-vector-width=512")))
+Isa isa() {
+  static const Isa best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw")
+                              ? Isa::avx512
+                          : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Isa::avx2
+                                                                                             : Isa::base;
+  return best;
 }
 #else
 #define CIRCUITOP_AVX2
-bool use_avx2() { return false; }
+#define CIRCUITOP_AVX512
+Isa isa() { return Isa::base; }
 #endif
 
 #define CIRCUITOP_ITEMS(T, SUFFIX, ATTR)                                                                    \
@@ -467,21 +545,24 @@ bool use_avx2() { return false; }
                                    T* dg, int64_t begin, int64_t end) {                                     \
     gate_backward_range<T>(ys, order, g, dout, dtotal, dg, begin, end);                                     \
   }
+CIRCUITOP_ITEMS(float, f_avx512, CIRCUITOP_AVX512)
 CIRCUITOP_ITEMS(float, f_avx2, CIRCUITOP_AVX2)
 CIRCUITOP_ITEMS(float, f_base, )
+CIRCUITOP_ITEMS(double, d_avx512, CIRCUITOP_AVX512)
 CIRCUITOP_ITEMS(double, d_avx2, CIRCUITOP_AVX2)
 CIRCUITOP_ITEMS(double, d_base, )
 #undef CIRCUITOP_ITEMS
 
-// NAME_one<T>(args...): the AVX2 + FMA build of the entry point NAME for T when the CPU has them,
-// else the baseline build.
+// NAME_one<T>(args...): the widest build of the entry point NAME for T that the CPU runs (isa()).
+#define CIRCUITOP_PICK(NAME, P)                                                                             \
+  (isa() == Isa::avx512 ? NAME##_##P##_avx512 : isa() == Isa::avx2 ? NAME##_##P##_avx2 : NAME##_##P##_base)
 #define CIRCUITOP_DISPATCH(NAME)                                                                            \
   template <typename T, typename... Args>                                                                   \
   void NAME##_one(Args&&... args) {                                                                         \
     if constexpr (std::is_same_v<T, float>) {                                                               \
-      (use_avx2() ? NAME##_f_avx2 : NAME##_f_base)(std::forward<Args>(args)...);                            \
+      CIRCUITOP_PICK(NAME, f)(std::forward<Args>(args)...);                                                 \
     } else {                                                                                                \
-      (use_avx2() ? NAME##_d_avx2 : NAME##_d_base)(std::forward<Args>(args)...);                            \
+      CIRCUITOP_PICK(NAME, d)(std::forward<Args>(args)...);                                                 \
     }                                                                                                       \
   }
 CIRCUITOP_DISPATCH(forward)
@@ -491,6 +572,7 @@ CIRCUITOP_DISPATCH(conv_backward)
 CIRCUITOP_DISPATCH(gate_forward)
 CIRCUITOP_DISPATCH(gate_backward)
 #undef CIRCUITOP_DISPATCH
+#undef CIRCUITOP_PICK
 
 // Steps per chunk: the recomputed states and coefficients of one chunk, 3 x K x d_state x d_inner
 // values, stay within about 384 KiB (L2), between 8 and 256 steps.
