@@ -35,7 +35,7 @@ BENCH, BENCH_QUICK = "bench", "bench_quick"
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ("order_benchmark", "darcy", "poisson_order_ablation", "navier_stokes_rollout", "shallow_water",
-           "nac_sequences", "vision", "gapped_sequences")
+           "nac_sequences", "vision", "gapped_sequences", "darcy16_equal_time")
 TRAINED = 0.5  # "clearly trained": every model's error at most this fraction of the mean predictor's
 
 
@@ -353,6 +353,26 @@ def gapped_sequences(results: dict) -> list[str]:
         steps = "; ".join(f"{v} {pm(m[v]['multi'])}: vs A {a}, vs B {b}" for v, (a, b) in beats.items())
         lines.append(f"- Claim (PDNA Table 4: pulse, self-attend and full PDNA beat the baseline and the noise control "
                      f"on multi-gap): **{'reproduced' if holds else 'not reproduced at this scale'}** ({steps}).")
+    return lines
+
+
+def darcy16_equal_time(results: dict) -> list[str]:
+    """``examples/darcy16_equal_time.py``: fno and chonn_fno for the same wall time on neuraloperator's Darcy-16."""
+    setup, runs, mean = results["setup"], results["runs"], results["mean"]
+    models = list(setup["models"])
+    seeds = sorted(runs, key=int)
+    config = "; ".join(f"`{m}` " + ", ".join(f"{k} {v}" for k, v in c.items() if k != "name")
+                       for m, c in setup["models"].items())
+    lines = [f"`python examples/darcy16_equal_time.py`: {setup['split']}; {setup['seconds']:g} s of training each, "
+             f"lr {setup['lr']:g}, batch {setup['batch']}, {setup['threads']} thread; {setup['fairness']} (busy spells "
+             f"of the machine hit both alike). {config}. {_code(results.get('code_version', {}))}", ""]
+    rows = [[f"`{m}`", *(f"{runs[s][m]['test_rel_l2']:.3f}" for s in seeds), f"{mean[m]['test_rel_l2']:.3f}",
+             f"{mean[m]['val_rel_l2']:.3f}", f"{mean[m]['steps']:.0f}"] for m in models]
+    lines += table(["model", *(f"test rel. L2, seed {s}" for s in seeds), "mean", "val mean", "steps (mean)"], rows)
+    ours, host = mean["chonn_fno"]["test_rel_l2"], mean["fno"]["test_rel_l2"]
+    lines += ["", f"- Claim (issue #34: at equal wall time on real Darcy-16, `chonn_fno`'s error ≤ `fno`'s): "
+                  f"**{'met' if ours <= host else 'not met'}** ({ours:.3f} against {host:.3f}; `chonn_fno` takes "
+                  f"{mean['chonn_fno']['steps'] / mean['fno']['steps']:.2f}× the steps in the same time)."]
     return lines
 
 
