@@ -7,7 +7,7 @@ import torch
 
 import operators
 from operators.training import CheckpointError, RunSpec, load_checkpoint, save_checkpoint
-from operators.training.checkpoint import tensor_state
+from operators.training.checkpoint import link_checkpoint, tensor_state
 
 
 class _Payload:
@@ -79,3 +79,22 @@ def test_tensor_state_drops_non_tensors():
     model = operators.build("fno", 1, 1, n_modes=4, width=8, n_layers=1)
     assert "_metadata" in model.state_dict()
     assert all(torch.is_tensor(v) for v in tensor_state(model).values())
+
+
+@pytest.mark.parametrize("links", [True, False])
+def test_a_linked_checkpoint_keeps_its_content_when_the_source_is_replaced(tmp_path, monkeypatch, links):
+    """best.pt linked to last.pt (or copied, where hard links fail) holds last.pt's state, and keeps it when
+    last.pt is saved again; no temporary file is left."""
+    import os
+
+    if not links:
+        monkeypatch.setattr(os, "link", lambda *args: (_ for _ in ()).throw(OSError("no hard links here")))
+    last, best = tmp_path / "last.pt", tmp_path / "best.pt"
+    save_checkpoint(last, {"model": {"w": torch.ones(3)}})
+    save_checkpoint(best, {"model": {"w": torch.full((3,), 7.0)}})  # an older best is replaced
+    link_checkpoint(last, best)
+    assert best.stat().st_nlink == (2 if links else 1)
+    save_checkpoint(last, {"model": {"w": torch.zeros(3)}})
+    assert torch.equal(load_checkpoint(best)["model"]["w"], torch.ones(3))
+    assert torch.equal(load_checkpoint(last)["model"]["w"], torch.zeros(3))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "last.pt"]

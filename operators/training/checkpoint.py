@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 from pathlib import Path
 
 import torch
 
 from pde_data import atomic_path
 
-__all__ = ["save_checkpoint", "load_checkpoint", "rng_state", "set_rng_state", "tensor_state", "CheckpointError"]
+__all__ = ["save_checkpoint", "link_checkpoint", "load_checkpoint", "rng_state", "set_rng_state", "tensor_state",
+           "CheckpointError"]
 
 
 class CheckpointError(ValueError):
@@ -26,6 +28,20 @@ def save_checkpoint(path: str | os.PathLike, state: dict) -> Path:
     """``torch.save(state)`` to a temporary file beside ``path``, then rename it into place."""
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
+    return Path(path)
+
+
+def link_checkpoint(source: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """``path`` holding what the checkpoint ``source`` holds, put in place atomically: a hard link to the same
+    file (nothing written again), or a copy where the file system has no hard links. Checkpoints are only ever
+    replaced by a rename (:func:`save_checkpoint`), never rewritten in place, so each name keeps its content
+    when the other is replaced."""
+    with atomic_path(path) as tmp:
+        tmp.unlink()
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
     return Path(path)
 
 

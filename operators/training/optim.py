@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch.optim import lr_scheduler
 
-__all__ = ["make_optimizer", "make_scheduler", "EpochSchedule"]
+__all__ = ["make_optimizer", "make_scheduler", "clip_gradients", "EpochSchedule"]
 
 
 def make_optimizer(params, config) -> torch.optim.Optimizer:
@@ -16,6 +16,23 @@ def make_optimizer(params, config) -> torch.optim.Optimizer:
     parameters (a CHONN-FNO's 110 tensors: 9.7 ms vs 5.5 ms per step)."""
     cls = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
     return cls(params, lr=config.lr, weight_decay=config.weight_decay, foreach=True)
+
+
+def clip_gradients(params, max_norm: float | None) -> torch.Tensor:
+    """The total 2-norm of the gradients of ``params`` (a 0-d tensor on their device, not read back), after
+    scaling them to a total norm of at most ``max_norm`` (``None``: left as they are), as torch's
+    ``clip_grad_norm_`` does.
+
+    Complex gradients (an FNO's spectral weights) are measured through their real views, which have the same
+    2-norm: torch's norm of complex tensors is about 50x slower on CPU (a width-32 FNO's gradients: 0.4 ms
+    against 22 ms; through the complex tensors the norm took 14% of a training step).
+    """
+    params = [p for p in params if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm([torch.view_as_real(p.grad) if p.grad.is_complex() else p.grad
+                                          for p in params])
+    if max_norm is not None:
+        torch.nn.utils.clip_grads_with_norm_(params, max_norm, norm)
+    return norm
 
 
 def make_scheduler(optimizer, config) -> "EpochSchedule":

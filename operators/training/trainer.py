@@ -5,7 +5,10 @@ Data order is a function of ``(seed, epoch)`` alone (a seeded permutation per ep
 scheduler, RNG states, epoch) ends with the same weights as an uninterrupted one, whatever the number
 of loader workers. Under ``torchrun`` every process sees the same global batch order and reads only its
 contiguous slice of each global batch; each process's loss is ``world/global_batch · Σ per-sample
-losses``, so DDP's gradient average is exactly the single-process mean over the global batch.
+losses``, so DDP's gradient average is exactly the single-process mean over the global batch. A step's
+loss and gradient norm stay on the device until every :data:`CHECK_EVERY` steps (and the epoch's last) are
+read at once, so the host does not wait for the device each step; the first step with a non-finite loss or
+gradient, or a loss beyond :data:`DIVERGENCE` times the run's first, stops the run, naming that step.
 
 Each epoch ends with the task's score (what ``best.pt`` minimises; rank 0 validates and shares it): the
 learning-rate schedule steps with it (a plateau schedule reads it) and early stopping (``optim.patience``)
@@ -20,6 +23,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -28,7 +32,7 @@ from tqdm import tqdm
 from operators.training import checkpoint as ckpt
 from operators.training.distributed import DistInfo, all_reduce_sum, unwrap, wrap
 from operators.training.loader import Loader, epoch_order
-from operators.training.optim import make_optimizer, make_scheduler
+from operators.training.optim import clip_gradients, make_optimizer, make_scheduler
 from operators.training.tasks.base import MetricSums
 from pde_data import atomic_path
 
@@ -37,6 +41,17 @@ __all__ = ["Trainer", "NonFiniteLossError", "epoch_order"]
 
 #: training stops when a step's mean loss exceeds this multiple of the run's first step's
 DIVERGENCE = 1e3
+#: steps between the checks of the steps' losses and gradient norms, each one read from the device (a read
+#: per step would make the host wait for the device every step); a diverging run stops within this many steps
+CHECK_EVERY = 20
+
+
+class _Step(NamedTuple):
+    """One optimizer step, on the device until checked: the global batch's summed loss, the gradient norm."""
+
+    total: torch.Tensor
+    norm: torch.Tensor
+    n_global: int
 
 
 class NonFiniteLossError(RuntimeError):
@@ -80,40 +95,55 @@ class Trainer:
         pred = self._predict(batch, training=True)
         floats = [pred] + [t for t in batch if t.is_floating_point()]
         if not bool(torch.stack([torch.isfinite(t).all() for t in floats]).all()):
-            # the metrics refuse non-finite input; a NaN loss makes every process stop together
-            return torch.full((len(pred),), math.nan, device=pred.device)
+            # the metrics refuse non-finite input: NaN losses instead, still in the graph (the step goes on;
+            # every process stops at the check, see _check)
+            return pred.reshape(len(pred), -1).sum(1) * 0.0 + math.nan
         return self.task.losses(pred, batch)
 
     # -- one epoch -------------------------------------------------------------------------------
-    def _step(self, batch: tuple, n_global: int, where: str) -> float:
+    def _step(self, batch: tuple, n_global: int) -> _Step:
+        """One optimizer step; its loss and gradient norm stay on the device (checked by :meth:`_check`)."""
         local = self._sample_losses(batch).sum()
-        total = all_reduce_sum(local.detach(), self.dist).item()  # the step's mean loss: a device sync
-        if not math.isfinite(total):
-            self._fail(f"non-finite loss ({total}) {where}")
-        mean = total / n_global
-        if self.first_loss is None:
-            self.first_loss = mean
-        elif mean > DIVERGENCE * self.first_loss:
-            self._fail(f"the loss {mean:.4g} grew beyond {DIVERGENCE:g}x its first value {self.first_loss:.4g} {where} "
-                       "(diverging: lower optim.lr or clip with optim.grad_clip)")
+        total = all_reduce_sum(local.detach(), self.dist)  # every process gets the same: they stop together
         self.optimizer.zero_grad(set_to_none=True)
         (local * (self.dist.world_size / n_global)).backward()
-        clip = self.config.grad_clip if self.config.grad_clip else math.inf
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
-        if not torch.isfinite(norm):
-            self._fail(f"non-finite gradient norm ({norm.item()}) {where}")
+        norm = clip_gradients(self.model.parameters(), self.config.grad_clip or None)
         self.optimizer.step()
-        return total
+        return _Step(total, norm, n_global)
+
+    def _check(self, steps: list[_Step], first: int, epoch: int) -> float:
+        """The summed loss of ``steps`` (steps ``first, first + 1, ...`` of ``epoch``), read from the device
+        at once; the first step with a non-finite loss or gradient norm, or a loss beyond :data:`DIVERGENCE`
+        times the run's first, stops training."""
+        totals, norms = torch.stack([torch.stack((s.total.double(), s.norm.double())) for s in steps]).T.tolist()
+        for k, (total, norm, step) in enumerate(zip(totals, norms, steps), first):
+            where = f"at epoch {epoch + 1}, step {k}"
+            if not math.isfinite(total):
+                self._fail(f"non-finite loss ({total}) {where}")
+            mean = total / step.n_global
+            if self.first_loss is None:
+                self.first_loss = mean
+            elif mean > DIVERGENCE * self.first_loss:
+                self._fail(f"the loss {mean:.4g} grew beyond {DIVERGENCE:g}x its first value {self.first_loss:.4g} "
+                           f"{where} (diverging: lower optim.lr or clip with optim.grad_clip)")
+            if not math.isfinite(norm):
+                self._fail(f"non-finite gradient norm ({norm}) {where}")
+        return math.fsum(totals)
 
     def _run_epoch(self, epoch: int) -> dict:
         self.model.train()
-        bar = tqdm(self.train.epoch(epoch), total=self.train.n_batches(epoch), desc=f"epoch {epoch + 1}/{self.config.epochs}",
+        n_batches = self.train.n_batches(epoch)
+        bar = tqdm(self.train.epoch(epoch), total=n_batches, desc=f"epoch {epoch + 1}/{self.config.epochs}",
                    file=sys.stderr, leave=False, disable=not (self.progress and self.dist.is_main))
-        start, seen, loss_sum = time.perf_counter(), 0, 0.0
-        for k, batch in enumerate(bar):
-            loss_sum += self._step(batch.tensors, batch.n_global, f"at epoch {epoch + 1}, step {k + 1}")
+        start, seen, loss_sum, pending = time.perf_counter(), 0, 0.0, []
+        for k, batch in enumerate(bar, 1):
+            pending.append(self._step(batch.tensors, batch.n_global))
             seen += batch.n_global
-            bar.set_postfix(loss=f"{loss_sum / seen:.4g}", samples_per_s=f"{seen / (time.perf_counter() - start):.1f}")
+            if len(pending) == CHECK_EVERY or k == n_batches:
+                loss_sum += self._check(pending, k + 1 - len(pending), epoch)
+                pending.clear()
+                rate = seen / (time.perf_counter() - start)
+                bar.set_postfix(loss=f"{loss_sum / seen:.4g}", samples_per_s=f"{rate:.1f}")
         elapsed = time.perf_counter() - start
         return {"train_loss": loss_sum / max(seen, 1), "samples_per_s": seen / elapsed, "epoch_s": elapsed}
 
@@ -215,7 +245,7 @@ class Trainer:
         state = self.state_dict()
         ckpt.save_checkpoint(self.out / "last.pt", state)
         if improved:
-            ckpt.save_checkpoint(self.out / "best.pt", state)
+            ckpt.link_checkpoint(self.out / "last.pt", self.out / "best.pt")
         with atomic_path(self.out / "history.json") as tmp:
             tmp.write_text(json.dumps(self.history, indent=1))
         _write_csv(self.out / "metrics.csv", self.history)
