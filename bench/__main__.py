@@ -26,9 +26,15 @@ from bench._util import Row, busy_warning, print_table
 import bench
 
 
+#: benchmark modules that run on their own, never with the others: the model table compiles every model
+#: (about an hour on 2 cores; ``circuitop bench models``)
+SEPARATE = ("bench_models",)
+
+
 def discover() -> list[str]:
-    """Names of the benchmark modules (``bench_*``), sorted."""
-    return sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_"))
+    """Names of the benchmark modules (``bench_*``) run together, sorted."""
+    return sorted(m.name for m in pkgutil.iter_modules(bench.__path__)
+                  if m.name.startswith("bench_") and m.name not in SEPARATE)
 
 
 def run_all(names: list[str], *, quick: bool) -> tuple[list[Row], list[str]]:
@@ -85,9 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def _write_json(path: Path, rows: list[Row], argv: list[str], *, quick: bool, busy: list[str]) -> None:
+def _write_json(path: Path, rows: list[Row], argv: list[str], *, quick: bool, busy: list[str],
+                program: str = "python -m bench") -> None:
     """``{"command", "scale", "environment" (versions, cores, load, the commit), "busy", "rows"}``, atomically:
-    what ``examples/results_tables.py`` renders into RESULTS.md."""
+    what ``examples/results_tables.py`` renders into RESULTS.md (``program``: the command's first words)."""
     import platform
 
     import torch
@@ -98,7 +105,7 @@ def _write_json(path: Path, rows: list[Row], argv: list[str], *, quick: bool, bu
     options = [a for a in argv if not a.startswith("--json") and a != str(path)]
     environment = {"python": platform.python_version(), "torch": torch.__version__, "cores": os.cpu_count(),
                    "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), **code_version()}
-    payload = {"command": " ".join(["python -m bench", *options]), "scale": "quick" if quick else "full",
+    payload = {"command": " ".join([program, *options]), "scale": "quick" if quick else "full",
                "environment": environment, "busy": busy, "rows": [asdict(r) for r in rows]}
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(payload, indent=1, allow_nan=True))

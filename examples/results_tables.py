@@ -27,6 +27,8 @@ from pathlib import Path
 
 from _bench_tables import bench as bench_section
 from _bench_tables import commit_text
+from _model_tables import models as models_section
+from _online_tables import online_vs_file  # noqa: F401 - a renderer (RENDERERS)
 
 __all__ = ["render", "update", "main"]
 
@@ -35,7 +37,7 @@ BENCH, BENCH_QUICK = "bench", "bench_quick"
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ("order_benchmark", "darcy", "poisson_order_ablation", "navier_stokes_rollout", "shallow_water",
-           "nac_sequences", "vision", "gapped_sequences", "darcy16_equal_time")
+           "nac_sequences", "vision", "gapped_sequences", "darcy16_equal_time", "online_vs_file")
 TRAINED = 0.5  # "clearly trained": every model's error at most this fraction of the mean predictor's
 
 
@@ -465,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="first copy RUNS/<script>/results.json of medium runs into --results")
     p.add_argument("--bench", type=Path, default=ROOT / "results" / "bench.json",
                    help="python -m bench --json output (default results/bench.json; its -quick.json beside it: "
-                        "python -m bench --quick)")
+                        "python -m bench --quick; its -models.json: circuitop bench models)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a section is out of date")
     args = p.parse_args(argv)
     if args.collect:
@@ -484,6 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, path in ((BENCH, args.bench), (BENCH_QUICK, args.bench.with_name(args.bench.stem + "-quick.json"))):
         if path.is_file():
             text = update(text, name, "\n".join(bench_section(json.loads(path.read_text()))) + "\n")
+    models = args.bench.with_name(args.bench.stem + "-models.json")
+    if models.is_file():
+        text = update(text, "models", "\n".join(models_section(json.loads(models.read_text()))) + "\n")
     typed = hand_tables(text)
     if typed:
         print(f"{args.file}: tables outside the generated sections (lines {typed}); expected every table "

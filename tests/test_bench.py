@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -100,3 +102,89 @@ def test_gpu_check_covers_every_model_against_float64_references(capsys, monkeyp
     if not torch.cuda.is_available():
         assert gpu_check.main(["--device", "cuda"]) == 1
         assert "expected a CUDA device, found none" in capsys.readouterr().err
+
+
+def test_circuitop_bench_models_writes_the_model_table(tmp_path):
+    """``circuitop bench models --json F`` runs bench/bench_models.py: every measure of one model, eager and
+    compiled, with the environment ``python -m bench --json`` writes; examples/_model_tables.py renders it."""
+    from cli_run import run_cli
+
+    out = tmp_path / "models.json"
+    result = run_cli("bench", "models", "--quick", "--only", "fno", "--json", out, timeout=400)
+    assert result.returncode == 0, result.stderr[-2000:]
+    written = json.loads(out.read_text())
+    assert written["command"] == "python -m bench.bench_models --quick --only fno" and written["scale"] == "quick"
+    assert {"commit", "dirty", "torch", "cores"} <= set(written["environment"])
+    rows = {r["case"]: r for r in written["rows"]}
+    for measure in ("parameters", "fwd eager", "fwd+bwd eager", "peak MB eager", "compile s", "fwd compiled",
+                    "fwd+bwd compiled", "peak MB compiled", "speed-up fwd+bwd (eager / compiled)"):
+        assert rows[f"fno: {measure}"]["value"] > 0 and rows[f"fno: {measure}"]["threads"] == 1, measure
+    import operators
+
+    model = operators.build("fno", 3, 1, n_modes=4, width=8, n_layers=2)
+    assert rows["fno: parameters"]["value"] == sum(p.numel() for p in model.parameters())
+    assert "fno: CKB share" not in rows  # no Kirchhoff blocks
+    speed_up = rows["fno: speed-up fwd+bwd (eager / compiled)"]["value"]
+    assert speed_up == pytest.approx(rows["fno: fwd+bwd eager"]["value"] / rows["fno: fwd+bwd compiled"]["value"])
+    lines = _model_tables().models(written)
+    assert lines[0].startswith("`OMP_NUM_THREADS=1 python -m bench.bench_models --quick --only fno`")
+    assert [line for line in lines if line.startswith("| `fno` |")][0].count("|") == 8
+
+
+def _model_tables():
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import _model_tables
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    return _model_tables
+
+
+def test_the_model_table_names_the_winner_of_each_training_step():
+    """A side wins the training step when it is more than 10 % faster; a model whose compile was stopped keeps
+    its eager numbers and says why; the CKB share only for models with Kirchhoff blocks."""
+    def rows(model, speed_up=None, share=None, stopped=None):
+        found = [{"benchmark": "models", "case": f"{model}: parameters", "value": 1234.0, "unit": "",
+                  "detail": "8x3x64^2, config {}"},
+                 {"benchmark": "models", "case": f"{model}: fwd+bwd eager", "value": 10.0, "unit": "ms", "detail": ""}]
+        if speed_up is not None:
+            found += [{"benchmark": "models", "case": f"{model}: speed-up fwd+bwd (eager / compiled)", "value": speed_up},
+                      {"benchmark": "models", "case": f"{model}: compile s", "value": 42.0},
+                      {"benchmark": "models", "case": f"{model}: fwd+bwd compiled", "value": 10.0 / speed_up}]
+        if share is not None:
+            found.append({"benchmark": "models", "case": f"{model}: CKB share", "value": share})
+        if stopped:
+            found.append({"benchmark": "models", "case": f"{model}: not finished", "value": float("nan"),
+                          "detail": stopped})
+        return found
+
+    results = {"command": "python -m bench.bench_models", "scale": "full", "busy": [],
+               "environment": {"omp_num_threads": "1", "cores": 2, "torch": "2", "commit": None},
+               "rows": rows("a", 1.5, share=0.25) + rows("b", 0.5) + rows("c", 1.05) + rows("d", stopped="stopped after 9 s")}
+    table = {line.split(" | ")[0].removeprefix("| "): line.split(" | ") for line in _model_tables().models(results)
+             if line.startswith("| `")}
+    assert table["`a`"][5] == "compiled 1.5× (compile 42 s)" and table["`a`"][6] == "25 % |"
+    assert table["`b`"][5] == "eager 2×" and table["`b`"][6] == "— |" and table["`b`"][1] == "1.23 k"
+    assert table["`c`"][5] == "even (1.05×)" and table["`c`"][4] == "10 / 9.52"
+    assert table["`d`"][5] == "not compiled (stopped after 9 s)" and table["`d`"][4] == "10 / —"
+    assert _model_tables().models(results)[-1] == "torch.compile speeds up the training step of: `a`."
+
+
+def test_kirchhoff_share_and_compile_budget(monkeypatch):
+    """The CKB share is a fraction, large for the one-block chain and absent without blocks; a model's process
+    that outlasts the budget is stopped, and its table row says so."""
+    import torch
+
+    from bench import bench_models
+
+    case = bench_models.cases(quick=True)["ckb_chain"]
+    model = bench_models._build("ckb_chain", case)
+    share = bench_models.ckb_share(model, bench_models._step(model, case.inputs()))
+    assert 0.3 < share < 1.0
+    assert [type(b).__name__ for b in bench_models._blocks(model)] == ["CascadedKirchhoffBlock1d"]
+    plain = bench_models._build("fno", bench_models.cases(quick=True)["fno"])
+    assert bench_models.ckb_share(plain, lambda: None) != bench_models.ckb_share(plain, lambda: None)  # NaN
+    assert not any(p.grad is None for p in model.parameters()) and torch.is_grad_enabled()
+    monkeypatch.setitem(bench_models.BUDGET_S, True, 1.0)
+    rows = bench_models._run_model("fno", quick=True)
+    assert rows[-1].case == "fno: not finished" and rows[-1].detail == "stopped after 1 s"

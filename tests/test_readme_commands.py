@@ -51,6 +51,9 @@ COMMANDS = {
     "circuitop info runs/darcy": [],
     "circuitop train --data ns.h5 --model fno --window 10 --out runs/ns": [*FAST, "--config", *SMALL_MODEL],
     "circuitop train --config-file runs/ns/config.yaml --out runs/ns2": ["--no-progress"],
+    "circuitop train --generate ns --gen n_sim=64 t_final=5 --samples-per-epoch 64 --window 1 --model fno --out runs/ns_gen":
+        ["--gen", "n_sim=16", "n_out=16", "t_final=0.5", "n_records=2", "batch_size=4", "--samples-per-epoch", "4",
+         *FAST, "--config", *SMALL_MODEL],
     "circuitop train --data ns.h5 --model nac_fno --window 10 --config tokens=time --out runs/ns_nac":
         [*FAST, "--config", "tokens=time", *SMALL_MODEL],
     "circuitop train --data digits.nc --model chonn_vision --config size=cpu --target label --out runs/digits":

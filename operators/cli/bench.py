@@ -1,4 +1,5 @@
-"""``circuitop bench``: run the benchmark scripts of the source tree and print one table of ratios."""
+"""``circuitop bench``: run the benchmark scripts of the source tree and print one table of ratios;
+``circuitop bench models``: the table of what every registry model costs (``bench/bench_models.py``)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,14 @@ __all__ = ["register", "source_root", "run"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="run every benchmark script (bench/) and print one table")
+    p = sub.add_parser("bench", help="run every benchmark script (bench/) and print one table; "
+                       "'bench models': every model's parameters, memory and times, eager and compiled")
+    p.add_argument("table", nargs="?", choices=["models"],
+                   help="models: parameters, peak memory of a training step, forward and forward+backward "
+                   "times eager and under torch.compile, the CKB's share, for every registry model")
     p.add_argument("--quick", action="store_true", help="small sizes, for a fast check")
-    p.add_argument("--only", nargs="+", metavar="NAME", help="benchmark modules to run, e.g. bench_scan")
+    p.add_argument("--only", nargs="+", metavar="NAME",
+                   help="benchmark modules to run, e.g. bench_scan (with 'models': registry models, e.g. fno)")
     p.add_argument("--json", help="also write the rows to this JSON file")
     p.set_defaults(func=run)
 
@@ -29,6 +35,8 @@ def source_root() -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    cmd = [sys.executable, "-m", "bench"] + (["--quick"] if args.quick else [])
-    cmd += (["--only", *args.only] if args.only else []) + (["--json", args.json] if args.json else [])
+    """Run the benchmarks in the source checkout (``--json``: relative to the current folder)."""
+    module = "bench.bench_models" if args.table == "models" else "bench"
+    cmd = [sys.executable, "-m", module] + (["--quick"] if args.quick else [])
+    cmd += (["--only", *args.only] if args.only else []) + (["--json", str(Path(args.json).resolve())] if args.json else [])
     return subprocess.run(cmd, cwd=source_root(), check=False).returncode

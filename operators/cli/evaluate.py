@@ -1,7 +1,7 @@
 """``circuitop evaluate``: the metric table for a predicted and a true file, or for a trained run.
 
     circuitop evaluate --pred P.nc --true T.nc [--initial-step N] [--json]
-    circuitop evaluate --run RUN_DIR --data FILE [--samples test|val|all] [--steps 40] [--input VAR ..]
+    circuitop evaluate --run RUN_DIR [--data FILE] [--samples test|val|all] [--steps 40] [--input VAR ..]
                        [--target VAR ..] [--out DIR] [--overwrite] [--json]
 """
 
@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="score even when --pred and --true lie on different coordinates (default: refuse)")
     runs = p.add_argument_group("a trained run")
     runs.add_argument("--run", metavar="RUN_DIR", help="a training run directory")
-    runs.add_argument("--data", metavar="FILE", help="the data set to evaluate the run on")
+    runs.add_argument("--data", metavar="FILE", help="the data set to evaluate the run on (default: the run's own: "
+                      "its file, or a --generate run's fixed set made again)")
     runs.add_argument("--samples", choices=SAMPLE_CHOICES, default="test",
                       help="which samples: the run's stored test split (default), its validation split (the one "
                            "that chose best.pt: not a test score), or every sample of the file (needed for a "
@@ -55,10 +56,10 @@ def _check_mode(args: argparse.Namespace) -> str:
         if args.steps is not None:
             raise ValueError("--steps applies to --run/--data only; found it with --pred/--true")
         return "files"
-    if all(runs) and not any(files):
+    if runs[0] and not any(files):
         return "run"
     given = [f"--{n}" for n in ("pred", "true", "run", "data") if getattr(args, n) is not None]
-    raise ValueError(f"expected exactly one of (--pred and --true) or (--run and --data); found {given or 'none'}")
+    raise ValueError(f"expected exactly one of (--pred and --true) or (--run [and --data]); found {given or 'none'}")
 
 
 def format_table(table: dict[str, float]) -> str:
@@ -119,7 +120,7 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(result))
         return 0
     print(f"run: {args.run} ({args.checkpoint}.pt, epoch {result['epoch']})\n"
-          f"data: {args.data}: {result['scored']}, {result['n_samples']} samples")
+          f"data: {result['data']}: {result['scored']}, {result['n_samples']} samples")
     for key in ("warning", "note"):
         if key in result:
             print(f"{key}: {result[key]}")

@@ -3,7 +3,9 @@
 The task comes from the data: fields → fields (``--input a --target u``), ``--window M`` given frames →
 the next ``--horizon K`` frames (time-dependent fields), images → an integer label (classification),
 sequences ``(sample, time[, feature])`` → a per-sequence or per-step target (e.g. ``--target rul``).
-Model sizes go in ``--config KEY=VALUE`` (e.g. ``--config width=20 n_modes=12``). Works under
+Model sizes go in ``--config KEY=VALUE`` (e.g. ``--config width=20 n_modes=12``). ``--generate ns --gen
+n_sim=64 --samples-per-epoch 64`` (instead of ``--data``) trains on new samples a generator makes each epoch,
+with no files (``operators.training.online``). Works under
 ``torchrun`` (DDP). ``--resume`` continues ``RUN_DIR/last.pt`` to the same result as an uninterrupted run.
 
 Every option sets one field of the run's spec (``operators.training.RunSpec``); ``--config-file`` reads a
@@ -24,13 +26,13 @@ import yaml
 __all__ = ["register", "run", "parse_config", "OPTIONS", "option_of"]
 
 
-def parse_config(items: list[str] | None) -> dict:
+def parse_config(items: list[str] | None, option: str = "--config") -> dict:
     """``["width=20", "n_modes=(12,12)"]`` → ``{"width": 20, "n_modes": (12, 12)}`` (literals only)."""
     config = {}
     for item in items or []:
         key, sep, text = item.partition("=")
         if not sep or not key:
-            raise ValueError(f"--config: expected KEY=VALUE, found {item!r}")
+            raise ValueError(f"{option}: expected KEY=VALUE, found {item!r}")
         try:
             config[key] = ast.literal_eval(text)
         except (ValueError, SyntaxError):
@@ -48,6 +50,13 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
+def _seeds(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected TRAIN,EVAL integer seeds, found {text!r}") from None
+
+
 _FLAG = dict(action="store_true")
 
 
@@ -60,6 +69,15 @@ def _choices(field: str, *, none: str | None = None) -> dict:
 #: option -> (spec field, argparse settings, help); the one table between the command line and a RunSpec
 OPTIONS: dict[str, tuple[str, dict, str]] = {
     "--data": ("data.path", {}, "NetCDF file, shard glob, PDEBench/The Well HDF5, neuraloperator .pt or FNO .mat"),
+    "--generate": ("data.generate", dict(metavar="KIND"), "train on samples this generator (ns, swe, darcy, poisson, "
+                   "order: as `circuitop generate`) makes as it goes, on the training device, with no files"),
+    "--gen": ("data.generator", dict(nargs="+", action="extend", metavar="KEY=VALUE"),
+              "--generate: a generator parameter (repeatable), e.g. --gen n_sim=64 --gen t_final=5"),
+    "--samples-per-epoch": ("data.samples_per_epoch", dict(type=int, metavar="N"),
+                            "--generate: new samples each epoch trains on (epoch e: samples [e*N, (e+1)*N))"),
+    "--generate-seeds": ("data.generate_seeds", dict(type=_seeds, metavar="TRAIN,EVAL"),
+                         "--generate: seeds of the training stream and of the fixed validation/test set "
+                         "(made once; --data FILE gives one instead)"),
     "--input": ("data.inputs", dict(nargs="+"), "input variables (window runs: the variables)"),
     "--target": ("data.targets", dict(nargs="+"), "target variables (a label: classification)"),
     "--split": ("data.split", dict(type=_sizes, metavar="TRAIN,VAL,TEST"), "split sizes (default 80/10/10 %%)"),
@@ -96,6 +114,8 @@ OPTIONS: dict[str, tuple[str, dict, str]] = {
                    "stop after N epochs without a better validation score (default: never)"),
     "--grad-clip": ("optim.grad_clip", dict(type=float), "clip the gradient norm to this value"),
     "--amp": ("optim.amp", _FLAG, "bfloat16 autocast on GPU"),
+    "--compile": ("optim.compile", _FLAG, "run the model under torch.compile (faster steps for some models, "
+                  "after minutes of compiling; `circuitop bench models` says which)"),
     "--seed": ("optim.seed", dict(type=int), "training seed (initialisation, batch order)"),
     "--cache": ("loading.cache", _choices("loading.cache"),
                 "stream from the file, read train/val into memory once, or cache when they fit --memory-budget"),
@@ -146,6 +166,8 @@ def _overrides(args: argparse.Namespace) -> dict:
     values = {field: getattr(args, field) for field in _BY_FIELD if field in vars(args)}
     if "model.config" in values:
         values["model.config"] = parse_config(values["model.config"])
+    if "data.generator" in values:
+        values["data.generator"] = parse_config(values["data.generator"], "--gen")
     if values.get("data.normalize") == "none":
         values["data.normalize"] = None
     if "loading.memory_budget" in values:
@@ -189,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
     base, overrides = _base(args), _overrides(args)
     if "model.config" in overrides:  # --config sets keys of the base's config (a config file's, a resumed run's)
         overrides["model.config"] = {**base.model.config, **overrides["model.config"]}
+    if "data.generator" in overrides:  # --gen likewise
+        overrides["data.generator"] = {**base.data.generator, **overrides["data.generator"]}
     spec = base.override(overrides)
     try:
         history = train_run(spec, args.out, resume=args.resume, overwrite=args.overwrite, device=args.device,

@@ -1,23 +1,33 @@
-"""From a data file and a run's task to what the trainer reads: streaming (or cached) loaders.
+"""From a run's data and its task to what the trainer reads: streaming (or cached) loaders.
 
 Nothing here loads a whole file. The train and validation sets are the task's datasets over the file
 path (each DataLoader worker opens the file itself) or, when they fit the memory budget
-(``loading.cache == "auto"``) or on request (``"memory"``), cached in memory with identical items.
+(``loading.cache == "auto"``) or on request (``"memory"``), cached in memory with identical items. A run on
+generated data (``data.generate``) trains on a :class:`~operators.training.online.StreamLoader` instead
+(:class:`RunData` says which).
 
 Example:
     >>> train, val = make_loaders(task, pde_data.open_source("ns.h5"), batch_size=20, seed=0)
+    >>> data = RunData.open(spec)                    # the file, or a generator's fixed set and training stream
+    >>> spec = data.resolve(spec)
+    >>> task = make_task(spec, data.normalizers(make_task(spec)))
+    >>> train, val = data.loaders(task, batch_size=20, seed=0)
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import torch
 
+import pde_data
+from operators.training import online
 from operators.training.distributed import DistInfo
 from operators.training.loader import Loader
+from operators.training.spec import RunSpec
 
-__all__ = ["make_loaders", "default_workers"]
+__all__ = ["make_loaders", "default_workers", "RunData"]
 
 
 def default_workers() -> int:
@@ -33,18 +43,56 @@ def _cached(task, source) -> bool:
 
 
 def make_loaders(task, source, *, batch_size: int, seed: int, dist: DistInfo | None = None,
-                 dtype: torch.dtype = torch.float32) -> tuple[Loader, Loader | None]:
-    """Train loader (shuffled per epoch, this rank's slice of each batch) and validation loader (or None),
-    both reading through ``source`` (a :class:`pde_data.Source`: workers reopen its file themselves)."""
+                 dtype: torch.dtype = torch.float32,
+                 stream: online.Stream | None = None) -> tuple[Loader | online.StreamLoader, Loader | None]:
+    """Train loader (shuffled per epoch, this rank's slice of each batch; over ``stream`` if given, else the
+    training split) and validation loader (or None), reading through ``source`` (a :class:`pde_data.Source`:
+    workers reopen its file themselves)."""
     loading, splits = task.spec.loading, task.spec.data.splits
     cache = _cached(task, source)
     workers = 0 if cache else (default_workers() if loading.workers is None else loading.workers)
     common = dict(workers=workers, prefetch=loading.prefetch)
-    train = Loader(task.dataset(source, splits.train, cache=cache, dtype=dtype),
-                   batch_size=batch_size, seed=seed, dist=dist, **common)
+    if stream is not None:
+        train = online.StreamLoader(task, stream, source, batch_size=batch_size, seed=seed, dist=dist)
+    else:
+        train = Loader(task.dataset(source, splits.train, cache=cache, dtype=dtype),
+                       batch_size=batch_size, seed=seed, dist=dist, **common)
     val = None
     if splits.val and (dist is None or dist.is_main):  # rank 0 validates alone
         val_set = task.dataset(source, splits.val, cache=cache, dtype=dtype)
         val = Loader(val_set, batch_size=batch_size, shuffle=False, dist=DistInfo(device=(dist or DistInfo()).device),
                      **common)
     return train, val
+
+
+@dataclass
+class RunData:
+    """A run's data, opened once: ``source``, what it resolves, validates and tests on (its file, or a generated
+    run's fixed set), and a generated run's training ``stream`` (None: the file's training split)."""
+
+    source: pde_data.Source
+    stream: online.Stream | None = None
+
+    @classmethod
+    def open(cls, spec: RunSpec, device: torch.device | str | None = None) -> "RunData":
+        """The data of ``spec``; a generated run's are made on ``device``, the next epoch's in the background
+        unless ``loading.workers`` is 0."""
+        spec = online.completed(spec)
+        stream = None
+        if spec.data.generate is not None:
+            stream = online.Stream(spec, device, background=spec.loading.workers != 0)
+        return cls(online.open_fixed(spec, device), stream)
+
+    def resolve(self, spec: RunSpec) -> RunSpec:
+        """``spec`` fixed against the data (:func:`online.resolve_run`)."""
+        return online.resolve_run(online.completed(spec), self.source)
+
+    def normalizers(self, task):
+        """The task's normalizers fitted on the training split, or on a generated run's first epoch."""
+        if self.stream is None:
+            return task.fit_normalizers(self.source)
+        return online.fit_stream_normalizers(task, self.stream)
+
+    def loaders(self, task, *, batch_size: int, seed: int, dist: DistInfo | None = None) -> tuple:
+        """:func:`make_loaders` of this data."""
+        return make_loaders(task, self.source, batch_size=batch_size, seed=seed, dist=dist, stream=self.stream)

@@ -40,7 +40,7 @@ import torch
 
 import pde_data
 from operators.training.distributed import device_of
-from operators.training.run import LoadedRun, check_source, load_run
+from operators.training.run import LoadedRun, check_source, load_run, trained_data
 from operators.training.runfolder import EVALUATIONS
 from operators.training.spec import SpecError
 from operators.training.tasks import EvalOptions
@@ -128,12 +128,12 @@ def _json_safe(value):
     return value
 
 
-def _opened(run_dir, data, which, device, inputs, targets) -> tuple[LoadedRun, pde_data.Source]:
+def _opened(run_dir, data, which, device, inputs, targets) -> tuple[LoadedRun, pde_data.Source | None]:
     run = load_run(run_dir, which=which, device=device_of(device))
-    return run.with_variables(inputs=inputs, targets=targets), pde_data.open_source(data)
+    return run.with_variables(inputs=inputs, targets=targets), None if data is None else pde_data.open_source(data)
 
 
-def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike, *, samples: str = "test",
+def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = None, *, samples: str = "test",
                  steps: int | None = None, which: str = "best", out: str | os.PathLike | None = None,
                  overwrite: bool = False, inputs: Sequence[str] | None = None, targets: Sequence[str] | None = None,
                  write: bool = True, plots: bool = True, batch_size: int = 16,
@@ -142,13 +142,17 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike, *, samples
     are rolled out ``steps`` steps (default: to the end of the data) from their first ``window`` frames.
 
     The model runs on ``device`` (default: CUDA if available, else CPU); data are read, and metrics
-    computed, on the CPU. Returns ``{"data", "samples", "scored", "n_samples", ["warning"], ["note"],
+    computed, on the CPU. ``data`` None: the run's own data (its file, or a generated run's fixed set made
+    again, :func:`~operators.training.run.trained_data`). Returns ``{"data", "samples", "scored", "n_samples",
+    ["warning"], ["note"],
     "epoch", "metrics", ["baseline"], ["per_variable"], ["rollout"], "out", "files"}``; with ``write`` the
     same goes to ``out/metrics.json`` (default :func:`evaluation_folder`) beside ``pred.nc`` and plots.
     """
     if batch_size < 1:
         raise SpecError("batch_size", f"expected a positive integer, found {batch_size}")
     run, source = _opened(run_dir, data, which, device, inputs, targets)
+    if data is None:
+        data, source = trained_data(run.spec, run.device)
     idx = _samples(run, source, samples)
     _check_variables(run, source, targets=True)
     folder = Path(out) if out is not None else evaluation_folder(run_dir, data, samples, which)

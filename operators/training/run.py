@@ -31,14 +31,15 @@ from torch import nn
 import pde_data
 from operators.training import checkpoint as ckpt
 from operators.training import distributed, runfolder
-from operators.training.data import make_loaders
+from operators.training.data import RunData
 from operators.training.spec import RunSpec, SpecError, conflicts, resumed
-from operators.training.tasks import Normalizers, Task, make_task, resolve
+from operators.training.tasks import Normalizers, Task, make_task
 from operators.training.trainer import Trainer
 from pde_data import atomic_path
 from pde_data.model import SAMPLE
 
-__all__ = ["train_run", "load_run", "stored_spec", "LoadedRun", "check_source", "CONFIG_FILE", "RUN_FILE"]
+__all__ = ["train_run", "load_run", "stored_spec", "LoadedRun", "check_source", "trained_data", "CONFIG_FILE",
+           "RUN_FILE"]
 
 CONFIG_FILE, RUN_FILE = "config.yaml", "run.json"
 
@@ -81,6 +82,13 @@ def _resumed(spec: RunSpec, state: dict, out: Path, source: pde_data.Source) -> 
     return resumed(stored, spec)
 
 
+def trained_data(spec: RunSpec, device: torch.device | str | None = None) -> tuple[str, pde_data.Source]:
+    """``(name, source)`` of the data a resolved run validated and tests on, opened again: its file, or a
+    generated run's fixed set made again on ``device`` (bit for bit: it has the stored fingerprint)."""
+    data = RunData.open(spec, device)
+    return spec.data.path or "generated", data.source
+
+
 def _write_json(path: Path, value: dict) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(value, indent=1, default=str))
@@ -105,14 +113,14 @@ def _claimed(out: Path, info: distributed.DistInfo, *, resume: bool, overwrite: 
         yield folder
 
 
-def _prepared(spec: RunSpec, source: pde_data.Source, state: dict | None, out: Path) -> tuple[RunSpec, Task]:
+def _prepared(spec: RunSpec, data: RunData, state: dict | None, out: Path) -> tuple[RunSpec, Task]:
     """The resolved spec and its task with normalizers: those of the checkpoint ``state`` when resuming,
     else fitted now."""
     if state is not None:
-        resolved = _resumed(spec, state, out, source)
+        resolved = _resumed(spec, state, out, data.source)
         return resolved, make_task(resolved, Normalizers.from_state_dict(state["normalizers"]))
-    resolved = resolve(spec, source)
-    return resolved, make_task(resolved, make_task(resolved).fit_normalizers(source))
+    resolved = data.resolve(spec)
+    return resolved, make_task(resolved, data.normalizers(make_task(resolved)))
 
 
 def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, overwrite: bool = False,
@@ -126,20 +134,23 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
     ``overwrite`` (replace it, once the new spec has been checked against the data). Data stream from the
     file as ``spec.loading`` says; nothing loads it whole unless it fits the memory budget or is asked to.
     """
-    if spec.data.path is None or spec.model.name is None and not resume:
-        missing = "data.path" if spec.data.path is None else "model.name"
-        raise SpecError(missing, "expected a value, found none")
+    if spec.data.path is None and spec.data.generate is None:
+        raise SpecError("data.path", "expected a data file (or a generator: data.generate), found none")
+    if spec.model.name is None and not resume:
+        raise SpecError("model.name", "expected a value, found none")
     out, info = Path(out), distributed.setup(device)
-    spec = spec.override({"data.path": os.path.abspath(spec.data.path)})
+    if spec.data.path is not None:
+        spec = spec.override({"data.path": os.path.abspath(spec.data.path)})
     try:
         with _claimed(out, info, resume=resume, overwrite=overwrite) as folder:
-            source = pde_data.open_source(spec.data.path)  # the one open of the file in this process
+            data = RunData.open(spec, info.device)  # the one open of the file (or making of the fixed set)
             state = ckpt.load_checkpoint(out / "last.pt") if resume else None  # read once: spec, weights, states
-            spec, task = _prepared(spec, source, state, out)
+            spec, task = _prepared(spec, data, state, out)
             torch.manual_seed(spec.optim.seed)
             net = spec.model.build()
-            train, val = make_loaders(task, source, batch_size=spec.optim.batch_size, seed=spec.optim.seed,
-                                      dist=info)
+            if spec.optim.compile:
+                net.compile()  # in place (Module.compile): the state_dict keeps its keys, without "_orig_mod."
+            train, val = data.loaders(task, batch_size=spec.optim.batch_size, seed=spec.optim.seed, dist=info)
             if info.is_main:
                 folder.clear()  # an overwritten run's files go only now that this run's spec is checked
                 _write_json(out / RUN_FILE, spec.to_dict())

@@ -4,7 +4,8 @@
 part            what it holds
 ==============  ===============================================================================
 ``data``        the source file (path, and once resolved its fingerprint), the variables, the split
-                (sizes and seed, and once resolved the sample indices themselves), the normalization
+                (sizes and seed, and once resolved the sample indices themselves), the normalization;
+                or a generator of training samples made as they are needed (``generate``)
 ``task``        which problem: ``steady``, ``window``, ``classify`` or ``sequence`` (``None``: chosen
                 from the data), the given frames ``window``, the ``horizon``, the loss and its options
 ``model``       the registry name, its config, and once resolved its in/out channels
@@ -50,9 +51,19 @@ RESUMABLE = ("optim.epochs", "optim.patience", "data.path", "loading.")
 
 @dataclass(frozen=True)
 class DataSpec:
-    """The source and what is read from it. Empty ``inputs``/``targets``: chosen from the data."""
+    """The source and what is read from it. Empty ``inputs``/``targets``: chosen from the data.
+
+    A run trains on generated data when ``generate`` names a generator (:data:`pde_data.generators.KINDS`):
+    epoch ``e`` trains on samples ``[e·N, (e+1)·N)`` (``N = samples_per_epoch``) of the stream of seed
+    ``generate_seeds[0]``, made as it goes (:mod:`operators.training.online`), with the generator's
+    ``generator`` parameters (completed with their defaults once resolved); validation and test read the
+    ``split`` of a fixed set, ``path`` if given, else ``split[1] + split[2]`` samples of seed ``generate_seeds[1]``."""
 
     path: str | None = None
+    generate: str | None = None
+    generator: dict = field(default_factory=dict)
+    samples_per_epoch: int | None = None
+    generate_seeds: tuple[int, ...] = (0, 1)
     inputs: tuple[str, ...] = ()
     targets: tuple[str, ...] = ()
     split: tuple[int, ...] | None = None
@@ -60,6 +71,9 @@ class DataSpec:
     normalize: str | None = "gaussian"
     splits: Splits | None = None
     fingerprint: Fingerprint | None = None
+
+    def __hash__(self) -> int:  # a frozen part with a dict inside (``generator``): hash what identifies the data
+        return hash((self.path, self.generate, self.inputs, self.targets, self.splits, self.fingerprint))
 
 
 @dataclass(frozen=True)
@@ -114,7 +128,8 @@ class OptimSpec:
     schedule (:class:`~operators.training.optim.EpochSchedule`) warms up linearly over ``warmup`` epochs, then
     ``step`` multiplies it by ``gamma`` every ``step_size`` epochs, ``cosine`` anneals it to 0, ``plateau``
     multiplies it by ``gamma`` after ``plateau_patience`` epochs without a better validation score; training
-    stops early after ``patience`` epochs without one (None: never)."""
+    stops early after ``patience`` epochs without one (None: never). ``compile``: the model's forward under
+    ``torch.compile`` (the same results within float tolerance; checkpoints hold the plain module's weights)."""
 
     epochs: int = 10
     batch_size: int = 20
@@ -129,6 +144,7 @@ class OptimSpec:
     patience: int | None = None
     grad_clip: float | None = None
     amp: bool = False
+    compile: bool = False
     seed: int = 0
 
 

@@ -54,7 +54,9 @@ def _splits(spec: RunSpec, n: int) -> Splits:
         splits = spec.data.splits
     parts = [sorted(getattr(splits, k)) for k in ("train", "val", "test")]
     every = [i for p in parts for i in p]
-    if not parts[0] or len(set(every)) != len(every) or (every and not 0 <= min(every) <= max(every) < n):
+    generated = spec.data.generate is not None  # its training samples come from the generator, not the data
+    in_range = not every or 0 <= min(every) <= max(every) < n
+    if not (parts[0] or generated) or len(set(every)) != len(every) or not in_range:
         raise SpecError("data.splits", f"expected disjoint sample indices in [0, {n}) with at least one training "
                         f"sample; found sizes {[len(p) for p in parts]}")
     return Splits(*(tuple(p) for p in parts))

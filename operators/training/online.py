@@ -1,0 +1,221 @@
+"""Training on samples generated as it goes, with no files: the data of a run whose ``data.generate`` names a
+generator (:data:`pde_data.generators.KINDS`; the torch solvers run on the training device).
+
+==================  ==========================================================================================
+set                 samples
+==================  ==========================================================================================
+training, epoch e   ``[e·N, (e+1)·N)`` of the stream of seed ``data.generate_seeds[0]`` (``N``: samples per epoch)
+validation, test    the ``data.split`` sizes of a fixed set: ``data.path`` if given, else ``split[1] + split[2]``
+                    samples of seed ``data.generate_seeds[1]``, made once when the run starts
+==================  ==========================================================================================
+
+Sample ``i`` of a stream is a function of the seed, ``i`` and the generator's parameters alone
+(:func:`pde_data.generators.make_samples`), so every epoch sees new samples, a resumed run sees the very samples
+an uninterrupted one does, and ``evaluate`` makes the fixed set again bit for bit (its fingerprint is stored).
+The normalizers are fitted on epoch 0's samples (the training data, as a file run's are on its training split).
+An epoch's samples are read like a cached file's (:meth:`~operators.training.tasks.Task.dataset` over an
+in-memory Dataset); with ``loading.workers`` > 0 (the default) a background thread makes epoch ``e + 1``'s samples
+while epoch ``e`` trains.
+
+Example:
+    >>> spec = RunSpec(data=DataSpec(generate="ns", generator={"n_sim": 64, "t_final": 5.0},
+    ...                              samples_per_epoch=64), task=TaskSpec(window=1), model=ModelSpec("fno"))
+    >>> train_run(spec, "runs/ns-online")
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+from concurrent.futures import Future
+from typing import Iterator
+
+import torch
+import xarray as xr
+
+import pde_data
+from operators.training.distributed import DistInfo
+from operators.training.loader import Batch, Loader, global_batches
+from operators.training.spec import RunSpec, SpecError, Splits
+from operators.training.tasks import Normalizers, Task, make_task, resolve
+from pde_data.generators import KINDS, GenerationSpec, block_size, make_samples
+from pde_data.model import SAMPLE
+
+__all__ = ["completed", "fixed_set", "epoch_set", "open_fixed", "resolve_run", "Stream", "StreamLoader",
+           "fit_stream_normalizers", "typed_params"]
+
+
+def typed_params(kind: str, params: dict) -> dict:
+    """``params`` of the generator ``kind`` with every default filled in, each value of its default's type
+    (text parsed as a Python literal, ints taken as floats where the default is one); one line naming the
+    parameter, or the known names, otherwise."""
+    defaults = KINDS[kind].defaults
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise SpecError("data.generator", f"expected names among {sorted(defaults)} for {kind}, found {unknown}")
+    return {**defaults, **{k: _typed(kind, k, v, defaults[k]) for k, v in params.items()}}
+
+
+def _typed(kind: str, name: str, value, default):
+    """``value`` of the type of ``default`` (None: an optional integer)."""
+    if isinstance(value, str) and not isinstance(default, str):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            pass
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = number
+    elif default is None:
+        ok = value is None or number and isinstance(value, int)
+    else:
+        ok = isinstance(value, type(default)) and not isinstance(value, bool)
+    if ok:
+        return float(value) if isinstance(default, float) else value
+    expected = "an integer or None" if default is None else f"of type {type(default).__name__} (default {default!r})"
+    raise SpecError("data.generator", f"expected {name} of {kind} to be {expected}, found {value!r}")
+
+
+def _check_stream(data) -> None:
+    """One line for a generated run's fields out of place or range."""
+    n, seeds = data.samples_per_epoch, data.generate_seeds
+    if n is None or n < 1:
+        raise SpecError("data.samples_per_epoch", f"expected a positive number of samples per epoch with "
+                        f"data.generate, found {n}")
+    if len(seeds) != 2 or min(seeds) < 0 or seeds[0] == seeds[1]:
+        raise SpecError("data.generate_seeds", f"expected two different seeds >= 0 (the training stream's, the fixed "
+                        f"validation and test set's), found {list(seeds)}")
+    if data.split is not None and data.split[0] != 0:
+        raise SpecError("data.split", f"expected 0 training samples in a generated run (each epoch makes its own, "
+                        f"data.samples_per_epoch), found {list(data.split)}")
+
+
+def completed(spec: RunSpec) -> RunSpec:
+    """``spec`` with a generated run's generator parameters completed and checked, and the sizes of its fixed set
+    (default: a quarter of an epoch's samples each, at least 1); a run on a file as it is."""
+    data = spec.data
+    if data.generate is None:
+        used = [p for p in ("data.generator", "data.samples_per_epoch") if spec.get(p)]
+        if used:
+            raise SpecError(used[0], "expected only with data.generate (a run on generated data), found it without")
+        return spec
+    if data.generate not in KINDS:
+        raise SpecError("data.generate", f"expected one of {sorted(KINDS)}, found {data.generate!r}")
+    _check_stream(data)
+    params = typed_params(data.generate, data.generator)
+    block = block_size(GenerationSpec(data.generate, 1, 0, params))
+    if data.samples_per_epoch % block:
+        raise SpecError("data.samples_per_epoch", f"expected a multiple of the generator's batch_size {block} (each "
+                        f"epoch simulates whole blocks), found {data.samples_per_epoch}")
+    n_fixed = max(1, data.samples_per_epoch // 4)
+    split = data.split or (None if data.path else (0, n_fixed, n_fixed))
+    return spec.override({"data.generator": params, "data.split": split})
+
+
+def epoch_set(spec: RunSpec, epoch: int) -> tuple[GenerationSpec, range]:
+    """The generated set and the sample range epoch ``epoch`` of a completed generated run trains on."""
+    n = spec.data.samples_per_epoch
+    stream = GenerationSpec(spec.data.generate, (epoch + 1) * n, spec.data.generate_seeds[0], spec.data.generator)
+    return stream, range(epoch * n, (epoch + 1) * n)
+
+
+def fixed_set(spec: RunSpec) -> GenerationSpec:
+    """The generated validation and test set of a completed generated run without ``data.path``."""
+    _, n_val, n_test = spec.data.split
+    return GenerationSpec(spec.data.generate, max(1, n_val + n_test), spec.data.generate_seeds[1], spec.data.generator)
+
+
+def open_fixed(spec: RunSpec, device: torch.device | str | None = None) -> pde_data.Source:
+    """The source a completed run resolves, validates and tests on: its file, else its generated fixed set,
+    made on ``device``."""
+    if spec.data.path is not None:
+        return pde_data.open_source(spec.data.path)
+    fixed = fixed_set(spec)
+    return pde_data.open_source(make_samples(fixed, range(fixed.n), device=device))
+
+
+def resolve_run(spec: RunSpec, source: pde_data.Source) -> RunSpec:
+    """:func:`~operators.training.tasks.resolve` against ``source``; a generated run's file is split into
+    validation and test halves unless ``data.split`` says otherwise."""
+    if spec.data.generate is not None and spec.data.split is None:
+        n = source.sizes[SAMPLE]
+        spec = spec.override({"data.split": (0, n // 2, n - n // 2)})
+    return resolve(spec, source)
+
+
+class Stream:
+    """The training samples of a completed generated run, an epoch at a time, made on ``device``; with
+    ``background``, the next epoch's are made by a daemon thread while this one trains."""
+
+    def __init__(self, spec: RunSpec, device: torch.device | str | None, *, background: bool):
+        self.spec, self.device, self.background = spec, device, background
+        self._made: dict[int, Future] = {}
+
+    def _start(self, epoch: int) -> None:
+        if epoch in self._made:
+            return
+        future: Future = Future()
+        self._made[epoch] = future
+
+        def make() -> None:
+            try:
+                future.set_result(make_samples(*epoch_set(self.spec, epoch), device=self.device))
+            except BaseException as exc:  # noqa: BLE001 - raised again where the epoch's samples are asked for
+                future.set_exception(exc)
+
+        if self.background:
+            threading.Thread(target=make, name=f"generate epoch {epoch + 1}", daemon=True).start()
+        else:
+            make()
+
+    def samples(self, epoch: int, *, ahead: bool = False) -> xr.Dataset:
+        """Epoch ``epoch``'s samples (sample dim ``N``), once made; ``ahead``: then start making the next epoch's
+        (one epoch ahead at most: one thread making samples, two epochs' samples held)."""
+        self._start(epoch)
+        made = self._made[epoch].result()
+        for done in [e for e in self._made if e < epoch]:
+            del self._made[done]
+        if ahead and self.background:
+            self._start(epoch + 1)
+        return made
+
+
+def fit_stream_normalizers(task: Task, stream: Stream) -> Normalizers:
+    """The task's normalizers fitted on epoch 0's samples (all of them: the epoch is the training split)."""
+    first = stream.samples(0)
+    n = first.sizes[SAMPLE]
+    spec = task.spec.override({"data.splits": Splits(tuple(range(n)), (), ())})
+    return make_task(spec).fit_normalizers(pde_data.open_source(first))
+
+
+class StreamLoader:
+    """The training batches of a generated run, with :class:`~operators.training.loader.Loader`'s interface:
+    epoch ``e`` reads :meth:`Stream.samples` ``(e)`` through the task's dataset (in memory), in the seeded
+    order of ``(seed, e)``; every process makes the epoch's samples and reads its slice of each global batch."""
+
+    def __init__(self, task: Task, stream: Stream, fixed: pde_data.Source, *, batch_size: int, seed: int,
+                 dist: DistInfo | None = None):
+        self.task, self.stream, self.batch_size, self.seed = task, stream, batch_size, seed
+        self.dist = dist or DistInfo()
+        self.per_sample = len(task.dataset(fixed, [0], cache=False))  # items (windows) of one sample
+        self.epochs = task.spec.optim.epochs
+
+    def __len__(self) -> int:
+        """Items (windows or pairs) of one epoch."""
+        return self.per_sample * self.task.spec.data.samples_per_epoch
+
+    def n_batches(self, epoch: int = 0) -> int:
+        return len(global_batches(len(self), self.batch_size, seed=self.seed, epoch=epoch, shuffle=True,
+                                  min_size=self.dist.world_size))
+
+    def epoch(self, epoch: int) -> Iterator[Batch]:
+        """This process's batches of ``epoch`` (its samples made first, unless made in the background already)."""
+        made = self.stream.samples(epoch, ahead=epoch + 1 < self.epochs)
+        data = self.task.dataset(pde_data.open_source(made), range(made.sizes[SAMPLE]), cache=True)
+        if len(data) != len(self):
+            raise ValueError(f"data.generate: expected {len(self)} items of {len(self) // self.per_sample} generated "
+                             f"samples like the fixed set's, found {len(data)}")
+        loader = Loader(data, batch_size=self.batch_size, seed=self.seed, dist=self.dist)
+        yield from loader.epoch(epoch)

@@ -1,0 +1,107 @@
+"""``circuitop train --generate``: training on samples a generator makes as it goes (operators/training/online.py)."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from cli_run import run_cli
+from operators.cli import main
+from operators.training import load_checkpoint, load_run, stored_spec
+from operators.training.online import Stream, completed, epoch_set
+from operators.training.spec import RunSpec
+from pde_data.generators import KINDS, GenerationSpec, make_samples
+
+NS = ["--generate", "ns", "--gen", "n_sim=32", "n_out=16", "t_final=1", "n_records=4", "batch_size=4",
+      "--samples-per-epoch", "8"]
+MODEL = ["--model", "fno", "--config", "n_modes=4", "width=8", "n_layers=2", "--batch-size", "4", "--threads", "1",
+         "--no-progress"]
+
+
+def _ns_run(out, *extra):
+    return ["train", *NS, "--window", "1", *MODEL, "--out", str(out), *extra]
+
+
+def test_cli_trains_on_generated_ns_and_evaluates_on_its_fixed_set(tmp_path):
+    done = run_cli(*_ns_run(tmp_path / "run", "--epochs", "2"))
+    assert done.returncode == 0, done.stderr
+    spec = stored_spec(tmp_path / "run")
+    assert spec.data.path is None and spec.data.generator["visc"] == 1e-3  # the completed generator parameters
+    assert spec.data.split == (0, 2, 2) and spec.data.splits.train == ()
+    evaluated = run_cli("evaluate", "--run", tmp_path / "run", "--json")
+    assert evaluated.returncode == 0, evaluated.stderr
+    result = json.loads(evaluated.stdout)
+    assert result["data"] == "generated" and result["n_samples"] == 2 and 0 < result["metrics"]["rel_l2"] < 2
+
+
+def test_resume_equals_an_uninterrupted_run_bit_for_bit(tmp_path):
+    """4 epochs in one go (next epoch made in the background) = 2, then --resume to 4 (made in turn)."""
+    assert main(_ns_run(tmp_path / "full", "--epochs", "4")) == 0
+    assert main(_ns_run(tmp_path / "cut", "--epochs", "2", "--workers", "0")) == 0
+    assert main(["train", "--out", str(tmp_path / "cut"), "--resume", "--epochs", "4", "--no-progress"]) == 0
+    a, b = (load_checkpoint(tmp_path / d / "last.pt") for d in ("full", "cut"))
+    assert a["epoch"] == b["epoch"] == 4
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert [r["train_loss"] for r in a["history"]] == [r["train_loss"] for r in b["history"]]
+
+
+def test_every_epoch_trains_on_new_samples_and_the_normalizer_on_epoch_0(tmp_path):
+    spec = completed(RunSpec().override({"data.generate": "ns", "data.samples_per_epoch": 4, "data.generator": {
+        "n_sim": 32, "n_out": 16, "t_final": 1.0, "n_records": 3, "batch_size": 4}}))
+    stream = Stream(spec, "cpu", background=True)
+    first, second = stream.samples(0, ahead=True), stream.samples(1)
+    whole = make_samples(GenerationSpec("ns", 8, 0, spec.data.generator), range(8))
+    assert epoch_set(spec, 1)[1] == range(4, 8)
+    np.testing.assert_array_equal(second.vorticity.values, whole.vorticity.values[4:])
+    assert not np.array_equal(first.vorticity.values, second.vorticity.values)
+
+    assert main(_ns_run(tmp_path / "run", "--epochs", "1", "--samples-per-epoch", "4")) == 0
+    shift = load_run(tmp_path / "run").task.normalizers.input.shift
+    epoch0 = make_samples(GenerationSpec("ns", 4, 0, {**spec.data.generator, "n_records": 4}), range(4))
+    torch.testing.assert_close(shift.flatten(), torch.tensor([epoch0.vorticity.values.astype(np.float64).mean()],
+                                                             dtype=shift.dtype))
+
+
+def test_the_fixed_set_may_be_a_file(tmp_path):
+    params = {"n_sim": 32, "n_out": 16, "t_final": 1.0, "n_records": 4, "batch_size": 4}
+    make_samples(GenerationSpec("ns", 4, 7, params), range(4)).to_netcdf(tmp_path / "val.nc")
+    assert main(_ns_run(tmp_path / "run", "--epochs", "1", "--data", str(tmp_path / "val.nc"))) == 0
+    spec = stored_spec(tmp_path / "run")
+    assert spec.data.split == (0, 2, 2) and spec.data.fingerprint.format == "netcdf"
+    evaluated = run_cli("evaluate", "--run", tmp_path / "run", "--json", "--samples", "val")
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert json.loads(evaluated.stdout)["data"] == str(tmp_path / "val.nc")
+
+
+@pytest.mark.parametrize("args", [
+    ["--generate", "darcy", "--gen", "n_grid=16", "--samples-per-epoch", "4"],
+    ["--generate", "swe", "--gen", "n_grid=16", "t_final=0.1", "n_frames=3", "batch_size=2", "--samples-per-epoch", "2",
+     "--window", "1"],
+])
+def test_darcy_and_swe_train_too(tmp_path, args):
+    assert main(["train", *args, *MODEL, "--epochs", "2", "--out", str(tmp_path / "run")]) == 0
+    history = json.loads((tmp_path / "run" / "history.json").read_text())
+    assert len(history) == 2 and all(np.isfinite(r["val_rel_l2"]) for r in history)
+
+
+@pytest.mark.parametrize("change, expected", [
+    (["--gen", "n_grid=8"], "--gen: expected names among ['batch_size', 'dt', 'dtype', 'n_out', 'n_records', "
+                            "'n_sim', 'record_initial', 't_final', 'visc'] for ns, found ['n_grid']"),
+    (["--gen", "n_sim=big"], "--gen: expected n_sim of ns to be of type int (default 128), found 'big'"),
+    (["--samples-per-epoch", "6"], "--samples-per-epoch: expected a multiple of the generator's batch_size 4"),
+    (["--generate", "heat"], f"--generate: expected one of {sorted(KINDS)}, found 'heat'"),
+    (["--generate-seeds", "3,3"], "--generate-seeds: expected two different seeds >= 0"),
+    (["--split", "4,2,2"], "--split: expected 0 training samples in a generated run"),
+])
+def test_bad_generator_options_give_one_line(tmp_path, capsys, change, expected):
+    assert main(_ns_run(tmp_path / "run", *change)) == 1
+    err = capsys.readouterr().err.strip()
+    assert expected in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_generator_options_without_generate_give_one_line(tmp_path, capsys):
+    assert main(["train", "--data", "x.nc", "--gen", "n_sim=32", *MODEL, "--out", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "--gen: expected only with --generate" in err and len(err.splitlines()) == 1, err
