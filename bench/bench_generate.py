@@ -38,10 +38,11 @@ NAME = "generate"
 
 
 def _spec(quick: bool) -> GenerationSpec:
-    """A Navier–Stokes set of 16 samples, blocks of 2: ~1 s per sample at 64² (quick: 32², shorter)."""
-    params = {"n_sim": 32, "n_out": 32, "t_final": 1.0, "dt": 1e-2, "batch_size": 2} if quick else \
-        {"n_sim": 64, "n_out": 64, "t_final": 5.0, "dt": 2e-3, "batch_size": 2}
-    return GenerationSpec("ns", 16, 0, params)
+    """A Navier–Stokes set in blocks of 2: 32 samples at 64² to t = 30, about 40 s of one core, so that the
+    cluster's start (about 3.5 s here) is a small part, as in any set worth sharding (quick: 16 at 32²)."""
+    if quick:
+        return GenerationSpec("ns", 16, 0, {"n_sim": 32, "n_out": 32, "t_final": 1.0, "dt": 1e-2, "batch_size": 2})
+    return GenerationSpec("ns", 32, 0, {"n_sim": 64, "n_out": 64, "t_final": 30.0, "dt": 2e-3, "batch_size": 2})
 
 
 def _timings(spec: GenerationSpec, rounds: int, tmp: Path) -> dict[str, list[float]]:
@@ -93,7 +94,7 @@ def run(quick: bool = False) -> list[Row]:
     spec = _spec(quick)
     with tempfile.TemporaryDirectory(prefix="bench_generate_") as folder:
         tmp = Path(folder)
-        times = _timings(spec, 2 if quick else 3, tmp)
+        times = _timings(spec, 2, tmp)
         peaks = _memory(quick, tmp)
     best = {name: min(t) for name, t in times.items()}
     p = spec.complete().params

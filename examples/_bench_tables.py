@@ -81,14 +81,31 @@ def commit_text(env: dict) -> str | None:
     return f"commit `{env['commit'][:10]}`{' with uncommitted changes' if env['dirty'] else ''}"
 
 
-def bench(results: dict) -> list[str]:
-    """The section: the command and conditions, the targets' verdicts, then one table per benchmark."""
-    env, rows = results["environment"], results["rows"]
+def _benchmark(row: dict) -> str:
+    """The benchmark a row belongs to (a script's wall-time row names its module, ``bench_<name>``)."""
+    return row["benchmark"].removeprefix("bench_") if row["case"] == "script wall time" else row["benchmark"]
+
+
+def _run_line(results: dict) -> str:
+    env = results["environment"]
     code = commit_text(env) or "commit not recorded"
     threads = f"OMP_NUM_THREADS={env['omp_num_threads']}" if env.get("omp_num_threads") else "torch's default threads"
-    lines = [f"`{threads} {results['command']}` ({results['scale']} sizes; {env['cores']} cores, torch {env['torch']}; "
-             f"{code}). Every ratio is measured side by side in this one run.", ""]
-    lines += [f"> {line}" for line in results["busy"]] + ([""] if results["busy"] else [])
+    return (f"`{threads} {results['command']}` ({results['scale']} sizes; {env['cores']} cores, torch {env['torch']}; "
+            f"{code})")
+
+
+def bench(results: dict, reruns: tuple[dict, ...] = ()) -> list[str]:
+    """The section: the command and conditions, the targets' verdicts, then one table per benchmark. The rows of
+    a benchmark in ``reruns`` (``python -m bench --only ...`` run afterwards) replace that benchmark's rows."""
+    rerun_names = {r["benchmark"] for again in reruns for r in again["rows"]}
+    rows = [r for r in results["rows"] if _benchmark(r) not in rerun_names]
+    rows += [r for again in reruns for r in again["rows"]]
+    lines = [f"{_run_line(results)}. Every ratio is measured side by side in one run."]
+    lines += [f"The rows of {', '.join(sorted({r['benchmark'] for r in again['rows'] if r['case'] != 'script wall time'}))} "
+              f"come from a later run of that benchmark alone: {_run_line(again)}." for again in reruns]
+    lines.append("")
+    busy = list(results["busy"]) + [line for again in reruns for line in again["busy"]]
+    lines += [f"> {line}" for line in busy] + ([""] if busy else [])
     lines += [_verdict(t, rows) for t in TARGETS] + [""]
     groups: dict[str, list[dict]] = {}
     for row in rows:

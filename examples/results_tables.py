@@ -34,6 +34,8 @@ __all__ = ["render", "update", "main"]
 
 #: the generated sections of the full and the quick benchmark runs
 BENCH, BENCH_QUICK = "bench", "bench_quick"
+#: benchmarks run again alone after the full run (``results/bench-<name>.json``): their rows replace its
+BENCH_RERUNS = ("generate",)
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ("order_benchmark", "darcy", "poisson_order_ablation", "navier_stokes_rollout", "shallow_water",
@@ -483,9 +485,12 @@ def main(argv: list[str] | None = None) -> int:
         text = update(text, "verdicts", verdicts(rendered))
     if (args.results / "demo.json").is_file():
         text = update(text, "demo", render("demo", json.loads((args.results / "demo.json").read_text())))
-    for name, path in ((BENCH, args.bench), (BENCH_QUICK, args.bench.with_name(args.bench.stem + "-quick.json"))):
+    reruns = tuple(json.loads(p.read_text()) for name in BENCH_RERUNS
+                   if (p := args.bench.with_name(f"{args.bench.stem}-{name}.json")).is_file())
+    for name, path, again in ((BENCH, args.bench, reruns),
+                              (BENCH_QUICK, args.bench.with_name(args.bench.stem + "-quick.json"), ())):
         if path.is_file():
-            text = update(text, name, "\n".join(bench_section(json.loads(path.read_text()))) + "\n")
+            text = update(text, name, "\n".join(bench_section(json.loads(path.read_text()), again)) + "\n")
     models = args.bench.with_name(args.bench.stem + "-models.json")
     if models.is_file():
         text = update(text, "models", "\n".join(models_section(json.loads(models.read_text()))) + "\n")
