@@ -226,6 +226,7 @@ def generate_sharded(spec: GenerationSpec, folder: str | os.PathLike, *, shards:
     write_manifest(folder, manifest)
     for path in folder.glob("shard-*-of-*.json"):
         path.unlink()
+    _clear_temporaries(folder)  # what a worker killed mid-shard left (its task was made again elsewhere)
     return manifest
 
 
