@@ -48,6 +48,15 @@ def clusters():
         yield one.scheduler_address, two.scheduler_address
 
 
+def _flip_a_byte(path: Path) -> None:
+    """Invert the file's middle byte in place (same size, other content)."""
+    with open(path, "r+b") as fh:
+        fh.seek(os.path.getsize(path) // 2)
+        byte = fh.read(1)
+        fh.seek(-1, 1)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+
+
 def _bytes(folder) -> dict[str, bytes]:
     with pde_data.open_data(folder) as ds:
         return {str(k): v.values.tobytes() for k, v in ds.data_vars.items()}
@@ -107,8 +116,10 @@ def test_corrupt_and_foreign_shards_are_named_and_a_rerun_repairs_them(tmp_path,
     shutil.copy(tmp_path / "other" / "shard-00001-of-00004.nc", tmp_path / "set" / "shard-00001-of-00004.nc")
     with pytest.raises(ManifestError, match="shard-00001-of-00004.nc: expected"):
         pde_data.open_data(tmp_path / "set")
+    _flip_a_byte(tmp_path / "set" / "shard-00003-of-00004.nc")  # same size, other content: only sha256 tells
     problems = verify_manifest(tmp_path / "set")
-    assert len(problems) == 2 and "shard-00001" in problems[0] and "shard-00002" in problems[1]
+    assert len(problems) == 3 and [p.split(": ")[0].rsplit("/", 1)[-1][:11] for p in problems] == [
+        "shard-00001", "shard-00002", "shard-00003"]
     generate_sharded(spec, tmp_path / "set", shards=4, scheduler=clusters[1])  # the same call again
     assert {s.file: s.sha256 for s in read_manifest(tmp_path / "set").shards} == good
     assert verify_manifest(tmp_path / "set") == []
@@ -208,10 +219,6 @@ def test_train_evaluate_and_info_on_a_manifest_folder(tmp_path):
         assert text in info.stdout, info.stdout
     verified = run_cli("info", data, "--verify")
     assert verified.returncode == 0 and "all 3 shards match their sha256" in verified.stdout
-    with open(data / "shard-00001-of-00003.nc", "r+b") as fh:  # same size, other bytes
-        fh.seek(os.path.getsize(data / "shard-00001-of-00003.nc") // 2)
-        byte = fh.read(1)
-        fh.seek(-1, 1)
-        fh.write(bytes([byte[0] ^ 0xFF]))
+    _flip_a_byte(data / "shard-00001-of-00003.nc")
     bad = run_cli("info", data, "--verify")
     assert bad.returncode == 1 and "shard-00001-of-00003.nc: expected sha256" in bad.stderr
