@@ -145,10 +145,11 @@ def sha256_of(path: str | os.PathLike) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def package_versions() -> dict[str, str | None]:
-    """The versions of Python and of :data:`_PACKAGES` (None where one is not installed)."""
+def package_versions(names: tuple[str, ...] = _PACKAGES) -> dict[str, str | None]:
+    """The versions of Python and of the packages ``names`` (default :data:`_PACKAGES`; None where one is not
+    installed)."""
     out: dict[str, str | None] = {"python": platform.python_version()}
-    for name in _PACKAGES:
+    for name in names:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-from importlib import metadata
 from pathlib import Path
 
 import torch
@@ -30,17 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def environment() -> dict[str, str]:
     """Versions, the torch device that would be used and the thread count."""
-    info = {"python": platform.python_version()}
-    info.update({name: _version(name) for name in _PACKAGES})
+    info = {name: version or "not installed"
+            for name, version in pde_data.manifest.package_versions(_PACKAGES).items()}
     info["device"] = f"cuda ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else "cpu"
     info["torch threads"] = str(torch.get_num_threads())
     return info
