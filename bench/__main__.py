@@ -105,6 +105,8 @@ def _write_json(path: Path, rows: list[Row], argv: list[str], *, quick: bool, bu
     options = [a for a in argv if not a.startswith("--json") and a != str(path)]
     environment = {"python": platform.python_version(), "torch": torch.__version__, "cores": os.cpu_count(),
                    "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), **code_version()}
+    if torch.cuda.is_available():
+        environment["gpu"] = torch.cuda.get_device_name()
     payload = {"command": " ".join([program, *options]), "scale": "quick" if quick else "full",
                "environment": environment, "busy": busy, "rows": [asdict(r) for r in rows]}
     with atomic_path(path) as tmp:

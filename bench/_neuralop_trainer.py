@@ -66,6 +66,7 @@ def main() -> None:
     parser.add_argument("--width", type=int, required=True)
     parser.add_argument("--n-modes", type=int, nargs=2, required=True, help="neuraloperator's n_modes")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     with open(args.splits) as f:
         splits = json.load(f)
@@ -74,7 +75,7 @@ def main() -> None:
     model = FNO(n_modes=tuple(args.n_modes), in_channels=1, out_channels=1, hidden_channels=args.width)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=100, gamma=0.5)
-    trainer = _TimedTrainer(model=model, n_epochs=args.epochs, data_processor=processor, device="cpu")
+    trainer = _TimedTrainer(model=model, n_epochs=args.epochs, data_processor=processor, device=args.device)
     loss = LpLoss(d=2, p=2)
     metrics = trainer.train(train_loader, {"val": val_loader}, optimizer, scheduler, training_loss=loss,
                             eval_losses={"rel_l2": loss})

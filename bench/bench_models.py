@@ -70,14 +70,15 @@ class Case:
             return f"{self.batch}x{self.size}x3 (batch, time, channels)"
         return f"{self.batch}x3x{self.size}" + (f"^{self.n_dim}" if self.n_dim > 1 else "")
 
-    def inputs(self) -> tuple[torch.Tensor, ...]:
-        """The model's inputs; sequences: ``x (batch, length, 3)``, ``dt (batch, length)`` and a mask whose
-        valid lengths fall from ``length`` to half of it."""
+    def inputs(self, device: str = "cpu") -> tuple[torch.Tensor, ...]:
+        """The model's inputs on ``device`` (drawn on the CPU); sequences: ``x (batch, length, 3)``,
+        ``dt (batch, length)`` and a mask whose valid lengths fall from ``length`` to half of it."""
         if self.n_dim:
-            return (torch.randn(self.batch, 3, *[self.size] * self.n_dim),)
+            return (torch.randn(self.batch, 3, *[self.size] * self.n_dim).to(device),)
         lengths = torch.linspace(self.size, self.size // 2, self.batch).round().long()
-        return (torch.randn(self.batch, self.size, 3), torch.rand(self.batch, self.size) + 0.1,
+        made = (torch.randn(self.batch, self.size, 3), torch.rand(self.batch, self.size) + 0.1,
                 torch.arange(self.size) < lengths[:, None])
+        return tuple(t.to(device) for t in made)
 
 
 _FNO = dict(n_modes=12, width=32, n_layers=4)
@@ -191,18 +192,21 @@ def ckb_share(model: nn.Module, step: Callable[[], object], *, steps: int = 3) -
     return statistics.median(shares)
 
 
-def measure(name: str, case: Case, *, rounds: int) -> Iterator[Row]:
-    """The rows of one model (module docstring): eager first, then compiled (eager retimed beside it)."""
-    model, inputs = _build(name, case), case.inputs()
-    sizes = f"{case.shape}, config {case.config}"
+def measure(name: str, case: Case, *, rounds: int, device: str = "cpu", compile: bool = True) -> Iterator[Row]:
+    """The rows of one model (module docstring) on ``device``: eager first, then compiled (eager retimed
+    beside it) unless ``compile`` is False."""
+    model, inputs = _build(name, case).to(device), case.inputs(device)
+    sizes = f"{case.shape}, config {case.config}" + ("" if device == "cpu" else f", {device}")
     yield Row(BENCHMARK, f"{name}: parameters", sum(p.numel() for p in model.parameters()), "", sizes)
     fns = {"fwd eager": _forward(model, inputs), "fwd+bwd eager": _step(model, inputs)}
     yield from _timing_rows(name, _rounds(fns, rounds), "eager")
-    yield Row(BENCHMARK, f"{name}: peak MB eager", peak_memory_mb(fns["fwd+bwd eager"]), "MB",
-              "live tensors over one training step (torch.profiler)")
+    yield Row(BENCHMARK, f"{name}: peak MB eager", peak_memory_mb(fns["fwd+bwd eager"], device), "MB",
+              _PEAK[torch.device(device).type])
     share = ckb_share(model, fns["fwd+bwd eager"])
     if share == share:
         yield Row(BENCHMARK, f"{name}: CKB share", share, "", "outermost Kirchhoff blocks' hooks / eager step")
+    if not compile:
+        return
     compiled = torch.compile(model)
     fns |= {"fwd compiled": _forward(compiled, inputs), "fwd+bwd compiled": _step(compiled, inputs)}
     start = time.perf_counter()
@@ -210,11 +214,16 @@ def measure(name: str, case: Case, *, rounds: int) -> Iterator[Row]:
     fns["fwd+bwd compiled"]()
     yield Row(BENCHMARK, f"{name}: compile s", time.perf_counter() - start, "s", "first compiled forward and step")
     yield from _timing_rows(name, _rounds(fns, rounds), "eager and compiled interleaved")
-    yield Row(BENCHMARK, f"{name}: peak MB compiled", peak_memory_mb(fns["fwd+bwd compiled"]), "MB",
-              "live tensors over one training step (torch.profiler)")
+    yield Row(BENCHMARK, f"{name}: peak MB compiled", peak_memory_mb(fns["fwd+bwd compiled"], device), "MB",
+              _PEAK[torch.device(device).type])
 
 
-def _worker(name: str, quick: bool) -> int:
+#: how the peak memory rows were measured, by device type
+_PEAK = {"cpu": "live tensors over one training step (torch.profiler)",
+         "cuda": "live tensors over one training step (torch.cuda.max_memory_allocated)"}
+
+
+def _worker(name: str, quick: bool, device: str, compile: bool) -> int:
     """Print the rows of one model as JSON lines, each as soon as it is measured."""
     import logging
     import warnings
@@ -222,18 +231,19 @@ def _worker(name: str, quick: bool) -> int:
     warnings.simplefilter("ignore")  # dynamo's notes on graph breaks (the native kernels) go nowhere useful here
     torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR)
     threads = torch.get_num_threads()
-    for row in measure(name, cases(quick)[name], rounds=2 if quick else 5):
+    for row in measure(name, cases(quick)[name], rounds=2 if quick else 5, device=device, compile=compile):
         row.threads = threads
         print(json.dumps(asdict(row)), flush=True)
     return 0
 
 
-def _run_model(name: str, *, quick: bool) -> list[Row]:
+def _run_model(name: str, *, quick: bool, device: str, compile: bool) -> list[Row]:
     """One model's rows from its own process (:func:`_worker`); past :data:`BUDGET_S`, the process is stopped
     and the rows so far are kept with one that says so."""
     env = {"TORCHINDUCTOR_CACHE_DIR": str(ROOT / ".torchinductor"), "TORCH_EXTENSIONS_DIR": str(ROOT / ".torch_extensions"),
            **os.environ}
-    cmd = [sys.executable, "-m", "bench.bench_models", "--worker", name] + (["--quick"] if quick else [])
+    cmd = [sys.executable, "-m", "bench.bench_models", "--worker", name, "--device", device]
+    cmd += (["--quick"] if quick else []) + ([] if compile else ["--eager"])
     lines: list[str] = []
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
@@ -255,12 +265,12 @@ def _run_model(name: str, *, quick: bool) -> list[Row]:
     return list(rows.values())
 
 
-def run(quick: bool = False, only: list[str] | None = None) -> list[Row]:
-    """The rows of every registry model (or of ``only``), one process per model."""
+def run(quick: bool = False, only: list[str] | None = None, device: str = "cpu", compile: bool = True) -> list[Row]:
+    """The rows of every registry model (or of ``only``) on ``device``, one process per model."""
     rows = []
     for name in only or list(cases(quick)):
         print(f"bench_models: {name} ...", file=sys.stderr, flush=True)
-        rows += _run_model(name, quick=quick)
+        rows += _run_model(name, quick=quick, device=device, compile=compile)
     return rows
 
 
@@ -269,17 +279,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="gpu_check's tiny sizes, for a fast check")
     parser.add_argument("--only", nargs="+", metavar="MODEL", help=f"some of {sorted(FULL)}")
     parser.add_argument("--json", type=Path, help="also write the rows and the environment to this JSON file")
+    parser.add_argument("--device", default="cpu", help="torch device of the models (default cpu)")
+    parser.add_argument("--eager", action="store_true", help="eager rows only (no torch.compile)")
     parser.add_argument("--worker", metavar="MODEL", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     unknown = sorted(set(args.only or []) - set(FULL) | ({args.worker} - set(FULL) if args.worker else set()))
     if unknown:
         parser.error(f"unknown models {unknown}; expected some of {sorted(FULL)}")
     if args.worker:
-        return _worker(args.worker, args.quick)
+        return _worker(args.worker, args.quick, args.device, not args.eager)
     from bench.__main__ import _write_json
 
     busy = busy_warning()
-    rows = run(quick=args.quick, only=args.only)
+    rows = run(quick=args.quick, only=args.only, device=args.device, compile=not args.eager)
     footer = [f"{line} ({when})" for line, when in ((busy, "at the start"), (busy_warning(), "at the end")) if line]
     print_table(rows, title=f"circuitop models ({'quick' if args.quick else 'full'})", footer=footer)
     if args.json:

@@ -100,22 +100,23 @@ def _timed(command: list[str]) -> tuple[float, float, str]:
     return wall, cpu, done.stdout
 
 
-def _ours(data: Path, out: Path, epochs: int, extra: list[str]) -> _Result:
+def _ours(data: Path, out: Path, epochs: int, extra: list[str], device: str) -> _Result:
     split = ",".join(map(str, _SPLIT))
     options = ["--model", "fno", "--config", f"width={_WIDTH}", f"n_modes={_MODES}", "--split", split,
                "--epochs", str(epochs), "--batch-size", str(_BATCH), "--lr", str(_LR), "--optimizer", "adam",
-               "--weight-decay", "0", "--normalize", "gaussian", "--threads", "1", "--out", str(out), "--overwrite"]
+               "--weight-decay", "0", "--normalize", "gaussian", "--threads", "1", "--device", device, "--out", str(out),
+               "--overwrite"]
     wall, cpu, _ = _timed([sys.executable, "-m", "operators.cli", "train", "--data", str(data), *options, *extra])
     history = json.loads((out / "history.json").read_text())
     return _Result(wall, cpu, [r["epoch_s"] for r in history], history[-1]["val_rel_l2"])
 
 
-def _theirs(data: Path, splits: Path, epochs: int) -> _Result:
+def _theirs(data: Path, splits: Path, epochs: int, device: str) -> _Result:
     from operators.models.fno import expand_modes, neuralop_modes
 
     modes = neuralop_modes(expand_modes(_MODES, 2))
     options = ["--splits", str(splits), "--epochs", str(epochs), "--batch-size", str(_BATCH), "--lr", str(_LR),
-               "--width", str(_WIDTH), "--n-modes", *map(str, modes)]
+               "--width", str(_WIDTH), "--n-modes", *map(str, modes), "--device", device]
     wall, cpu, stdout = _timed([sys.executable, "-m", "bench._neuralop_trainer", "--data", str(data), *options])
     result = json.loads(stdout.strip().splitlines()[-1])
     return _Result(wall, cpu, result["epoch_s"], result["val_rel_l2"])
@@ -147,7 +148,9 @@ def _rows(case: str, ours: list[_Result], theirs: list[_Result], epochs: int, no
     ]
 
 
-def run(quick: bool = False) -> list[Row]:
+def run(quick: bool = False, device: str = "cpu") -> list[Row]:
+    """The rows of both cases on ``device`` (both trainers; ``cuda``: the models and batches on the GPU, the
+    data files and our streaming workers on the CPU as a user's run has them)."""
     import pde_data
 
     epochs, rounds = (2, 2) if quick else (10, 3)
@@ -160,12 +163,13 @@ def run(quick: bool = False) -> list[Row]:
         splits.write_text(json.dumps({k: v.tolist() for k, v in parts.items()}))
         memory, theirs, streamed = [], [], []
         for _ in range(rounds):
-            memory.append(_ours(pt, folder / "memory", epochs, []))
-            theirs.append(_theirs(pt, splits, epochs))
+            memory.append(_ours(pt, folder / "memory", epochs, [], device))
+            theirs.append(_theirs(pt, splits, epochs, device))
             streamed.append(_ours(h5, folder / "streamed", epochs, ["--input", "a", "--target", "u",
-                                                                    "--cache", "stream"]))
-        return (_rows("in memory", memory, theirs, epochs, "both from the .pt file in memory")
-                + _rows("streamed", streamed, theirs, epochs, "ours streams a PDEBench HDF5 copy in /tmp "
+                                                                    "--cache", "stream"], device))
+        on = "" if device == "cpu" else f", {device}"
+        return (_rows(f"in memory{on}", memory, theirs, epochs, "both from the .pt file in memory")
+                + _rows(f"streamed{on}", streamed, theirs, epochs, "ours streams a PDEBench HDF5 copy in /tmp "
                         "(--cache stream, default workers), theirs reads the .pt in memory"))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -174,9 +178,17 @@ def run(quick: bool = False) -> list[Row]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 epochs, 2 rounds")
+    parser.add_argument("--device", default="cpu", help="torch device of both trainers (default cpu)")
+    parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     args = parser.parse_args()
     warning = busy_warning()
-    print_table(run(quick=args.quick), "trainer: ours vs neuraloperator's Trainer", footer=[warning] if warning else [])
+    rows = run(quick=args.quick, device=args.device)
+    print_table(rows, "trainer: ours vs neuraloperator's Trainer", footer=[warning] if warning else [])
+    if args.json:
+        from bench.__main__ import _write_json
+
+        _write_json(args.json, rows, sys.argv[1:], quick=args.quick, busy=[warning] if warning else [],
+                    program="python -m bench.bench_trainer")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -27,12 +28,19 @@ def _git(*args: str) -> str | None:
 def code_version() -> dict:
     """``{"commit", "dirty", "circuitop"}``: the checkout's HEAD commit (None outside a git checkout, e.g. an
     installed wheel), whether tracked files other than ``results/`` and Markdown differ from it (the number
-    may come from uncommitted code), and the package version."""
+    may come from uncommitted code), and the package version. A copy of a checkout without its ``.git`` (the
+    tree sent to a GPU machine) names its commit in ``CIRCUITOP_COMMIT``; it is then taken as clean."""
     commit = _git("rev-parse", "HEAD")
+    if commit is None and os.environ.get("CIRCUITOP_COMMIT"):
+        commit = os.environ["CIRCUITOP_COMMIT"]
+        return {"commit": commit, "dirty": False, "circuitop": _version()}
     # results and prose do not change what the code computes: a regenerated RESULTS.md is not "dirty" code
     changes = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!*.md") if commit else None
+    return {"commit": commit, "dirty": bool(changes), "circuitop": _version()}
+
+
+def _version() -> str | None:
     try:
-        version = metadata.version("circuitop")
+        return metadata.version("circuitop")
     except metadata.PackageNotFoundError:
-        version = None
-    return {"commit": commit, "dirty": bool(changes), "circuitop": version}
+        return None

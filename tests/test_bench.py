@@ -186,5 +186,5 @@ def test_kirchhoff_share_and_compile_budget(monkeypatch):
     assert bench_models.ckb_share(plain, lambda: None) != bench_models.ckb_share(plain, lambda: None)  # NaN
     assert not any(p.grad is None for p in model.parameters()) and torch.is_grad_enabled()
     monkeypatch.setitem(bench_models.BUDGET_S, True, 1.0)
-    rows = bench_models._run_model("fno", quick=True)
+    rows = bench_models._run_model("fno", quick=True, device="cpu", compile=True)
     assert rows[-1].case == "fno: not finished" and rows[-1].detail == "stopped after 1 s"
