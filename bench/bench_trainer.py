@@ -148,12 +148,13 @@ def _rows(case: str, ours: list[_Result], theirs: list[_Result], epochs: int, no
     ]
 
 
-def run(quick: bool = False, device: str = "cpu") -> list[Row]:
+def run(quick: bool = False, device: str = "cpu", rounds: int | None = None) -> list[Row]:
     """The rows of both cases on ``device`` (both trainers; ``cuda``: the models and batches on the GPU, the
-    data files and our streaming workers on the CPU as a user's run has them)."""
+    data files and our streaming workers on the CPU as a user's run has them), over ``rounds`` rounds (default
+    3, quick 2)."""
     import pde_data
 
-    epochs, rounds = (2, 2) if quick else (10, 3)
+    epochs, rounds = (2, rounds or 2) if quick else (10, rounds or 3)
     pt = darcy_file()
     folder = Path(tempfile.mkdtemp(prefix="bench-trainer-"))
     try:
@@ -179,10 +180,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 epochs, 2 rounds")
     parser.add_argument("--device", default="cpu", help="torch device of both trainers (default cpu)")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds of the three processes (default 3, quick 2)")
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     args = parser.parse_args()
     warning = busy_warning()
-    rows = run(quick=args.quick, device=args.device)
+    rows = run(quick=args.quick, device=args.device, rounds=args.rounds)
     print_table(rows, "trainer: ours vs neuraloperator's Trainer", footer=[warning] if warning else [])
     if args.json:
         from bench.__main__ import _write_json

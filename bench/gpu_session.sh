@@ -4,10 +4,12 @@
 #
 # Stages: versions and the GPU; bench.gpu_check (every model, solver and metric on the GPU against float64 CPU
 # references); bench_operators (training steps, the CKB on the full grid); bench_trainer --device cuda (ours
-# against neuraloperator's Trainer); bench_models --device cuda --eager; then the test suite on the GPU
-# machine (the CLI runs' default device is cuda there) in whatever time is left of SECONDS (default 480).
+# against neuraloperator's Trainer, ROUNDS rounds, default 3); the test suite on the GPU machine (the CLI runs'
+# default device is cuda there); bench_models --device cuda --eager; each within what is left of SECONDS
+# (default 480).
 # Writes OUT_DIR/log.txt (everything), OUT_DIR/tests.txt and the benchmarks' JSON (bench-gpu-*.json).
-# Run from the checkout's root, with the package's dependencies importable (PYTHONPATH).
+# Run from the checkout's root, with the package's dependencies importable (PYTHONPATH). TESTS (default:
+# tests) and MODELS (default: every registry model) narrow the last two stages.
 set -u
 out=${1:?usage: bench/gpu_session.sh OUT_DIR [SECONDS]}
 budget=${2:-480}
@@ -31,18 +33,23 @@ echo "== versions"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, numpy, triton; print('torch', torch.__version__, 'numpy', numpy.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 python3 -c "import neuralop, ncps, xarray, dask, h5py; print('neuralop', neuralop.__version__, 'xarray', xarray.__version__, 'dask', dask.__version__)"
+c++ --version | head -n 1
+python3 -c "import torch; print([l.strip() for l in torch.__config__.show().splitlines() if 'CXX_COMPILER' in l or 'GCC' in l][:2])"
 # the native CPU kernels (the float64 references run through them) build while the GPU stages start
 python3 -m operators.cli build > "$out/build.txt" 2>&1 &
 build=$!
 
 stage gpu_check 120 python3 -m bench.gpu_check --device cuda
 stage operators 90 python3 -m bench --only bench_operators --json "$out/bench-gpu-operators.json"
-stage trainer 120 python3 -m bench.bench_trainer --device cuda --json "$out/bench-gpu-trainer.json"
-stage models 100 python3 -m bench.bench_models --device cuda --eager --json "$out/bench-gpu-models.json"
+stage trainer 120 python3 -m bench.bench_trainer --device cuda --rounds "${ROUNDS:-3}" --json "$out/bench-gpu-trainer.json"
 wait "$build"  # (a bare wait would also wait for the tee above)
 # one line per test as it ends (a stage stopped at its limit still says which failed), the summary at the end
-stage tests 400 python3 -m pytest -v -n 14 -p no:cacheprovider --timeout 120 -rfE tests -o addopts="" \
+# shellcheck disable=SC2086
+stage tests 400 python3 -m pytest -v -n 14 -p no:cacheprovider --timeout 120 -rfE ${TESTS:-tests} -o addopts="" \
     --junitxml="$out/tests.xml" > "$out/tests.txt" 2>&1
 grep -E "^== |FAILED|ERROR" "$out/tests.txt" | tail -n 60
 tail -n 3 "$out/tests.txt"
+# shellcheck disable=SC2086
+stage models 100 python3 -m bench.bench_models --device cuda --eager ${MODELS:+--only $MODELS} \
+    --json "$out/bench-gpu-models.json"
 echo "== done after $SECONDS s"

@@ -7,14 +7,22 @@ The same computation as the CPU kernel (``csrc/kirchhoff.cpp``) and its torch tw
     v_t = a_t v_{t-1} + φ_t b_t u_t,   y_t = Σ_n c_t[n] v_t[:, n] + skip u_t,   v_{-1} = 0,
 
 on ``u (batch, time, d_inner)``, ``proj = [z | b | c] (batch, time, d_inner + 2 d_state)``, optional
-real steps ``dt (batch, time)``, ``λ (d_inner, d_state)`` and ``skip (d_inner)``. One program per
-sequence holds its ``(d_inner, d_state)`` state in registers and walks the time steps; no
-``(batch, time, d_inner, d_state)`` tensor is ever built. The forward keeps the state at the start of
-every chunk of ``K`` steps; the backward walks the chunks in reverse, recomputes one chunk's states
-into a ``(batch, K, d_inner, d_state)`` scratch buffer and steps back through it (the adjoint of
-``csrc/kirchhoff.cpp``'s header). Memory per token: ``(d_inner + 2 d_state)`` inputs and
-``d_inner d_state / K`` checkpoint values, against ``d_inner d_state`` saved states (and more
-temporaries) in the torch formulation.
+real steps ``dt (batch, time)``, ``λ (d_inner, d_state)`` and ``skip (d_inner)``.
+
+One program per sequence and block of ``BD`` channels (channels are independent; grid ``(batch, d_inner /
+BD)``) walks the sequence in chunks of ``BT`` steps. Within a chunk the recurrence is solved in parallel, as
+a scan of the affine maps ``v ↦ a_t v + φ_t b_t u_t`` (``tl.associative_scan``, depth log BT), and the state
+entering the chunk is carried from the last one: a step's latency is paid once per chunk, not per step.
+The forward keeps the state entering every chunk. The backward walks the chunks in reverse: it recomputes a
+chunk's states from its checkpoint with the same scan, and solves the adjoint recurrence
+
+    g_t = c_t dy_t + a_{t+1} g_{t+1}       (g = dL/dv_t,  g_T = 0)
+
+with a reverse scan; then dr_t = dL/d(Δ_t λ) = -g_t (v_t - b_t u_t / λ) (from a_t v_{t-1} = v_t - φ_t b_t u_t),
+and the gradients of u, z, b, c, dt, λ and skip follow as in ``csrc/kirchhoff.cpp``. Sums over channels (the
+gradients of b, c and dt) are per channel block, added up after the kernel. No ``(batch, time, d_inner,
+d_state)`` tensor is built: memory per token is ``(d_inner + 2 d_state)`` inputs and ``d_inner d_state / BT``
+checkpoint values, against ``d_inner d_state`` saved states in the torch formulation.
 
 ``triton`` is an optional dependency (``pip install circuitop[gpu]``), imported only when this module
 is: by the cell for CUDA tensors, and by the tests, which run the kernels on CPU tensors under
@@ -47,26 +55,42 @@ def _softplus(z):
 
 
 @triton.jit
-def _step(u_ptr, proj_ptr, dt_ptr, row, d, n, dm, nm, lam, D, N, P, HAS_DT: tl.constexpr):
-    """The inputs of one time step and its coefficients: u, z, b, c, Δ, a, φ, q = b u."""
-    u = tl.load(u_ptr + row * D + d, mask=dm, other=0.0)
-    z = tl.load(proj_ptr + row * P + d, mask=dm, other=0.0)
-    bv = tl.load(proj_ptr + row * P + D + n, mask=nm, other=0.0)
-    cv = tl.load(proj_ptr + row * P + D + N + n, mask=nm, other=0.0)
+def _combine(a1, x1, a2, x2):
+    """The composition of the affine maps v ↦ a1 v + x1, then v ↦ a2 v + x2 (the scan's operator)."""
+    return a1 * a2, a2 * x1 + x2
+
+
+@triton.jit
+def _decay(proj_ptr, dt_ptr, row, tm, d, dm, lam, P, HAS_DT: tl.constexpr):
+    """Δ (BT, BD) and a = exp(-Δ λ) (BT, BD, BN) of the steps ``row`` (BT,), z from ``proj``."""
+    z = tl.load(proj_ptr + row[:, None] * P + d[None, :], mask=tm[:, None] & dm[None, :], other=0.0)
     delta = _softplus(z)
     if HAS_DT:
-        delta = delta * tl.load(dt_ptr + row)
-    neg_rate = -delta[:, None] * lam
+        delta = delta * tl.load(dt_ptr + row, mask=tm, other=0.0)[:, None]
+    neg_rate = -delta[:, :, None] * lam[None, :, :]
+    return z, delta, neg_rate
+
+
+@triton.jit
+def _chunk(u_ptr, proj_ptr, dt_ptr, row, tm, d, dm, n, nm, lam, D, N, P, HAS_DT: tl.constexpr):
+    """The inputs of the steps ``row`` (BT,) and their coefficients: u, z, Δ (BT, BD); b, c (BT, BN);
+    a, φ, q = b u (BT, BD, BN)."""
+    md = tm[:, None] & dm[None, :]
+    mn = tm[:, None] & nm[None, :]
+    u = tl.load(u_ptr + row[:, None] * D + d[None, :], mask=md, other=0.0)
+    bv = tl.load(proj_ptr + row[:, None] * P + D + n[None, :], mask=mn, other=0.0)
+    cv = tl.load(proj_ptr + row[:, None] * P + D + N + n[None, :], mask=mn, other=0.0)
+    z, delta, neg_rate = _decay(proj_ptr, dt_ptr, row, tm, d, dm, lam, P, HAS_DT)
     a = tl.exp(neg_rate)
-    phi = -_expm1(neg_rate) / lam
-    q = u[:, None] * bv[None, :]
+    phi = -_expm1(neg_rate) / lam[None, :, :]
+    q = u[:, :, None] * bv[:, None, :]
     return u, z, bv, cv, delta, a, phi, q
 
 
 @triton.jit
 def _channels(lam_ptr, skip_ptr, D, N, BD: tl.constexpr, BN: tl.constexpr):
-    """The program's channel and state indices, their masks (padded to powers of two) and λ, skip."""
-    d = tl.arange(0, BD)
+    """The program's channel block and state indices, their masks (padded to powers of two) and λ, skip."""
+    d = tl.program_id(1) * BD + tl.arange(0, BD)
     n = tl.arange(0, BN)
     dm, nm = d < D, n < N
     m2 = dm[:, None] & nm[None, :]
@@ -77,86 +101,96 @@ def _channels(lam_ptr, skip_ptr, D, N, BD: tl.constexpr, BN: tl.constexpr):
 
 
 @triton.jit
-def _zoh_forward_kernel(u_ptr, proj_ptr, dt_ptr, lam_ptr, skip_ptr, y_ptr, ckpt_ptr, T, D, N, P, NC,
-                        HAS_DT: tl.constexpr, K: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr):
-    b = tl.program_id(0)
-    d, n, dm, nm, m2, state, lam, skip = _channels(lam_ptr, skip_ptr, D, N, BD, BN)
-    v = tl.zeros((BD, BN), dtype=lam.dtype)
-    for t in range(T):
-        if t % K == 0:
-            tl.store(ckpt_ptr + (b * NC + t // K) * D * N + state, v, mask=m2)
-        row = b * T + t
-        u, z, bv, cv, delta, a, phi, q = _step(u_ptr, proj_ptr, dt_ptr, row, d, n, dm, nm, lam, D, N, P, HAS_DT)
-        v = tl.where(m2, a * v + phi * q, 0.0)
-        y = tl.sum(v * cv[None, :], axis=1) + skip * u
-        tl.store(y_ptr + row * D + d, y, mask=dm)
+def _row(x, steps, k: tl.constexpr):
+    """Row ``k`` of ``x (BT, BD, BN)``: (BD, BN)."""
+    return tl.sum(tl.where((steps == k)[:, None, None], x, 0.0), axis=0)
 
 
 @triton.jit
-def _zoh_backward_kernel(u_ptr, proj_ptr, dt_ptr, lam_ptr, skip_ptr, ckpt_ptr, gy_ptr, scratch_ptr,
-                         du_ptr, dproj_ptr, ddt_ptr, dlam_ptr, dskip_ptr, T, D, N, P, NC,
-                         HAS_DT: tl.constexpr, K: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr):
+def _zoh_forward_kernel(u_ptr, proj_ptr, dt_ptr, lam_ptr, skip_ptr, y_ptr, ckpt_ptr, T, D, N, P, NC,
+                        HAS_DT: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr):
     b = tl.program_id(0)
     d, n, dm, nm, m2, state, lam, skip = _channels(lam_ptr, skip_ptr, D, N, BD, BN)
-    nil = -1.0 / lam
-    carry = tl.zeros((BD, BN), dtype=lam.dtype)  # a_{t+1} g_{t+1}
+    steps = tl.arange(0, BT)
+    v = tl.zeros((BD, BN), dtype=lam.dtype)
+    for c in range(NC):
+        tl.store(ckpt_ptr + (b * NC + c) * D * N + state, v, mask=m2)
+        t = c * BT + steps
+        tm = t < T
+        row = b * T + t
+        u, z, bv, cv, delta, a, phi, q = _chunk(u_ptr, proj_ptr, dt_ptr, row, tm, d, dm, n, nm, lam, D, N, P, HAS_DT)
+        decay, drive = tl.associative_scan((a, phi * q), 0, _combine)
+        states = drive + decay * v[None, :, :]
+        y = tl.sum(states * cv[:, None, :], axis=2) + skip[None, :] * u
+        tl.store(y_ptr + row[:, None] * D + d[None, :], y, mask=tm[:, None] & dm[None, :])
+        v = _row(states, steps, BT - 1)  # (the last chunk's padded steps are never carried on)
+
+
+@triton.jit
+def _zoh_backward_kernel(u_ptr, proj_ptr, dt_ptr, lam_ptr, skip_ptr, ckpt_ptr, gy_ptr,
+                         du_ptr, dproj_ptr, dbc_ptr, ddt_ptr, dlam_ptr, dskip_ptr, T, D, N, P, NC, BT_ALL,
+                         HAS_DT: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr):
+    b = tl.program_id(0)
+    block = tl.program_id(1)
+    d, n, dm, nm, m2, state, lam, skip = _channels(lam_ptr, skip_ptr, D, N, BD, BN)
+    steps = tl.arange(0, BT)
+    g_next = tl.zeros((BD, BN), dtype=lam.dtype)  # g at the first step of the later chunk
     dlam = tl.zeros((BD, BN), dtype=lam.dtype)
     dskip = tl.zeros((BD,), dtype=lam.dtype)
     for cc in range(NC):
         c = NC - 1 - cc
-        # recompute this chunk's states from its checkpoint
-        v = tl.load(ckpt_ptr + (b * NC + c) * D * N + state, mask=m2, other=0.0)
-        for k in range(K):
-            t = c * K + k
-            if t < T:
-                u, z, bv, cv, delta, a, phi, q = _step(u_ptr, proj_ptr, dt_ptr, b * T + t, d, n, dm, nm, lam,
-                                                       D, N, P, HAS_DT)
-                v = tl.where(m2, a * v + phi * q, 0.0)
-                tl.store(scratch_ptr + (b * K + k) * D * N + state, v, mask=m2)
-        # and step back through them
-        for kk in range(K):
-            k = K - 1 - kk
-            t = c * K + k
-            if t < T:
-                row = b * T + t
-                u, z, bv, cv, delta, a, phi, q = _step(u_ptr, proj_ptr, dt_ptr, row, d, n, dm, nm, lam,
-                                                       D, N, P, HAS_DT)
-                v = tl.load(scratch_ptr + (b * K + k) * D * N + state, mask=m2, other=0.0)
-                if k > 0:
-                    v_prev = tl.load(scratch_ptr + (b * K + k - 1) * D * N + state, mask=m2, other=0.0)
-                else:
-                    v_prev = tl.load(ckpt_ptr + (b * NC + c) * D * N + state, mask=m2, other=0.0)
-                dy = tl.load(gy_ptr + row * D + d, mask=dm, other=0.0)
-                g = tl.where(m2, dy[:, None] * cv[None, :] + carry, 0.0)
-                g_phi = g * phi
-                du = skip * dy + tl.sum(g_phi * bv[None, :], axis=1)
-                db = tl.sum(g_phi * u[:, None], axis=0)
-                dc = tl.sum(dy[:, None] * v, axis=0)
-                dr = -a * g * (v_prev + q * nil)  # dL/dr with r = Δ λ (a = exp(-r))
-                ddelta = tl.sum(tl.where(m2, dr * lam, 0.0), axis=1)
-                dlam += tl.where(m2, dr * delta[:, None] + g_phi * q * nil, 0.0)
-                dskip += dy * u
-                carry = a * g
-                sig = 1.0 / (1.0 + tl.exp(-z))
-                if HAS_DT:
-                    step = tl.load(dt_ptr + row)
-                    tl.store(ddt_ptr + row, tl.sum(tl.where(dm, ddelta * _softplus(z), 0.0), axis=0))
-                    dz = ddelta * sig * step
-                else:
-                    dz = ddelta * sig
-                tl.store(du_ptr + row * D + d, du, mask=dm)
-                tl.store(dproj_ptr + row * P + d, dz, mask=dm)
-                tl.store(dproj_ptr + row * P + D + n, db, mask=nm)
-                tl.store(dproj_ptr + row * P + D + N + n, dc, mask=nm)
+        t = c * BT + steps
+        tm = t < T
+        row = b * T + t
+        md = tm[:, None] & dm[None, :]
+        u, z, bv, cv, delta, a, phi, q = _chunk(u_ptr, proj_ptr, dt_ptr, row, tm, d, dm, n, nm, lam, D, N, P, HAS_DT)
+        v0 = tl.load(ckpt_ptr + (b * NC + c) * D * N + state, mask=m2, other=0.0)
+        decay, drive = tl.associative_scan((a, phi * q), 0, _combine)
+        states = drive + decay * v0[None, :, :]
+        # the adjoint: g_t = c_t dy_t + a_{t+1} g_{t+1}, a reverse scan with a_{t+1} (0 past the end)
+        nxt = t + 1 < T
+        _, _, rate_next = _decay(proj_ptr, dt_ptr, row + 1, nxt, d, dm, lam, P, HAS_DT)
+        a_next = tl.where(nxt[:, None, None], tl.exp(rate_next), 0.0)
+        dy = tl.load(gy_ptr + row[:, None] * D + d[None, :], mask=md, other=0.0)
+        reach, acc = tl.associative_scan((a_next, dy[:, :, None] * cv[:, None, :]), 0, _combine, reverse=True)
+        g = acc + reach * g_next[None, :, :]
+        g_phi = g * phi
+        du = skip[None, :] * dy + tl.sum(g_phi * bv[:, None, :], axis=2)
+        db = tl.sum(g_phi * u[:, :, None], axis=1)  # this channel block's share (BT, BN)
+        dc = tl.sum(dy[:, :, None] * states, axis=1)
+        q_over = q / lam[None, :, :]
+        dr = -g * (states - q_over)  # dL/dr with r = Δ λ (a = exp(-r))
+        ddelta = tl.sum(dr * lam[None, :, :], axis=2)
+        dlam += tl.sum(dr * delta[:, :, None] - g_phi * q_over, axis=0)
+        dskip += tl.sum(dy * u, axis=0)
+        sig = 1.0 / (1.0 + tl.exp(-z))
+        if HAS_DT:
+            step = tl.load(dt_ptr + row, mask=tm, other=0.0)
+            tl.store(ddt_ptr + block * BT_ALL + row, tl.sum(tl.where(md, ddelta * _softplus(z), 0.0), axis=1), mask=tm)
+            dz = ddelta * sig * step[:, None]
+        else:
+            dz = ddelta * sig
+        tl.store(du_ptr + row[:, None] * D + d[None, :], du, mask=md)
+        tl.store(dproj_ptr + row[:, None] * P + d[None, :], dz, mask=md)
+        mn = tm[:, None] & nm[None, :]
+        tl.store(dbc_ptr + (block * BT_ALL + row[:, None]) * 2 * N + n[None, :], db, mask=mn)
+        tl.store(dbc_ptr + (block * BT_ALL + row[:, None]) * 2 * N + N + n[None, :], dc, mask=mn)
+        g_next = _row(g, steps, 0)
     tl.store(dlam_ptr + b * D * N + state, dlam, mask=m2)
     tl.store(dskip_ptr + b * D + d, dskip, mask=dm)
+
+
+#: elements of one (steps, channels, states) tile a program holds per tensor (the channel block is sized to it)
+TILE = 4096
 
 
 def _sizes(u: torch.Tensor, lam: torch.Tensor) -> dict:
     batch, length, d_inner = u.shape
     d_state = lam.shape[-1]
+    bn = triton.next_power_of_2(d_state)
+    bd = min(triton.next_power_of_2(d_inner), max(1, TILE // (CHUNK * bn)))
     return dict(T=length, D=d_inner, N=d_state, P=d_inner + 2 * d_state, NC=triton.cdiv(length, CHUNK),
-                K=CHUNK, BD=triton.next_power_of_2(d_inner), BN=triton.next_power_of_2(d_state))
+                BT=CHUNK, BD=bd, BN=bn)
 
 
 class TritonZohScanFn(torch.autograd.Function):
@@ -170,8 +204,9 @@ class TritonZohScanFn(torch.autograd.Function):
         sizes = _sizes(u, lam)
         y = torch.empty_like(u)
         checkpoints = torch.empty(u.shape[0], sizes["NC"], sizes["D"], sizes["N"], dtype=u.dtype, device=u.device)
-        _zoh_forward_kernel[(u.shape[0],)](u, proj, u if dt is None else dt, lam, skip, y, checkpoints,
-                                           HAS_DT=dt is not None, **sizes)
+        grid = (u.shape[0], triton.cdiv(sizes["D"], sizes["BD"]))
+        _zoh_forward_kernel[grid](u, proj, u if dt is None else dt, lam, skip, y, checkpoints,
+                                  HAS_DT=dt is not None, **sizes)
         ctx.save_for_backward(u, proj, dt, lam, skip, checkpoints)
         return y
 
@@ -180,13 +215,15 @@ class TritonZohScanFn(torch.autograd.Function):
     def backward(ctx, grad_y):
         u, proj, dt, lam, skip, checkpoints = ctx.saved_tensors
         sizes = _sizes(u, lam)
-        batch = u.shape[0]
-        scratch = torch.empty(batch, sizes["K"], sizes["D"], sizes["N"], dtype=u.dtype, device=u.device)
+        batch, length = u.shape[:2]
+        blocks = triton.cdiv(sizes["D"], sizes["BD"])
         du, dproj = torch.empty_like(u), torch.empty_like(proj)
-        ddt = None if dt is None else torch.empty_like(dt)
+        dbc = torch.empty(blocks, batch, length, 2 * sizes["N"], dtype=u.dtype, device=u.device)
+        ddt = None if dt is None else torch.empty(blocks, batch, length, dtype=u.dtype, device=u.device)
         dlam = torch.empty(batch, *lam.shape, dtype=u.dtype, device=u.device)
         dskip = torch.empty(batch, *skip.shape, dtype=u.dtype, device=u.device)
-        _zoh_backward_kernel[(batch,)](u, proj, u if dt is None else dt, lam, skip, checkpoints,
-                                       grad_y.contiguous(), scratch, du, dproj, u if ddt is None else ddt,
-                                       dlam, dskip, HAS_DT=dt is not None, **sizes)
-        return du, dproj, ddt, dlam.sum(0), dskip.sum(0)
+        _zoh_backward_kernel[(batch, blocks)](u, proj, u if dt is None else dt, lam, skip, checkpoints,
+                                              grad_y.contiguous(), du, dproj, dbc, u if ddt is None else ddt,
+                                              dlam, dskip, BT_ALL=batch * length, HAS_DT=dt is not None, **sizes)
+        dproj[..., sizes["D"]:] = dbc.sum(0)
+        return du, dproj, None if ddt is None else ddt.sum(0), dlam.sum(0), dskip.sum(0)

@@ -35,8 +35,9 @@ from torch.nn import functional as F
 
 __all__ = ["selective_scan", "selective_scan_ref", "chunk_length", "forward_scan", "reverse_scan", "TRITON_CHUNK"]
 
-#: steps per saved state of the Triton kernels (circuitop.knc_triton), here so that it reads without triton
-TRITON_CHUNK = 64
+#: steps per chunk (scanned in parallel) and per saved state of the Triton kernels (circuitop.knc_triton), here
+#: so that it reads without triton
+TRITON_CHUNK = 16
 
 #: Default chunk length on CPU, tuned with ``bench/bench_scan.py`` (see ``chunk_length``).
 _MIN_CHUNK, _MAX_CHUNK = 8, 32

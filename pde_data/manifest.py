@@ -147,11 +147,12 @@ def sha256_of(path: str | os.PathLike) -> str:
 
 def package_versions(names: tuple[str, ...] = _PACKAGES) -> dict[str, str | None]:
     """The versions of Python and of the packages ``names`` (default :data:`_PACKAGES`; None where one is not
-    installed)."""
+    installed). torch's is ``torch.__version__``, build tag included (``+cpu``, ``+cu130``: the build decides
+    the numerics; some wheels' metadata leave the tag out)."""
     out: dict[str, str | None] = {"python": platform.python_version()}
     for name in names:
         try:
-            out[name] = metadata.version(name)
+            out[name] = torch.__version__ if name == "torch" else metadata.version(name)
         except metadata.PackageNotFoundError:
             out[name] = None
     return out

@@ -29,10 +29,12 @@ def torchrun_beside_one_process(args, folder: Path, *, atol: float) -> tuple[dic
     from operators.training import load_checkpoint
 
     torchrun = Path(sys.executable).with_name("torchrun")
+    # on the CPU (gloo) on every machine: a GPU machine would put both processes on cuda:0 and cuda:1
     ddp = subprocess.Popen([str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "operators.cli",
-                            *args(folder / "two", "--cache", "stream", "--workers", "1")], env=ENV,
+                            *args(folder / "two", "--cache", "stream", "--workers", "1", "--device", "cpu")], env=ENV,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert main(args(folder / "one", "--cache", "memory")) == 0  # one process, same CLI entry point, meanwhile
+    # one process, same CLI entry point, meanwhile
+    assert main(args(folder / "one", "--cache", "memory", "--device", "cpu")) == 0
     _, err = ddp.communicate(timeout=300)
     assert ddp.returncode == 0, err[-3000:]
     a, b = load_checkpoint(folder / "one" / "last.pt"), load_checkpoint(folder / "two" / "last.pt")

@@ -108,7 +108,8 @@ def test_predict_from_inputs_alone_at_another_resolution(steady, tmp_path):
     run, _ = steady
     inputs = fields(n=5, size=16, seed=2)[["a"]]  # no targets, another grid
     path = pde_data.save(inputs, tmp_path / "inputs.nc")
-    done = run_cli("predict", "--run", run, "--data", path, "--out", tmp_path / "pred.nc")
+    # on the CPU, as load_run below (on a GPU, TF32 convolutions differ from it by about 1e-4)
+    done = run_cli("predict", "--run", run, "--data", path, "--out", tmp_path / "pred.nc", "--device", "cpu")
     assert done.returncode == 0, done.stderr
     assert "the run was trained on" in done.stderr and "runs at the file's resolution" in done.stderr
     pred = pde_data.open_data(tmp_path / "pred.nc")
@@ -145,7 +146,8 @@ def test_predict_a_rollout_past_the_files_frames(tmp_path):
     given = pde_data.save(waves.isel(time=slice(0, 2), sample=slice(0, 3)), tmp_path / "given.nc")
     missing = run_cli("predict", "--run", tmp_path / "run", "--data", given, "--out", tmp_path / "p.nc")
     assert missing.returncode == 1 and "--steps: expected a number of rollout steps" in missing.stderr
-    done = run_cli("predict", "--run", tmp_path / "run", "--data", given, "--out", tmp_path / "p.nc", "--steps", "4")
+    done = run_cli("predict", "--run", tmp_path / "run", "--data", given, "--out", tmp_path / "p.nc", "--steps", "4",
+                   "--device", "cpu")  # as load_run below
     assert done.returncode == 0, done.stderr
     pred = pde_data.open_data(tmp_path / "p.nc")
     assert pred["u"].dims == ("sample", "time", "x", "y") and pred.sizes["time"] == 6

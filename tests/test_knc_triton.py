@@ -1,8 +1,8 @@
-"""The Triton kernels of the Kirchhoff cell's fused ZOH scan (its CUDA path), run on CPU tensors under
-Triton's interpreter (``TRITON_INTERPRET=1``) against the torch formulation: values and gradients of
-every input, float32 and float64, odd lengths across chunk boundaries, with and without irregular
-step sizes. Skipped when triton is not installed (``pip install circuitop[gpu]``; the test extra
-installs it, so CI runs them)."""
+"""The Triton kernels of the Kirchhoff cell's fused ZOH scan (its CUDA path) against the torch formulation:
+values and gradients of every input, float32 and float64, odd lengths across chunk boundaries, several channel
+blocks, with and without irregular step sizes. On a machine with a GPU they run there; elsewhere on CPU tensors
+under Triton's interpreter (``TRITON_INTERPRET=1``). Skipped when triton is not installed (``pip install
+circuitop[gpu]``; the test extra installs it, so CI runs them)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ import sys
 import pytest
 import torch
 
-if "circuitop.knc_triton" not in sys.modules:  # the interpreter is chosen when the kernels are defined
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+if DEVICE == "cpu" and "circuitop.knc_triton" not in sys.modules:
+    # the interpreter: read when kernels are defined and when they run, so set for the whole
+    # process (its subprocesses inherit it: harmless without a GPU; with one, the kernels run on the GPU)
     os.environ["TRITON_INTERPRET"] = "1"
 pytest.importorskip("triton")
 
@@ -30,17 +33,21 @@ def _inputs(batch, length, d_inner, d_state, dtype, irregular, seed=0):
     dt = (torch.rand(batch, length, generator=gen, dtype=dtype) * 2 + 0.05) if irregular else None
     lam = torch.rand(d_inner, d_state, generator=gen, dtype=dtype) * 3 + 0.2
     skip = torch.randn(d_inner, generator=gen, dtype=dtype)
-    weight = torch.randn(batch, length, d_inner, generator=gen, dtype=dtype)
-    leaves = [t.requires_grad_() for t in (u, proj, dt, lam, skip) if t is not None]
-    return (u, proj, dt, lam, skip), leaves, weight
+    weight = torch.randn(batch, length, d_inner, generator=gen, dtype=dtype).to(DEVICE)
+    args = tuple(None if t is None else t.to(DEVICE).requires_grad_() for t in (u, proj, dt, lam, skip))
+    return args, [t for t in args if t is not None], weight
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("length", [1, 5, 13])
 @pytest.mark.parametrize("irregular", [False, True])
-def test_triton_scan_matches_the_torch_formulation(monkeypatch, dtype, length, irregular):
+@pytest.mark.parametrize("tile", [None, 8], ids=["one channel block", "three channel blocks"])
+def test_triton_scan_matches_the_torch_formulation(monkeypatch, dtype, length, irregular, tile):
     monkeypatch.setattr(knc_triton, "CHUNK", 4)  # several chunks, the last one partial
+    if tile:
+        monkeypatch.setattr(knc_triton, "TILE", tile)  # 4 steps x 2 states x 1 channel per program
     args, leaves, weight = _inputs(2, length, 3, 2, dtype, irregular, seed=length)
+    assert knc_triton._sizes(args[0], args[3])["BD"] == (1 if tile else 4)
     y = knc_triton.TritonZohScanFn.apply(*args)
     grads = torch.autograd.grad((y * weight).sum(), leaves)
     y_ref = _torch_zoh_scan(*args)
@@ -56,7 +63,7 @@ def test_triton_scan_of_a_cell_with_padded_widths(monkeypatch):
     kernel's output equals the cell's forward on its torch path."""
     monkeypatch.setattr(knc_triton, "CHUNK", 8)
     torch.manual_seed(0)
-    cell = KirchhoffCell(5, d_state=3).double()
-    u = torch.randn(2, 11, 5, dtype=torch.float64)
+    cell = KirchhoffCell(5, d_state=3).double().to(DEVICE)
+    u = torch.randn(2, 11, 5, dtype=torch.float64, device=DEVICE)
     y = knc_triton.TritonZohScanFn.apply(u, cell._projections(u), None, cell.lam, cell.d)
     torch.testing.assert_close(y, cell.forward_ref(u), **TOL[torch.float64])

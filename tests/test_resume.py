@@ -22,7 +22,8 @@ def _cmd(data, out, *extra):
     return [sys.executable, "-m", "operators.cli", "train", "--data", str(data), "--model", "fno", "--out", str(out),
             "--config", "n_modes=4", "width=8", "n_layers=2", "--input", "f", "--target", "u", "--split", "32,8,0",
             "--epochs", str(EPOCHS), "--batch-size", "8", "--scheduler", "step", "--step-size", "3",
-            "--threads", "1", "--no-progress", "--cache", "stream", "--workers", "2", *extra]
+            "--threads", "1", "--no-progress", "--cache", "stream", "--workers", "2",
+            "--device", "cpu", *extra]  # bit-identical resume is a CPU property (GPU kernels may use atomics)
 
 
 def _kill_after_first_checkpoint(cmd, last, timeout=240):

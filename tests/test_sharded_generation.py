@@ -65,8 +65,8 @@ def _bytes(folder) -> dict[str, bytes]:
 @pytest.mark.parametrize("kind", sorted(SPECS))
 def test_one_shard_on_one_worker_and_eight_on_two_give_the_same_bits(tmp_path, clusters, kind):
     spec = SPECS[kind]
-    one = generate_sharded(spec, tmp_path / "one", shards=1, scheduler=clusters[0])
-    eight = generate_sharded(spec, tmp_path / "eight", shards=8, scheduler=clusters[1])
+    one = generate_sharded(spec, tmp_path / "one", shards=1, device="cpu", scheduler=clusters[0])
+    eight = generate_sharded(spec, tmp_path / "eight", shards=8, device="cpu", scheduler=clusters[1])
     assert len(one.shards) == 1 and len(eight.shards) == 8
     assert _bytes(tmp_path / "one") == _bytes(tmp_path / "eight")
     threads = torch.get_num_threads()
@@ -81,7 +81,7 @@ def test_one_shard_on_one_worker_and_eight_on_two_give_the_same_bits(tmp_path, c
 
 def test_manifest_records_the_set_and_its_statistics_equal_a_full_fit(tmp_path, clusters):
     spec = SPECS["ns"]
-    manifest = generate_sharded(spec, tmp_path / "set", shards=5, scheduler=clusters[1])
+    manifest = generate_sharded(spec, tmp_path / "set", shards=5, device="cpu", scheduler=clusters[1])
     saved = json.loads((tmp_path / "set" / "manifest.json").read_text())
     assert saved["generator"] == spec.complete().to_json() and saved["versions"]["torch"] == torch.__version__
     assert [(s["start"], s["stop"]) for s in saved["shards"]] == [(0, 2), (2, 6), (6, 8), (8, 12), (12, 16)]
@@ -103,7 +103,7 @@ def test_manifest_records_the_set_and_its_statistics_equal_a_full_fit(tmp_path, 
 
 def test_corrupt_and_foreign_shards_are_named_and_a_rerun_repairs_them(tmp_path, clusters):
     spec = SPECS["darcy"]
-    generate_sharded(spec, tmp_path / "set", shards=4, scheduler=clusters[1])
+    generate_sharded(spec, tmp_path / "set", shards=4, device="cpu", scheduler=clusters[1])
     good = {s.file: s.sha256 for s in read_manifest(tmp_path / "set").shards}
     shard = tmp_path / "set" / "shard-00002-of-00004.nc"
     with open(shard, "ab") as fh:  # a shard that grew
@@ -112,7 +112,7 @@ def test_corrupt_and_foreign_shards_are_named_and_a_rerun_repairs_them(tmp_path,
         pde_data.open_data(tmp_path / "set")
     # another set's shard 1 in its place
     import dataclasses
-    generate_sharded(dataclasses.replace(spec, seed=1), tmp_path / "other", shards=4, scheduler=clusters[1])
+    generate_sharded(dataclasses.replace(spec, seed=1), tmp_path / "other", shards=4, device="cpu", scheduler=clusters[1])
     shutil.copy(tmp_path / "other" / "shard-00001-of-00004.nc", tmp_path / "set" / "shard-00001-of-00004.nc")
     with pytest.raises(ManifestError, match="shard-00001-of-00004.nc: expected"):
         pde_data.open_data(tmp_path / "set")
@@ -120,7 +120,7 @@ def test_corrupt_and_foreign_shards_are_named_and_a_rerun_repairs_them(tmp_path,
     problems = verify_manifest(tmp_path / "set")
     assert len(problems) == 3 and [p.split(": ")[0].rsplit("/", 1)[-1][:11] for p in problems] == [
         "shard-00001", "shard-00002", "shard-00003"]
-    generate_sharded(spec, tmp_path / "set", shards=4, scheduler=clusters[1])  # the same call again
+    generate_sharded(spec, tmp_path / "set", shards=4, device="cpu", scheduler=clusters[1])  # the same call again
     assert {s.file: s.sha256 for s in read_manifest(tmp_path / "set").shards} == good
     assert verify_manifest(tmp_path / "set") == []
 
@@ -168,7 +168,7 @@ def test_kill_9_midway_then_the_same_command_completes_the_set(tmp_path, cluster
     assert not (out / "manifest.json").exists() and len(list(out.glob("shard-*.nc"))) < 8
     again = run_cli(*NS, "--out", out, "--workers", "2")
     assert again.returncode == 0, again.stderr[-2000:]
-    reference = generate_sharded(_ns_spec(), tmp_path / "reference", shards=8, scheduler=clusters[1])
+    reference = generate_sharded(_ns_spec(), tmp_path / "reference", shards=8, device="cpu", scheduler=clusters[1])
     assert [s.sha256 for s in read_manifest(out).shards] == [s.sha256 for s in reference.shards]
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json"] + [f"shard-{i:05d}-of-00008.nc" for i in range(8)]
 
@@ -198,7 +198,7 @@ def test_a_real_scheduler_and_two_workers_survive_a_killed_worker(tmp_path, clus
         for p in procs:
             p.kill()
             p.wait()
-    reference = generate_sharded(_ns_spec(), tmp_path / "reference", shards=8, scheduler=clusters[1])
+    reference = generate_sharded(_ns_spec(), tmp_path / "reference", shards=8, device="cpu", scheduler=clusters[1])
     assert [s.sha256 for s in read_manifest(out).shards] == [s.sha256 for s in reference.shards]
     assert not list(out.glob(".*.tmp"))
 

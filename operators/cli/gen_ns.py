@@ -12,6 +12,8 @@ import torch
 
 import pde_data
 import pde_data.generators
+from operators.training import distributed
+from operators.training.spec_values import SpecError
 from operators.cli._generation import (add_common_options, add_pdebench_option, non_negative_float, positive_float,
                                        positive_int, report_options, run_generation)
 
@@ -27,13 +29,12 @@ def add_device_options(p: argparse.ArgumentParser) -> None:
 
 
 def resolve_device(name: str | None) -> torch.device:
-    """The ``--device`` argument as a torch device; cuda by default when present."""
-    if name is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device: expected an available device, found {name!r} but CUDA is not available")
-    return device
+    """The ``--device`` argument as a torch device (:func:`operators.training.distributed.device_of`: cuda:0
+    by default when present); a bad one is a one-line ``--device: ...`` error."""
+    try:
+        return distributed.device_of(name)
+    except SpecError as exc:
+        raise ValueError(f"--device: {exc.message}") from None
 
 
 def device_of(args: argparse.Namespace) -> str | None:

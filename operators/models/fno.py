@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+from neuralop.layers.spectral_convolution import SpectralConv
 from neuralop.models import FNO
 from torch import nn
 
-__all__ = ["FNOConfig", "build_fno", "neuralop_modes", "expand_modes"]
+__all__ = ["FNOConfig", "build_fno", "neuralop_modes", "expand_modes", "spectral_in_float32"]
 
 
 @dataclass(frozen=True)
@@ -64,3 +66,19 @@ def build_fno(in_channels: int, out_channels: int, config: FNOConfig) -> nn.Modu
         lifting_channel_ratio=config.lifting_ratio,
         projection_channel_ratio=config.projection_ratio,
     )
+
+
+def spectral_in_float32(model: nn.Module) -> nn.Module:
+    """``model`` with every neuraloperator ``SpectralConv`` in it fed float32 (a forward pre-hook): under
+    bfloat16 autocast (``train --amp``) a layer's input may be bfloat16, which torch.fft does not take on CUDA
+    (cuFFT has no bfloat16). The FFTs and the complex mode contraction, which autocast leaves alone, then run in
+    float32, and the layers around them in bfloat16. Weights and state dict are unchanged."""
+    for module in model.modules():
+        if isinstance(module, SpectralConv):
+            module.register_forward_pre_hook(_float32_input)
+    return model
+
+
+def _float32_input(module: nn.Module, args: tuple) -> tuple | None:
+    x, *rest = args
+    return (x.float(), *rest) if x.dtype in (torch.float16, torch.bfloat16) else None

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from torch import nn
 
 from operators.models import chonn, nac, order_models, sequence, vision
-from operators.models.fno import FNOConfig, build_fno
+from operators.models.fno import FNOConfig, build_fno, spectral_in_float32
 from operators.models.unet import UNet, UNetConfig
 
 __all__ = ["ModelEntry", "MODELS", "TASKS", "build", "make_config", "model_spec", "rebuild"]
@@ -129,7 +129,7 @@ def build(name: str, in_channels: int, out_channels: int, **config: Any) -> nn.M
     """
     if in_channels < 1 or out_channels < 1:
         raise ValueError(f"expected positive in_channels and out_channels, found {in_channels}, {out_channels}")
-    return _entry(name).build(in_channels, out_channels, make_config(name, **config))
+    return spectral_in_float32(_entry(name).build(in_channels, out_channels, make_config(name, **config)))
 
 
 def model_spec(name: str, in_channels: int, out_channels: int, **config: Any) -> dict:

@@ -34,21 +34,29 @@ class DistInfo:
 
 
 def device_of(device: str | torch.device | None, *, local_rank: int = 0) -> torch.device:
-    """The torch device ``device`` names (None: ``cuda:local_rank`` when CUDA is available, else the CPU).
+    """The torch device ``device`` names, with an index: None (CUDA available) and ``"cuda"`` mean
+    ``cuda:local_rank``, the GPU of this process under ``torchrun``; None without CUDA means the CPU.
 
     Raises:
-        SpecError: one line naming ``device`` when it is not a device name, or names one this machine lacks.
+        SpecError: one line naming ``device`` when it is not a device name, or names one this machine lacks
+        (also a GPU per process that the node does not have: more ``torchrun`` processes than GPUs).
     """
-    if device is None:
-        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    if device is None and not torch.cuda.is_available():
+        return torch.device("cpu")
     try:
-        dev = torch.device(device)
+        dev = torch.device("cuda" if device is None else device)
     except (RuntimeError, TypeError):
         raise SpecError("device", f"expected a torch device such as 'cpu', 'cuda' or 'cuda:1', found {device!r}") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise SpecError("device", f"expected a device this machine has; found {device!r}, but torch "
                         f"{torch.__version__} sees no CUDA device here (use cpu)")
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", local_rank)
+        if local_rank >= torch.cuda.device_count():
+            raise SpecError("device", f"expected a GPU for each process on this node: local rank {local_rank} of "
+                            f"{torch.cuda.device_count()} CUDA device(s); start torchrun with --nproc-per-node "
+                            f"{torch.cuda.device_count()} or use --device cpu")
+    if dev.type == "cuda" and dev.index >= torch.cuda.device_count():
         raise SpecError("device", f"expected one of the {torch.cuda.device_count()} CUDA devices, found {device!r}")
     return dev
 
@@ -89,9 +97,10 @@ def unwrap(model: nn.Module) -> nn.Module:
 
 
 def all_reduce_sum(t: torch.Tensor, info: DistInfo) -> torch.Tensor:
-    """Sum of ``t`` over all processes (a copy; ``t`` itself when not distributed)."""
+    """Sum of ``t`` over all processes (a copy on ``t``'s device, reduced on the run's; ``t`` itself when not
+    distributed)."""
     if not info.distributed:
         return t
-    out = t.detach().clone()
+    out = t.detach().to(info.device, copy=True)  # NCCL reduces CUDA tensors only
     dist.all_reduce(out, op=dist.ReduceOp.SUM)
-    return out
+    return out.to(t.device)
