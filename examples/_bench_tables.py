@@ -119,3 +119,27 @@ def bench(results: dict, reruns: tuple[dict, ...] = ()) -> list[str]:
         lines.append("")
     lines.append("Script wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in walls.items()) + ".")
     return lines
+
+
+#: rows a GPU run of bench_operators made before they were left out there (they timed the CPU's kernels)
+_CPU_ONLY_ON_GPU = "scan kernels alone"
+
+
+def gpu(results: dict, before: dict | None = None) -> list[str]:
+    """The GPU section: the run's conditions and GPU, its rows (less those that timed the CPU), and, given the run
+    ``before`` a change, the full-grid ``chonn_fno`` / ``fno`` ratios of both side by side."""
+    env = results["environment"]
+    rows = [r for r in results["rows"] if r["case"] != "script wall time" and _CPU_ONLY_ON_GPU not in r["case"]]
+    lines = [f"{_run_line(results)}, on one {env.get('gpu', 'GPU')}. {results.get('note', '')}", ""]
+    if before is not None:
+        ratio = "chonn_fno order 2, downsample 1 / fno, full grid"
+        then = {_case(r): r["value"] for r in before["rows"] if r["case"].startswith(ratio)}
+        lines += [f"Full-grid `chonn_fno` / `fno` training step, before ({commit_text(before['environment'])}: "
+                  f"{before.get('note', '').split('.')[0].removeprefix('code: ')}) and after:", "",
+                  "| grid | before | after |", "|---|---|---|"]
+        lines += [f"| {_case(r).removeprefix(ratio).strip()} | {_value(then.get(_case(r), float('nan')))} | "
+                  f"{_value(r['value'])} |" for r in rows if r["case"].startswith(ratio)]
+        lines.append("")
+    lines += ["| case | value | unit | detail |", "|---|---|---|---|"]
+    lines += [f"| {_case(r)} | {_value(r['value'])} | {r['unit']} | {r['detail'].replace('|', '/')} |" for r in rows]
+    return lines

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from _bench_tables import bench as bench_section
 from _bench_tables import commit_text
+from _bench_tables import gpu as gpu_section
 from _model_tables import models as models_section
 from _online_tables import online_vs_file  # noqa: F401 - a renderer (RENDERERS)
 
@@ -469,7 +470,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="first copy RUNS/<script>/results.json of medium runs into --results")
     p.add_argument("--bench", type=Path, default=ROOT / "results" / "bench.json",
                    help="python -m bench --json output (default results/bench.json; its -quick.json beside it: "
-                        "python -m bench --quick; its -models.json: circuitop bench models)")
+                        "python -m bench --quick; its -models.json: circuitop bench models; its -gpu.json and "
+                        "-gpu-before.json: bench/gpu_session.sh's bench_operators on a GPU)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a section is out of date")
     args = p.parse_args(argv)
     if args.collect:
@@ -494,6 +496,11 @@ def main(argv: list[str] | None = None) -> int:
     models = args.bench.with_name(args.bench.stem + "-models.json")
     if models.is_file():
         text = update(text, "models", "\n".join(models_section(json.loads(models.read_text()))) + "\n")
+    gpu = args.bench.with_name(args.bench.stem + "-gpu.json")
+    if gpu.is_file():
+        before = gpu.with_name(gpu.stem + "-before.json")
+        text = update(text, "gpu", "\n".join(gpu_section(json.loads(gpu.read_text()), json.loads(before.read_text())
+                                                           if before.is_file() else None)) + "\n")
     typed = hand_tables(text)
     if typed:
         print(f"{args.file}: tables outside the generated sections (lines {typed}); expected every table "

@@ -28,12 +28,12 @@ def _git(*args: str) -> str | None:
 def code_version() -> dict:
     """``{"commit", "dirty", "circuitop"}``: the checkout's HEAD commit (None outside a git checkout, e.g. an
     installed wheel), whether tracked files other than ``results/`` and Markdown differ from it (the number
-    may come from uncommitted code), and the package version. A copy of a checkout without its ``.git`` (the
-    tree sent to a GPU machine) names its commit in ``CIRCUITOP_COMMIT``; it is then taken as clean."""
+    may come from uncommitted code), and the package version. A copy of a checkout sent elsewhere (a GPU
+    machine, where its ``.git`` may be missing or stale) names its commit in ``CIRCUITOP_COMMIT``, which then
+    wins; the copy is taken as that commit, clean."""
+    if os.environ.get("CIRCUITOP_COMMIT"):
+        return {"commit": os.environ["CIRCUITOP_COMMIT"], "dirty": False, "circuitop": _version()}
     commit = _git("rev-parse", "HEAD")
-    if commit is None and os.environ.get("CIRCUITOP_COMMIT"):
-        commit = os.environ["CIRCUITOP_COMMIT"]
-        return {"commit": commit, "dirty": False, "circuitop": _version()}
     # results and prose do not change what the code computes: a regenerated RESULTS.md is not "dirty" code
     changes = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!*.md") if commit else None
     return {"commit": commit, "dirty": bool(changes), "circuitop": _version()}
