@@ -4,6 +4,7 @@ Depends on ``pde_data`` and ``circuitop`` only; never on ``operators``.
 Plots live in ``evaluation.plots``, imported on demand (it is the one module that loads matplotlib).
 """
 
+from evaluation._inputs import finite_checks
 from evaluation.metrics import max_mse, nrmse_range, rel_h1, rel_l1, rel_l2, rel_l2_derivative, rel_l2_spectral
 from evaluation.localized import boundary_rmse, frequency_band_errors
 from evaluation.pdebench import PDEBENCH_KEYS, PDEBenchAccumulator, pdebench_metrics
@@ -22,4 +23,4 @@ __all__ += ["pdebench_metrics", "PDEBenchAccumulator", "PDEBENCH_KEYS", "frequen
 __all__ += ["summarize", "MetricAccumulator"]
 __all__ += ["gap_mask", "apply_gap", "gapped_evaluation", "GAP_LEVELS"]
 __all__ += ["vrmse", "vmse", "nmse_well", "nrmse_well", "linf", "pearson", "binned_spectral_mse"]
-__all__ += ["top_k_accuracy", "cross_entropy"]
+__all__ += ["top_k_accuracy", "cross_entropy", "finite_checks"]

@@ -9,7 +9,10 @@ results come back as Python floats (or numpy arrays for ``reduce="none"``). xarr
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -17,9 +20,24 @@ import xarray as xr
 
 from pde_data import model
 
-__all__ = ["Pair", "as_pair", "finish", "check_reduce", "REDUCTIONS"]
+__all__ = ["Pair", "as_pair", "finish", "check_reduce", "REDUCTIONS", "finite_checks"]
 
 REDUCTIONS = ("mean", "median", "none")
+
+#: whether :func:`as_pair` refuses NaN/Inf (reading that costs a device sync per input)
+_CHECK_FINITE = contextvars.ContextVar("circuitop_check_finite", default=True)
+
+
+@contextlib.contextmanager
+def finite_checks(enabled: bool) -> Iterator[None]:
+    """Within the block, metrics check their inputs for NaN/Inf (the default) or not. A training loop that
+    checks its losses itself turns them off: a NaN then reaches the loss instead of stopping the metric, and no
+    step waits for the device to say whether its inputs were finite."""
+    token = _CHECK_FINITE.set(enabled)
+    try:
+        yield
+    finally:
+        _CHECK_FINITE.reset(token)
 
 
 @dataclass(frozen=True)
@@ -100,7 +118,8 @@ def as_pair(pred, true, *, min_ndim: int = 1) -> Pair:
 
     Raises:
         ValueError: mixed xarray/array inputs, different shapes or dims, fewer than ``min_ndim``
-            axes, an empty array, or NaN/Inf in either input; the message names the argument.
+            axes, an empty array, or NaN/Inf in either input (unless :func:`finite_checks` is off); the
+            message names the argument.
     """
     xr_types = (xr.Dataset, xr.DataArray)
     if isinstance(pred, xr_types) or isinstance(true, xr_types):
@@ -117,7 +136,7 @@ def as_pair(pred, true, *, min_ndim: int = 1) -> Pair:
         raise ValueError(f"pred: expected at least {min_ndim} axes (sample first), found {_describe(pred)}")
     if pair.pred.numel() == 0:
         raise ValueError(f"pred and true: expected non-empty arrays, found {_describe(pred)}")
-    for name, x in (("pred", pair.pred), ("true", pair.true)):
+    for name, x in (("pred", pair.pred), ("true", pair.true)) if _CHECK_FINITE.get() else ():
         if not bool(torch.isfinite(x.detach()).all()):
             raise ValueError(f"{name}: expected finite values, found NaN or Inf in {_describe(x)}")
     return pair

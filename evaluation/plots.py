@@ -35,7 +35,7 @@ def _numpy(x, name: str) -> np.ndarray:
 def _save(fig: Figure, path: str | os.PathLike | None) -> Figure:
     if path is not None:
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+            fig.savefig(tmp, format="png", dpi=110)  # the figures lay out with "constrained": no tight pass
     return fig
 
 

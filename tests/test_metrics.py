@@ -1,5 +1,7 @@
 """CHONN metrics (Eqs. 48-50, 55, 59-61): analytic cases, properties, input types, bad input."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -296,3 +298,17 @@ def test_tensors_stay_on_their_device_dtype_and_graph(metric, dtype, device):
         assert result.item() == pytest.approx(expected, rel=1e-12 if dtype == torch.float64 else 1e-4)
     grad = tensor_pred.grad
     assert grad.device == tensor_pred.device and grad.dtype == dtype and bool(grad.abs().sum() > 0)
+
+
+def test_finite_checks_can_be_turned_off_for_a_training_loop():
+    """The trainer's losses skip the NaN/Inf refusal (it checks the losses itself, every 20 steps, without a device
+    sync per step): inside the block a NaN reaches the value; outside it is refused again."""
+    import evaluation
+
+    pred, true = torch.tensor([[1.0, math.nan]]), torch.ones(1, 2)
+    with pytest.raises(ValueError, match="pred: expected finite values"):
+        rel_l2(pred, true)
+    with evaluation.finite_checks(False):
+        assert math.isnan(float(rel_l2(pred, true)))
+    with pytest.raises(ValueError, match="pred: expected finite values"):
+        rel_l2(pred, true)

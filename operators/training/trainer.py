@@ -29,6 +29,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+import evaluation
 from operators.training import checkpoint as ckpt
 from operators.training.distributed import DistInfo, all_reduce_sum, unwrap, wrap
 from operators.training.loader import Loader, epoch_order
@@ -93,12 +94,10 @@ class Trainer:
 
     def _sample_losses(self, batch: tuple) -> torch.Tensor:
         pred = self._predict(batch, training=True)
-        floats = [pred] + [t for t in batch if t.is_floating_point()]
-        if not bool(torch.stack([torch.isfinite(t).all() for t in floats]).all()):
-            # the metrics refuse non-finite input: NaN losses instead, still in the graph (the step goes on;
-            # every process stops at the check, see _check)
-            return pred.reshape(len(pred), -1).sum(1) * 0.0 + math.nan
-        return self.task.losses(pred, batch)
+        # NaN/Inf in a prediction or the data reach the losses, and every process stops at the deferred check
+        # (_check): no step waits for the device to say whether its inputs were finite
+        with evaluation.finite_checks(False):
+            return self.task.losses(pred, batch)
 
     # -- one epoch -------------------------------------------------------------------------------
     def _step(self, batch: tuple, n_global: int) -> _Step:

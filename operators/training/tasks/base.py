@@ -85,19 +85,24 @@ class EvalOptions:
 
 @dataclass
 class MetricSums:
-    """Running sums of per-sample metrics (:meth:`Task.metrics`) over the batches of a split, in float64."""
+    """Running sums of per-sample metrics (:meth:`Task.metrics`) over the batches of a split, in float64 on the
+    metrics' device (read once, by :meth:`means`: no device sync per batch)."""
 
-    sums: dict[str, float] = field(default_factory=dict)
+    sums: dict[str, torch.Tensor] = field(default_factory=dict)
     n: int = 0
 
     def add(self, values: dict[str, torch.Tensor]) -> None:
         """Add one batch's ``{name: (batch,)}``."""
         for name, v in values.items():
-            self.sums[name] = self.sums.get(name, 0.0) + float(v.detach().double().sum())
+            total = v.detach().double().sum()
+            self.sums[name] = total if name not in self.sums else self.sums[name] + total
         self.n += len(next(iter(values.values())))
 
     def means(self) -> dict[str, float]:
-        return {name: total / max(self.n, 1) for name, total in self.sums.items()}
+        if not self.sums:
+            return {}
+        totals = torch.stack(list(self.sums.values())).tolist()
+        return {name: total / max(self.n, 1) for name, total in zip(self.sums, totals)}
 
 
 def standing_in(what: str, names: tuple[str, ...], given: Sequence[str] | None) -> tuple[str, ...]:
