@@ -237,7 +237,7 @@ def _worker(name: str, quick: bool, device: str, compile: bool) -> int:
     return 0
 
 
-def _run_model(name: str, *, quick: bool, device: str, compile: bool) -> list[Row]:
+def _run_model(name: str, *, quick: bool, device: str, compile: bool, budget: float | None = None) -> list[Row]:
     """One model's rows from its own process (:func:`_worker`); past :data:`BUDGET_S`, the process is stopped
     and the rows so far are kept with one that says so."""
     env = {"TORCHINDUCTOR_CACHE_DIR": str(ROOT / ".torchinductor"), "TORCH_EXTENSIONS_DIR": str(ROOT / ".torch_extensions"),
@@ -250,7 +250,7 @@ def _run_model(name: str, *, quick: bool, device: str, compile: bool) -> list[Ro
         reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
         reader.start()
         try:
-            proc.wait(timeout=BUDGET_S[quick])
+            proc.wait(timeout=budget or BUDGET_S[quick])
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -260,17 +260,19 @@ def _run_model(name: str, *, quick: bool, device: str, compile: bool) -> list[Ro
         tail = [line for line in lines_err if "Error" in line.split(":")[0]][-1:] or lines_err[-1:] or [""]
     rows = {row.case: row for row in (Row(**json.loads(line)) for line in lines)}
     if proc.returncode != 0:
-        why = (f"stopped after {BUDGET_S[quick]:.0f} s" if proc.returncode == -9 else f"failed: {tail[0][:200]}")
+        why = (f"stopped after {budget or BUDGET_S[quick]:.0f} s" if proc.returncode == -9 else f"failed: {tail[0][:200]}")
         rows["stopped"] = Row(BENCHMARK, f"{name}: not finished", float("nan"), "", why)
     return list(rows.values())
 
 
-def run(quick: bool = False, only: list[str] | None = None, device: str = "cpu", compile: bool = True) -> list[Row]:
-    """The rows of every registry model (or of ``only``) on ``device``, one process per model."""
+def run(quick: bool = False, only: list[str] | None = None, device: str = "cpu", compile: bool = True,
+        budget: float | None = None) -> list[Row]:
+    """The rows of every registry model (or of ``only``) on ``device``, one process per model, each within
+    ``budget`` seconds (default :data:`BUDGET_S`)."""
     rows = []
     for name in only or list(cases(quick)):
         print(f"bench_models: {name} ...", file=sys.stderr, flush=True)
-        rows += _run_model(name, quick=quick, device=device, compile=compile)
+        rows += _run_model(name, quick=quick, device=device, compile=compile, budget=budget)
     return rows
 
 
@@ -281,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the rows and the environment to this JSON file")
     parser.add_argument("--device", default="cpu", help="torch device of the models (default cpu)")
     parser.add_argument("--eager", action="store_true", help="eager rows only (no torch.compile)")
+    parser.add_argument("--budget", type=float, default=None, metavar="S",
+                        help=f"seconds per model's process (default {BUDGET_S[False]:.0f}, quick {BUDGET_S[True]:.0f})")
     parser.add_argument("--worker", metavar="MODEL", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     unknown = sorted(set(args.only or []) - set(FULL) | ({args.worker} - set(FULL) if args.worker else set()))
@@ -291,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.__main__ import _write_json
 
     busy = busy_warning()
-    rows = run(quick=args.quick, only=args.only, device=args.device, compile=not args.eager)
+    rows = run(quick=args.quick, only=args.only, device=args.device, compile=not args.eager, budget=args.budget)
     footer = [f"{line} ({when})" for line, when in ((busy, "at the start"), (busy_warning(), "at the end")) if line]
     print_table(rows, title=f"circuitop models ({'quick' if args.quick else 'full'})", footer=footer)
     if args.json:

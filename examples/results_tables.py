@@ -36,7 +36,7 @@ __all__ = ["render", "update", "main"]
 #: the generated sections of the full and the quick benchmark runs
 BENCH, BENCH_QUICK = "bench", "bench_quick"
 #: benchmarks run again alone after the full run (``results/bench-<name>.json``): their rows replace its
-BENCH_RERUNS = ("generate",)
+BENCH_RERUNS = ("generate", "trainer")
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ("order_benchmark", "darcy", "poisson_order_ablation", "navier_stokes_rollout", "shallow_water",
