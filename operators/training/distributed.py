@@ -54,8 +54,8 @@ def device_of(device: str | torch.device | None, *, local_rank: int = 0) -> torc
         dev = torch.device("cuda", local_rank)
         if local_rank >= torch.cuda.device_count():
             raise SpecError("device", f"expected a GPU for each process on this node: local rank {local_rank} of "
-                            f"{torch.cuda.device_count()} CUDA device(s); start torchrun with --nproc-per-node "
-                            f"{torch.cuda.device_count()} or use --device cpu")
+                            f"{torch.cuda.device_count()} CUDA device(s); start at most {torch.cuda.device_count()} "
+                            "processes per node, or use device 'cpu'")
     if dev.type == "cuda" and dev.index >= torch.cuda.device_count():
         raise SpecError("device", f"expected one of the {torch.cuda.device_count()} CUDA devices, found {device!r}")
     return dev
