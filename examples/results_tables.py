@@ -495,7 +495,9 @@ def main(argv: list[str] | None = None) -> int:
             text = update(text, name, "\n".join(bench_section(json.loads(path.read_text()), again)) + "\n")
     models = args.bench.with_name(args.bench.stem + "-models.json")
     if models.is_file():
-        text = update(text, "models", "\n".join(models_section(json.loads(models.read_text()))) + "\n")
+        rerun = models.with_name(models.stem + "-rerun.json")
+        text = update(text, "models", "\n".join(models_section(json.loads(models.read_text()), json.loads(
+            rerun.read_text()) if rerun.is_file() else None)) + "\n")
     gpu = args.bench.with_name(args.bench.stem + "-gpu.json")
     if gpu.is_file():
         before = gpu.with_name(gpu.stem + "-before.json")
