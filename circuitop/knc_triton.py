@@ -127,6 +127,33 @@ def _zoh_forward_kernel(u_ptr, proj_ptr, dt_ptr, lam_ptr, skip_ptr, y_ptr, ckpt_
 
 
 @triton.jit
+def _adjoint(proj_ptr, dt_ptr, gy_ptr, row, t, T, d, dm, md, lam, cv, g_next, D, P, HAS_DT: tl.constexpr):
+    """dy (BT, BD) of the steps ``row`` and g = dL/dv (BT, BD, BN) from g_t = c_t dy_t + a_{t+1} g_{t+1}: a
+    reverse scan with a_{t+1} (0 past the end), from ``g_next``, g at the first step of the later chunk."""
+    nxt = t + 1 < T
+    _, _, rate_next = _decay(proj_ptr, dt_ptr, row + 1, nxt, d, dm, lam, P, HAS_DT)
+    a_next = tl.where(nxt[:, None, None], tl.exp(rate_next), 0.0)
+    dy = tl.load(gy_ptr + row[:, None] * D + d[None, :], mask=md, other=0.0)
+    reach, acc = tl.associative_scan((a_next, dy[:, :, None] * cv[:, None, :]), 0, _combine, reverse=True)
+    return dy, acc + reach * g_next[None, :, :]
+
+
+@triton.jit
+def _grads(u, bv, delta, phi, q, states, dy, g, lam, skip):
+    """A chunk's gradients from its states v and adjoints g: du (BT, BD); db, dc (BT, BN), this channel block's
+    share; dL/dΔ (BT, BD); and its share of dL/dλ (BD, BN). With r = Δ λ (a = exp(-r)) and a v_{t-1} = v_t - φ q:
+    dL/dr = -g (v_t - q / λ)."""
+    g_phi = g * phi
+    du = skip[None, :] * dy + tl.sum(g_phi * bv[:, None, :], axis=2)
+    db = tl.sum(g_phi * u[:, :, None], axis=1)
+    dc = tl.sum(dy[:, :, None] * states, axis=1)
+    q_over = q / lam[None, :, :]
+    dr = -g * (states - q_over)
+    ddelta = tl.sum(dr * lam[None, :, :], axis=2)
+    return du, db, dc, ddelta, tl.sum(dr * delta[:, :, None] - g_phi * q_over, axis=0)
+
+
+@triton.jit
 def _zoh_backward_kernel(u_ptr, proj_ptr, dt_ptr, lam_ptr, skip_ptr, ckpt_ptr, gy_ptr,
                          du_ptr, dproj_ptr, dbc_ptr, ddt_ptr, dlam_ptr, dskip_ptr, T, D, N, P, NC, BT_ALL,
                          HAS_DT: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr):
@@ -147,21 +174,9 @@ def _zoh_backward_kernel(u_ptr, proj_ptr, dt_ptr, lam_ptr, skip_ptr, ckpt_ptr, g
         v0 = tl.load(ckpt_ptr + (b * NC + c) * D * N + state, mask=m2, other=0.0)
         decay, drive = tl.associative_scan((a, phi * q), 0, _combine)
         states = drive + decay * v0[None, :, :]
-        # the adjoint: g_t = c_t dy_t + a_{t+1} g_{t+1}, a reverse scan with a_{t+1} (0 past the end)
-        nxt = t + 1 < T
-        _, _, rate_next = _decay(proj_ptr, dt_ptr, row + 1, nxt, d, dm, lam, P, HAS_DT)
-        a_next = tl.where(nxt[:, None, None], tl.exp(rate_next), 0.0)
-        dy = tl.load(gy_ptr + row[:, None] * D + d[None, :], mask=md, other=0.0)
-        reach, acc = tl.associative_scan((a_next, dy[:, :, None] * cv[:, None, :]), 0, _combine, reverse=True)
-        g = acc + reach * g_next[None, :, :]
-        g_phi = g * phi
-        du = skip[None, :] * dy + tl.sum(g_phi * bv[:, None, :], axis=2)
-        db = tl.sum(g_phi * u[:, :, None], axis=1)  # this channel block's share (BT, BN)
-        dc = tl.sum(dy[:, :, None] * states, axis=1)
-        q_over = q / lam[None, :, :]
-        dr = -g * (states - q_over)  # dL/dr with r = Δ λ (a = exp(-r))
-        ddelta = tl.sum(dr * lam[None, :, :], axis=2)
-        dlam += tl.sum(dr * delta[:, :, None] - g_phi * q_over, axis=0)
+        dy, g = _adjoint(proj_ptr, dt_ptr, gy_ptr, row, t, T, d, dm, md, lam, cv, g_next, D, P, HAS_DT)
+        du, db, dc, ddelta, dlam_chunk = _grads(u, bv, delta, phi, q, states, dy, g, lam, skip)
+        dlam += dlam_chunk
         dskip += tl.sum(dy * u, axis=0)
         sig = 1.0 / (1.0 + tl.exp(-z))
         if HAS_DT:
