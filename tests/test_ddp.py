@@ -45,3 +45,19 @@ def test_a_classification_run_under_torchrun_matches_one_process(tmp_path):
 
     _, b = torchrun_beside_one_process(args, tmp_path, atol=1e-5)
     assert "val_top1" in b["history"][-1]
+
+
+def test_cuda_without_an_index_is_the_gpu_of_each_process(monkeypatch):
+    """``--device cuda`` (or none, with CUDA) is ``cuda:LOCAL_RANK``; a rank past the node's GPUs is one line
+    (torch's set_device refuses a CUDA device without an index: found on the first GPU machine)."""
+    from operators.training.distributed import device_of
+    from operators.training.spec_values import SpecError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert device_of("cuda", local_rank=1) == device_of(None, local_rank=1) == torch.device("cuda", 1)
+    assert device_of("cuda:0", local_rank=1) == torch.device("cuda", 0) and device_of("cpu") == torch.device("cpu")
+    with pytest.raises(SpecError, match="local rank 2 of 2 CUDA device"):
+        device_of("cuda", local_rank=2)
+    with pytest.raises(SpecError, match="expected one of the 2 CUDA devices, found 'cuda:3'"):
+        device_of("cuda:3")

@@ -12,10 +12,10 @@ import torch
 
 import pde_data
 import pde_data.generators
-from operators.training import distributed
-from operators.training.spec_values import SpecError
 from operators.cli._generation import (add_common_options, add_pdebench_option, non_negative_float, positive_float,
                                        positive_int, report_options, run_generation)
+from operators.training import distributed
+from operators.training.spec_values import SpecError
 
 __all__ = ["register", "spec", "add_device_options", "device_of", "resolve_device"]
 
