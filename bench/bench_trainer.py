@@ -16,11 +16,13 @@ measured inside each process (training only) are in the details.
 - streamed: ours trains from the same data written as a PDEBench Darcy HDF5 file in /tmp, read batch by batch
   (``--cache stream``, default workers); theirs still from the ``.pt`` in memory.
 
-Where the whole-process difference comes from (cProfile of ours, 10 epochs, 2026-11-26): the training loops
-take the same time (ratio 0.99-1.02); the rest, about 2 s of a 23 s process, is what ours does and theirs does
-not: four validation metrics per epoch instead of one (rel. L2, L1, spectral, nRMSE: 0.6 s), a checkpoint, the
-history and metrics.csv each epoch (0.3 s), ``curves.png`` (matplotlib import and drawing, 0.6 s), TensorBoard
-events (0.15 s) and the xarray/pandas data model's import (0.5 s). Both pay torch._dynamo's import (1.1 s, from
+Where the whole-process difference comes from (wall-clock phases of one of our processes on a quiet machine,
+10 epochs, 2026-11-26): the training loops take the same time (ratio 0.99-1.02), and so do the validation
+passes (0.8 s in all: the same forward over 100 samples; our four metrics add 0.04 s). The rest, about 2.5 s, is
+what ours does beside training: the start, 1.7 s longer than theirs (0.6 s of it imports: the xarray/pandas
+data model, the HDF5/NetCDF readers, TensorBoard; the rest opening and checking the data, resolving the run
+spec, fitting normalisers, claiming the run folder), ``curves.png`` (0.6 s), a checkpoint, the history and
+metrics.csv each epoch (0.2 s) and TensorBoard events (0.05 s). Both pay torch._dynamo's import (1.1 s, from
 ``torch.optim.Adam``) and neuraloperator's (0.7 s, wandb included).
 
 The data: neuraloperator 0.3.0's wheel ships ``neuralop/datasets/data/darcy_train_16.pt``; the benchmark
