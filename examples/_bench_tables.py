@@ -86,7 +86,8 @@ def _benchmark(row: dict) -> str:
     return row["benchmark"].removeprefix("bench_") if row["case"] == "script wall time" else row["benchmark"]
 
 
-def _run_line(results: dict) -> str:
+def run_line(results: dict) -> str:
+    """The command and conditions of a results file: threads, command, scale, cores, torch and commit."""
     env = results["environment"]
     code = commit_text(env) or "commit not recorded"
     threads = f"OMP_NUM_THREADS={env['omp_num_threads']}" if env.get("omp_num_threads") else "torch's default threads"
@@ -100,9 +101,9 @@ def bench(results: dict, reruns: tuple[dict, ...] = ()) -> list[str]:
     rerun_names = {r["benchmark"] for again in reruns for r in again["rows"]}
     rows = [r for r in results["rows"] if _benchmark(r) not in rerun_names]
     rows += [r for again in reruns for r in again["rows"]]
-    lines = [f"{_run_line(results)}. Every ratio is measured side by side in one run."]
+    lines = [f"{run_line(results)}. Every ratio is measured side by side in one run."]
     lines += [f"The rows of {', '.join(sorted({r['benchmark'] for r in again['rows'] if r['case'] != 'script wall time'}))} "
-              f"come from a later run of that benchmark alone: {_run_line(again)}." for again in reruns]
+              f"come from a later run of that benchmark alone: {run_line(again)}." for again in reruns]
     lines.append("")
     busy = list(results["busy"]) + [line for again in reruns for line in again["busy"]]
     lines += [f"> {line}" for line in busy] + ([""] if busy else [])
@@ -113,10 +114,8 @@ def bench(results: dict, reruns: tuple[dict, ...] = ()) -> list[str]:
             groups.setdefault(row["benchmark"], []).append(row)
     walls = {r["benchmark"].removeprefix("bench_"): r["value"] for r in rows if r["case"] == "script wall time"}
     for name, group in groups.items():
-        lines += [f"**{name}**", "", "| case | value | unit | detail |", "|---|---|---|---|"]
-        lines += [f"| {_case(r)} | {_value(r['value'])} | {r['unit']} | {r['detail'].replace('|', '/')} |"
-                  for r in group]
-        lines.append("")
+        lines += [f"**{name}**", ""]
+        lines += _table(group) + [""]
     lines.append("Script wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in walls.items()) + ".")
     return lines
 
@@ -125,12 +124,18 @@ def bench(results: dict, reruns: tuple[dict, ...] = ()) -> list[str]:
 _CPU_ONLY_ON_GPU = "scan kernels alone"
 
 
-def gpu(results: dict, before: dict | None = None) -> list[str]:
-    """The GPU section: the run's conditions and GPU, its rows (less those that timed the CPU), and, given the run
-    ``before`` a change, the full-grid ``chonn_fno`` / ``fno`` ratios of both side by side."""
+def gpu(results: dict, before: dict | None = None, check: str | None = None) -> list[str]:
+    """The GPU section: the run's conditions and GPU, the last line of the same run's ``bench.gpu_check`` output
+    (``check``), its rows (less those that timed the CPU), and, given the run ``before`` a change, the full-grid
+    ``chonn_fno`` / ``fno`` ratios of both side by side."""
     env = results["environment"]
     rows = [r for r in results["rows"] if r["case"] != "script wall time" and _CPU_ONLY_ON_GPU not in r["case"]]
-    lines = [f"{_run_line(results)}, on one {env.get('gpu', 'GPU')}. {results.get('note', '')}", ""]
+    lines = [f"{run_line(results)}, on one {env.get('gpu', 'GPU')}. {results.get('note', '')}", ""]
+    if check is not None:
+        summary = [line for line in check.splitlines() if line.endswith("checks passed")]
+        lines += [f"The same run's `python -m bench.gpu_check --device cuda` (every model's forward, loss, gradients "
+                  f"and bf16 autocast, the solvers, the metrics against float64 CPU references; "
+                  f"`results/bench-gpu-check.txt`): {summary[-1] if summary else 'no summary line'}.", ""]
     if before is not None:
         ratio = "chonn_fno order 2, downsample 1 / fno, full grid"
         then = {_case(r): r["value"] for r in before["rows"] if r["case"].startswith(ratio)}
@@ -140,6 +145,10 @@ def gpu(results: dict, before: dict | None = None) -> list[str]:
         lines += [f"| {_case(r).removeprefix(ratio).strip()} | {_value(then.get(_case(r), float('nan')))} | "
                   f"{_value(r['value'])} |" for r in rows if r["case"].startswith(ratio)]
         lines.append("")
-    lines += ["| case | value | unit | detail |", "|---|---|---|---|"]
-    lines += [f"| {_case(r)} | {_value(r['value'])} | {r['unit']} | {r['detail'].replace('|', '/')} |" for r in rows]
-    return lines
+    return lines + _table(rows)
+
+
+def _table(rows: list[dict]) -> list[str]:
+    """Benchmark rows as a Markdown table: case, value, unit, detail."""
+    return ["| case | value | unit | detail |", "|---|---|---|---|"] + [
+        f"| {_case(r)} | {_value(r['value'])} | {r['unit']} | {r['detail'].replace('|', '/')} |" for r in rows]

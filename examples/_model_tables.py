@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from _bench_tables import commit_text
+from _bench_tables import run_line
 
 __all__ = ["models", "EVEN"]
 
@@ -80,13 +80,6 @@ def _inputs(found: dict[str, dict[str, dict]]) -> list[str]:
     return [f"- {shape}: {', '.join(names)}" for shape, names in shapes.items()]
 
 
-def _run(results: dict) -> str:
-    env = results["environment"]
-    threads = f"OMP_NUM_THREADS={env['omp_num_threads']}" if env.get("omp_num_threads") else "torch's default threads"
-    code = commit_text(env) or "commit not recorded"
-    return f"`{threads} {results['command']}` ({results['scale']} sizes; {env['cores']} cores, torch {env['torch']}; {code})"
-
-
 def models(results: dict, rerun: dict | None = None) -> list[str]:
     """The section: the command and conditions, the table, the inputs and what compile wins. The models of
     ``rerun`` (``--only`` some models, run afterwards) take its rows in place of theirs."""
@@ -94,13 +87,13 @@ def models(results: dict, rerun: dict | None = None) -> list[str]:
     again = {} if rerun is None else _by_model(rerun["rows"])
     found = {m: again.get(m, v) for m, v in found.items()}
     found = {m: v for m, v in found.items() if "parameters" in v}
-    lines = [f"{_run(results)}. Times are the minimum over interleaved rounds (eager, compiled, "
+    lines = [f"{run_line(results)}. Times are the minimum over interleaved rounds (eager, compiled, "
              "...); peak MB is the rise of live tensor memory over one training step (torch.profiler), not RSS; "
              "fwd is a forward under `no_grad`, fwd+bwd a forward, mean-square loss and backward (no optimizer "
              "step); the CKB share is the time inside the Kirchhoff blocks over the eager step."]
     if again:
         lines.append(f"The rows of {', '.join(f'`{m}`' for m in again)} come from a later run of those models alone: "
-                     f"{_run(rerun)}.")
+                     f"{run_line(rerun)}.")
     busy = list(results["busy"]) + ([] if rerun is None else list(rerun["busy"]))
     lines += [""] + [f"> {line}" for line in busy] + ([""] if busy else [])
     lines += ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]

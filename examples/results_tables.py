@@ -470,8 +470,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="first copy RUNS/<script>/results.json of medium runs into --results")
     p.add_argument("--bench", type=Path, default=ROOT / "results" / "bench.json",
                    help="python -m bench --json output (default results/bench.json; its -quick.json beside it: "
-                        "python -m bench --quick; its -models.json: circuitop bench models; its -gpu.json and "
-                        "-gpu-before.json: bench/gpu_session.sh's bench_operators on a GPU)")
+                        "python -m bench --quick; its -models.json: circuitop bench models; its -gpu.json, "
+                        "-gpu-before.json and -gpu-check.txt: bench/gpu_session.sh's bench_operators and gpu_check on a GPU)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a section is out of date")
     args = p.parse_args(argv)
     if args.collect:
@@ -500,9 +500,10 @@ def main(argv: list[str] | None = None) -> int:
             rerun.read_text()) if rerun.is_file() else None)) + "\n")
     gpu = args.bench.with_name(args.bench.stem + "-gpu.json")
     if gpu.is_file():
-        before = gpu.with_name(gpu.stem + "-before.json")
-        text = update(text, "gpu", "\n".join(gpu_section(json.loads(gpu.read_text()), json.loads(before.read_text())
-                                                           if before.is_file() else None)) + "\n")
+        before, check = gpu.with_name(gpu.stem + "-before.json"), gpu.with_name(gpu.stem + "-check.txt")
+        text = update(text, "gpu", "\n".join(gpu_section(
+            json.loads(gpu.read_text()), json.loads(before.read_text()) if before.is_file() else None,
+            check.read_text() if check.is_file() else None)) + "\n")
     typed = hand_tables(text)
     if typed:
         print(f"{args.file}: tables outside the generated sections (lines {typed}); expected every table "
