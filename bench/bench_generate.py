@@ -13,14 +13,22 @@ loop. Then ``circuitop generate ns`` runs as a subprocess with ``--n 64`` and ``
 its process tree's peak RSS sampled from ``/proc`` (bench/_memory.py): memory holds one block of samples,
 so the peak should be flat in ``--n``.
 
+Last, training on samples made as it goes (``circuitop train --generate ns``, each epoch's samples made in turn,
+``--workers 0``): seconds per epoch in one process against ``torchrun`` with 2 processes, each making half of
+every epoch (:class:`operators.training.online.Stream`), interleaved over the same rounds; the epochs after the
+first (epoch 1's samples are made before it, to fit the normalizers).
+
     python -m bench.bench_generate [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,6 +79,34 @@ def _timings(spec: GenerationSpec, rounds: int, tmp: Path) -> dict[str, list[flo
     return times
 
 
+def _online_args(quick: bool) -> list[str]:
+    """``train`` options of the online rows: Navier–Stokes made as it trains (16 samples an epoch, blocks of 4), a
+    small FNO, 3 epochs."""
+    sim = ["n_sim=32", "n_out=16", "t_final=1"] if quick else ["n_sim=64", "n_out=32", "t_final=5"]
+    return ["--generate", "ns", "--gen", *sim, "n_records=4", "batch_size=4", "--window", "1", "--samples-per-epoch",
+            "16", "--model", "fno", "--config", "width=8", "n_modes=4", "n_layers=2", "--epochs", "3", "--workers", "0",
+            "--device", "cpu", "--threads", "1", "--no-progress"]
+
+
+def _online(quick: bool, rounds: int, tmp: Path) -> dict[str, list[float]]:
+    """Mean seconds per epoch after the first of ``train --generate`` in one process and under 2-process
+    ``torchrun``, ``rounds`` times each, interleaved."""
+    torchrun = str(Path(sys.executable).with_name("torchrun"))
+    commands = {"online epoch, 1 process": [sys.executable],
+                "online epoch, torchrun 2 processes": [torchrun, "--standalone", "--nproc_per_node", "2"]}
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for r in range(rounds):
+        for k, (name, command) in enumerate(commands.items()):
+            out = tmp / f"online_{r}_{k}"
+            done = subprocess.run([*command, "-m", "operators.cli", "train", *_online_args(quick), "--out", str(out)],
+                                  capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+            if done.returncode:
+                raise RuntimeError(f"{name} failed: {done.stderr[-500:]}")
+            history = json.loads((out / "history.json").read_text())
+            times[name].append(statistics.mean(epoch["epoch_s"] for epoch in history[1:]))
+    return times
+
+
 def _range(values: list[float]) -> str:
     return f"range {min(values):.3g}-{max(values):.3g} over {len(values)} rounds"
 
@@ -96,6 +132,7 @@ def run(quick: bool = False) -> list[Row]:
         tmp = Path(folder)
         times = _timings(spec, 2, tmp)
         peaks = _memory(quick, tmp)
+        online = _online(quick, 2, tmp)
     best = {name: min(t) for name, t in times.items()}
     p = spec.complete().params
     detail = f"ns {spec.n} samples at {p['n_sim']}², t {p['t_final']}, dt {p['dt']}, 8 shards, 1 thread per process"
@@ -111,6 +148,12 @@ def run(quick: bool = False) -> list[Row]:
              for n, mb in peaks.items()]
     rows.append(Row(NAME, f"peak RSS --n {large} / --n {small}", peaks[large] / peaks[small], "x",
                     f"{large // small}x the samples; flat = 1"))
+    rows += [Row(NAME, name, min(t), "s", f"ns 16 samples an epoch, blocks of 4, fno width 8; {_range(t)}", threads=1)
+             for name, t in online.items()]
+    one, two = online.values()
+    rows.append(Row(NAME, "online epoch, torchrun 2 processes vs 1 (speed-up)", min(one) / min(two), "x",
+                    f"best of each; per round {min(a / b for a, b in zip(one, two)):.3g}-"
+                    f"{max(a / b for a, b in zip(one, two)):.3g}; 2 cores: at most 2"))
     return rows
 
 

@@ -1,15 +1,17 @@
 """``circuitop train --generate``: training on samples a generator makes as it goes (operators/training/online.py)."""
 
+import datetime
 import json
 
 import numpy as np
 import pytest
 import torch
 
-from cli_run import run_cli
+from cli_run import run_cli, torchrun_beside_one_process
 from operators.cli import main
 from operators.training import load_checkpoint, load_run, stored_spec
-from operators.training.online import Stream, completed, epoch_set
+from operators.training.distributed import DistInfo
+from operators.training.online import Stream, completed, epoch_set, rank_samples
 from operators.training.spec import RunSpec
 from pde_data.generators import KINDS, GenerationSpec, make_samples
 
@@ -107,3 +109,64 @@ def test_generator_options_without_generate_give_one_line(tmp_path, capsys):
     assert main(["train", "--data", "x.nc", "--gen", "n_sim=32", *MODEL, "--out", str(tmp_path / "run")]) == 1
     err = capsys.readouterr().err.strip()
     assert "--gen: expected only with --generate" in err and len(err.splitlines()) == 1, err
+
+
+def test_each_process_makes_whole_blocks_of_its_part_in_rank_order():
+    def parts(n, block, world):
+        return [rank_samples(range(8, 8 + n), block, DistInfo(rank=r, world_size=world)) for r in range(world)]
+
+    assert parts(12, 4, 2) == [range(8, 12), range(12, 20)]  # 3 blocks over 2 processes
+    assert parts(12, 1, 3) == [range(8, 12), range(12, 16), range(16, 20)]
+    assert parts(4, 4, 2) == [range(8, 12)] * 2  # fewer blocks than processes: each makes the whole epoch
+    assert parts(12, 4, 1) == [range(8, 20)]
+
+
+def _stream_in_process(rank: int, store: str, spec: RunSpec, out: str, fail: bool) -> None:
+    """One of two gloo processes: epochs 0 and 1 of ``spec``'s stream (``fail``: rank 1's generation raises)."""
+    import torch.distributed as dist
+
+    from operators.training import online
+
+    # a gather that waits for a failed process raises after a minute, instead of the expected error
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=60))
+    made = []
+    if fail and rank == 1:
+        online.make_samples = lambda *a, **k: (_ for _ in ()).throw(FloatingPointError("solver blew up"))
+    else:
+        made_by = online.make_samples
+        online.make_samples = lambda stream, samples, **k: made.append(samples) or made_by(stream, samples, **k)
+    stream = Stream(spec, "cpu", background=True, dist=DistInfo(rank=rank, world_size=2))
+    try:
+        epochs = [stream.samples(e, ahead=e == 0).vorticity.values for e in (0, 1)]
+        torch.save({"epochs": [torch.from_numpy(v) for v in epochs], "made": [(s.start, s.stop) for s in made]},
+                   f"{out}.{rank}")
+    except Exception as exc:  # noqa: BLE001 - the test reads what each process raised
+        torch.save({"error": f"{type(exc).__name__}: {exc}"}, f"{out}.{rank}")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_under_ddp_each_process_makes_its_part_and_holds_the_whole_epoch(tmp_path, fail):
+    """Two gloo processes: each simulates half of every epoch (whole blocks) and ends up with the very samples
+    one process makes; a failing process makes the other raise rather than wait at the gather forever."""
+    spec = completed(RunSpec().override({"data.generate": "ns", "data.samples_per_epoch": 8, "data.generator": {
+        "n_sim": 16, "n_out": 8, "t_final": 0.5, "n_records": 2, "batch_size": 2}}))
+    out = tmp_path / "made"
+    torch.multiprocessing.start_processes(_stream_in_process, args=(str(tmp_path / "store"), spec, str(out), fail),
+                                          nprocs=2, start_method="spawn")
+    results = [torch.load(f"{out}.{r}", weights_only=True) for r in range(2)]
+    if fail:
+        assert results[1]["error"] == "FloatingPointError: solver blew up"
+        assert results[0]["error"] == "RuntimeError: data.generate: another process failed to make its samples of epoch 1"
+        return
+    assert [r["made"] for r in results] == [[(0, 4), (8, 12)], [(4, 8), (12, 16)]]
+    for epoch in (0, 1):
+        one = make_samples(*epoch_set(spec, epoch)).vorticity.values
+        for r in results:
+            np.testing.assert_array_equal(r["epochs"][epoch].numpy(), one)
+
+
+def test_torchrun_trains_on_generated_samples_like_one_process(tmp_path):
+    torchrun_beside_one_process(lambda out, *extra: _ns_run(out, "--epochs", "2", *extra), tmp_path, atol=1e-6)

@@ -74,13 +74,13 @@ class RunData:
     stream: online.Stream | None = None
 
     @classmethod
-    def open(cls, spec: RunSpec, device: torch.device | str | None = None) -> "RunData":
+    def open(cls, spec: RunSpec, device: torch.device | str | None = None, dist: DistInfo | None = None) -> "RunData":
         """The data of ``spec``; a generated run's are made on ``device``, the next epoch's in the background
-        unless ``loading.workers`` is 0."""
+        unless ``loading.workers`` is 0, each of the ``dist`` processes making its part of every epoch."""
         spec = online.completed(spec)
         stream = None
         if spec.data.generate is not None:
-            stream = online.Stream(spec, device, background=spec.loading.workers != 0)
+            stream = online.Stream(spec, device, background=spec.loading.workers != 0, dist=dist)
         return cls(online.open_fixed(spec, device), stream)
 
     def resolve(self, spec: RunSpec) -> RunSpec:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 import torch.distributed as dist
@@ -13,7 +14,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from operators.training.spec_values import SpecError
 
-__all__ = ["DistInfo", "setup", "cleanup", "wrap", "unwrap", "all_reduce_sum", "device_of"]
+__all__ = ["DistInfo", "setup", "cleanup", "wrap", "unwrap", "all_reduce_sum", "all_gather_rows", "device_of"]
 
 
 @dataclass(frozen=True)
@@ -104,3 +105,16 @@ def all_reduce_sum(t: torch.Tensor, info: DistInfo) -> torch.Tensor:
     out = t.detach().to(info.device, copy=True)  # NCCL reduces CUDA tensors only
     dist.all_reduce(out, op=dist.ReduceOp.SUM)
     return out.to(t.device)
+
+
+def all_gather_rows(t: torch.Tensor, counts: Sequence[int], info: DistInfo) -> torch.Tensor:
+    """Every process's ``t`` concatenated in rank order: ``(sum(counts), *rest)`` from ``(counts[rank], *rest)``
+    (the same ``rest`` and dtype on every process), on ``t``'s device, gathered on the run's; ``t`` itself when
+    not distributed."""
+    if not info.distributed:
+        return t
+    padded = t.new_zeros((max(counts), *t.shape[1:]), device=info.device)  # all_gather needs equal shapes
+    padded[:len(t)] = t
+    parts = [torch.empty_like(padded) for _ in counts]
+    dist.all_gather(parts, padded)
+    return torch.cat([part[:n] for part, n in zip(parts, counts)]).to(t.device)

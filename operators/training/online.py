@@ -15,7 +15,8 @@ an uninterrupted one does, and ``evaluate`` makes the fixed set again bit for bi
 The normalizers are fitted on epoch 0's samples (the training data, as a file run's are on its training split).
 An epoch's samples are read like a cached file's (:meth:`~operators.training.tasks.Task.dataset` over an
 in-memory Dataset); with ``loading.workers`` > 0 (the default) a background thread makes epoch ``e + 1``'s samples
-while epoch ``e`` trains.
+while epoch ``e`` trains. Under ``torchrun`` the processes share the making: each simulates its part of every
+epoch, and the parts are gathered, so ``P`` processes make an epoch about ``P`` times as fast.
 
 Example:
     >>> spec = RunSpec(data=DataSpec(generate="ns", generator={"n_sim": 64, "t_final": 5.0},
@@ -26,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import dataclasses
 import threading
 from concurrent.futures import Future
 from typing import Iterator
@@ -34,14 +36,14 @@ import torch
 import xarray as xr
 
 import pde_data
-from operators.training.distributed import DistInfo
+from operators.training.distributed import DistInfo, all_gather_rows, all_reduce_sum
 from operators.training.loader import Batch, Loader, global_batches
 from operators.training.spec import RunSpec, SpecError, Splits
 from operators.training.tasks import Normalizers, Task, make_task, resolve
 from pde_data.generators import KINDS, GenerationSpec, block_size, make_samples
 from pde_data.model import SAMPLE
 
-__all__ = ["completed", "fixed_set", "epoch_set", "open_fixed", "resolve_run", "Stream", "StreamLoader",
+__all__ = ["completed", "fixed_set", "epoch_set", "rank_samples", "open_fixed", "resolve_run", "Stream", "StreamLoader",
            "fit_stream_normalizers", "typed_params"]
 
 
@@ -121,6 +123,31 @@ def epoch_set(spec: RunSpec, epoch: int) -> tuple[GenerationSpec, range]:
     return stream, range(epoch * n, (epoch + 1) * n)
 
 
+def rank_samples(samples: range, block: int, dist: DistInfo) -> range:
+    """This process's part of an epoch's ``samples`` (a multiple of ``block`` long): a contiguous run of whole
+    generator blocks, the parts of ranks 0, 1, ... making up ``samples`` in order; all of ``samples`` when not
+    distributed or when there are fewer blocks than processes."""
+    blocks = len(samples) // block
+    if not dist.distributed or blocks < dist.world_size:
+        return samples
+    first, last = (blocks * r // dist.world_size for r in (dist.rank, dist.rank + 1))
+    return range(samples.start + first * block, samples.start + last * block)
+
+
+def _gathered(part: xr.Dataset, counts: list[int], dist: DistInfo) -> xr.Dataset:
+    """The samples of every process, ``counts[r]`` made by process ``r`` (this one's: ``part``), concatenated in
+    rank order along the sample dim; the variables without it are every process's alike."""
+    def gathered(var: xr.Variable) -> xr.Variable:
+        if SAMPLE not in var.dims:
+            return var
+        rows = var.transpose(SAMPLE, ...)
+        values = all_gather_rows(torch.tensor(rows.values), counts, dist).numpy()
+        return xr.Variable(rows.dims, values, var.attrs).transpose(*var.dims)
+
+    return xr.Dataset({name: gathered(part[name].variable) for name in part.data_vars},
+                      coords={name: gathered(part[name].variable) for name in part.coords}, attrs=part.attrs)
+
+
 def fixed_set(spec: RunSpec) -> GenerationSpec:
     """The generated validation and test set of a completed generated run without ``data.path``."""
     _, n_val, n_test = spec.data.split
@@ -147,21 +174,37 @@ def resolve_run(spec: RunSpec, source: pde_data.Source) -> RunSpec:
 
 class Stream:
     """The training samples of a completed generated run, an epoch at a time, made on ``device``; with
-    ``background``, the next epoch's are made by a daemon thread while this one trains."""
+    ``background``, the next epoch's are made by a daemon thread while this one trains.
 
-    def __init__(self, spec: RunSpec, device: torch.device | str | None, *, background: bool):
+    Under ``torchrun`` (``dist``) each process makes its part of every epoch (:func:`rank_samples`) and the
+    parts are gathered where :meth:`samples` is asked for, in the main thread (collectives must come in the
+    same order on every process): every process then holds the epoch a single process makes, bit for bit.
+    """
+
+    def __init__(self, spec: RunSpec, device: torch.device | str | None, *, background: bool,
+                 dist: DistInfo | None = None):
         self.spec, self.device, self.background = spec, device, background
+        self.dist = dist or DistInfo()
         self._made: dict[int, Future] = {}
+        self._whole: dict[int, xr.Dataset] = {}  # epochs gathered from every process's part
+
+    def _parts(self, epoch: int) -> tuple[GenerationSpec, list[range]]:
+        """The set of ``epoch`` and the sample range each process makes of it."""
+        stream, samples = epoch_set(self.spec, epoch)
+        block = block_size(stream)
+        ranks = range(self.dist.world_size)
+        return stream, [rank_samples(samples, block, dataclasses.replace(self.dist, rank=r)) for r in ranks]
 
     def _start(self, epoch: int) -> None:
-        if epoch in self._made:
+        if epoch in self._made or epoch in self._whole:
             return
         future: Future = Future()
         self._made[epoch] = future
+        stream, parts = self._parts(epoch)
 
         def make() -> None:
             try:
-                future.set_result(make_samples(*epoch_set(self.spec, epoch), device=self.device))
+                future.set_result(make_samples(stream, parts[self.dist.rank], device=self.device))
             except BaseException as exc:  # noqa: BLE001 - raised again where the epoch's samples are asked for
                 future.set_exception(exc)
 
@@ -170,13 +213,31 @@ class Stream:
         else:
             make()
 
+    def _whole_epoch(self, epoch: int) -> xr.Dataset:
+        """All of ``epoch``'s samples: this process's part, with every other's gathered when they differ."""
+        if epoch in self._whole:
+            return self._whole[epoch]
+        _, parts = self._parts(epoch)
+        future = self._made.pop(epoch)
+        if len(set(parts)) == 1:  # every process made the whole epoch
+            return future.result()
+        error = future.exception()
+        # every process learns of a failure before the gather, which would otherwise wait for it forever
+        failed = all_reduce_sum(torch.tensor(0 if error is None else 1), self.dist)
+        if error is not None:
+            raise error
+        if int(failed):
+            raise RuntimeError(f"data.generate: another process failed to make its samples of epoch {epoch + 1}")
+        return _gathered(future.result(), [len(p) for p in parts], self.dist)
+
     def samples(self, epoch: int, *, ahead: bool = False) -> xr.Dataset:
         """Epoch ``epoch``'s samples (sample dim ``N``), once made; ``ahead``: then start making the next epoch's
         (one epoch ahead at most: one thread making samples, two epochs' samples held)."""
         self._start(epoch)
-        made = self._made[epoch].result()
-        for done in [e for e in self._made if e < epoch]:
-            del self._made[done]
+        made = self._whole_epoch(epoch)
+        self._whole[epoch] = made
+        for done in [e for e in self._whole if e < epoch]:
+            del self._whole[done]
         if ahead and self.background:
             self._start(epoch + 1)
         return made
@@ -193,7 +254,8 @@ def fit_stream_normalizers(task: Task, stream: Stream) -> Normalizers:
 class StreamLoader:
     """The training batches of a generated run, with :class:`~operators.training.loader.Loader`'s interface:
     epoch ``e`` reads :meth:`Stream.samples` ``(e)`` through the task's dataset (in memory), in the seeded
-    order of ``(seed, e)``; every process makes the epoch's samples and reads its slice of each global batch."""
+    order of ``(seed, e)``; under ``torchrun`` every process holds the whole epoch (each makes its part:
+    :class:`Stream`) and reads its slice of each global batch."""
 
     def __init__(self, task: Task, stream: Stream, fixed: pde_data.Source, *, batch_size: int, seed: int,
                  dist: DistInfo | None = None):

@@ -143,7 +143,7 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
         spec = spec.override({"data.path": os.path.abspath(spec.data.path)})
     try:
         with _claimed(out, info, resume=resume, overwrite=overwrite) as folder:
-            data = RunData.open(spec, info.device)  # the one open of the file (or making of the fixed set)
+            data = RunData.open(spec, info.device, info)  # the one open of the file (or making of the fixed set)
             state = ckpt.load_checkpoint(out / "last.pt") if resume else None  # read once: spec, weights, states
             spec, task = _prepared(spec, data, state, out)
             torch.manual_seed(spec.optim.seed)
