@@ -12,6 +12,7 @@ import pde_data
 from cli_run import run_cli, evaluation_dir
 from operators.training import DataSpec, ModelSpec, OptimSpec, RunSpec, SpecError, TaskSpec, resolve
 from operators.training.augment import random_shift
+from operators.training.tasks.classify import majority_baseline
 
 VISION = ["--model", "conv_vision", "--config", "size=cpu", "drop_path=0.0", "--threads", "1", "--no-progress"]
 
@@ -39,6 +40,16 @@ def test_top_k_and_cross_entropy_by_hand():
     assert evaluation.cross_entropy(logits, labels).item() == pytest.approx(expect.item())
     with pytest.raises(ValueError, match=r"labels: expected integers in \[0, 3\), found \[0, 3\]"):
         evaluation.top_k_accuracy(logits, torch.tensor([0, 3]))
+
+
+def test_the_majority_class_baseline_is_the_labels_own_frequencies():
+    labels = torch.tensor([2, 2, 2, 0, 0, 1, 3, 2])  # shares 2/8, 1/8, 4/8, 1/8 of 6 classes
+    base = majority_baseline(labels, 6)
+    assert base["top1"] == pytest.approx(0.5)  # always class 2
+    assert base["top5"] == pytest.approx(1.0)  # the four classes present are among the five most frequent
+    shares = torch.tensor([2, 1, 4, 1]) / 8
+    assert base["cross_entropy"] == pytest.approx(float(-(shares * shares.log()).sum()))  # the labels' entropy
+    assert majority_baseline(torch.tensor([1, 1, 1]), 4) == {"cross_entropy": 0.0, "top1": 1.0, "top5": 1.0}
 
 
 def test_labels_in_the_data_model(tmp_path):
@@ -94,6 +105,9 @@ def test_train_and_evaluate_a_classifier_through_the_cli(tmp_path):
     true = bright_quadrant_images(48)["label"].values[pred["sample"].values]
     assert metrics["n_samples"] == 8 and metrics["metrics"]["top1"] == pytest.approx(np.mean(pred["label"].values == true))
     assert "top5" in evaluate.stdout and metrics["metrics"]["top5"] == 1.0  # 4 classes: always among the top 5
+    assert metrics["baseline"]["majority_class"]["top1"] == pytest.approx(np.bincount(true, minlength=4).max() / 8)
+    header = next(line for line in evaluate.stdout.splitlines() if line.startswith("metric"))
+    assert header.split() == ["metric", "model", "majority", "class"]
     more = bright_quadrant_images(12).assign(label=lambda d: (d["label"] + 4).assign_attrs(n_classes=8))
     pde_data.save(more, tmp_path / "more.nc")
     refused = run_cli("evaluate", "--run", out, "--data", tmp_path / "more.nc", "--samples", "all")

@@ -120,6 +120,12 @@ def test_per_step_and_label_targets(degradation, tmp_path):
     run = json.loads((tmp_path / "digits" / "run.json").read_text())
     assert run["task"]["kind"] == "sequence" and run["task"]["classes"] == 10 and run["model"]["out_channels"] == 10
     assert "val_top1" in json.loads((tmp_path / "digits" / "history.json").read_text())[-1]
+    assert main(["evaluate", "--run", str(tmp_path / "digits"), "--data", str(digits)]) == 0
+    folder = evaluation_dir(tmp_path / "digits", digits)
+    metrics, label = json.loads((folder / "metrics.json").read_text()), run["data"]["targets"][0]
+    with xr.open_dataset(digits) as ds, xr.open_dataset(folder / "pred.nc") as pred:
+        true = ds[label].values[pred["sample"].values]
+    assert metrics["baseline"]["majority_class"]["top1"] == pytest.approx(np.bincount(true).max() / len(true))
 
 
 def _cmd(data, out, *extra):

@@ -130,12 +130,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def result_table(result: dict) -> str:
-    """Metric rows; columns: the model, the mean predictor, each variable (several targets only)."""
+    """Metric rows; columns: the model, the baseline (the mean predictor, or a classifier's majority class), each
+    variable (several targets only)."""
     columns = {"model": dict(result["metrics"])}
     if "rollout" in result:
         columns["model"][f"rollout_mean_rel_l2 ({result['rollout']['steps']} steps)"] = result["rollout"]["mean_rel_l2"]
-    if "baseline" in result:
-        columns["mean predictor"] = result["baseline"]["mean_predictor"]
+    columns.update({name.replace("_", " "): values for name, values in result.get("baseline", {}).items()})
     columns.update({f"model [{v}]": values for v, values in result.get("per_variable", {}).items()})
     header = ["metric", *columns]
     lines = [header] + [[name, *(_cell(col, name) for col in columns.values())] for name in columns["model"]]

@@ -2,7 +2,8 @@
 
 Cross-entropy (with ``label_smoothing``), random shifts of the training images (``shift``,
 :func:`operators.training.augment.random_shift`), and top-1/top-5 accuracy and cross-entropy in
-validation and ``evaluate``; ``pred.nc`` holds the predicted classes over the source's sample indices.
+validation and ``evaluate`` (beside the majority-class baseline, :func:`majority_baseline`); ``pred.nc`` holds
+the predicted classes over the source's sample indices.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, MetricSums, Normalizers, Task, fit_variables
 from pde_data.model import SAMPLE, TIME, spatial_dims
 
-__all__ = ["Classify", "CLASS_METRICS", "label_target", "check_labels", "classes_dataset", "label_metrics", "label_score"]
+__all__ = ["Classify", "CLASS_METRICS", "label_target", "check_labels", "classes_dataset", "label_metrics", "label_score",
+           "majority_baseline"]
 
 CLASS_METRICS = {"cross_entropy": evaluation.cross_entropy, "top1": partial(evaluation.top_k_accuracy, k=1),
                  "top5": partial(evaluation.top_k_accuracy, k=5)}
@@ -31,6 +33,15 @@ CLASS_METRICS = {"cross_entropy": evaluation.cross_entropy, "top1": partial(eval
 def label_metrics(logits: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
     """Per-sample cross-entropy, top-1 and top-5 of ``logits (batch, classes)`` for ``labels (batch,)``."""
     return {name: fn(logits, labels, reduce="none") for name, fn in CLASS_METRICS.items()}
+
+
+def majority_baseline(labels: torch.Tensor, classes: int) -> dict[str, float]:
+    """The metrics of the best constant predictor of ``labels (n,)``, whose probabilities are their own class
+    frequencies: top-1 is the share of the most frequent class, top-5 that of the five most frequent, the
+    cross-entropy the labels' entropy. A classifier that does not beat it has learned nothing from its inputs."""
+    freq = torch.bincount(labels.long(), minlength=classes).double() / max(len(labels), 1)
+    logits = freq.log().expand(len(labels), classes)  # log 0 = -inf: a class none of the labels has
+    return {name: float(value.mean()) for name, value in label_metrics(logits, labels).items()}
 
 
 def label_score(record: dict) -> float:
@@ -107,16 +118,18 @@ class Classify(Task):
     def evaluate(self, model, source, samples, options: EvalOptions):
         if options.steps is not None:
             raise SpecError("steps", "expected none: the run is a classifier, not a time-stepper")
-        sums, predicted = MetricSums(), []
+        sums, predicted, labels = MetricSums(), [], []
         for logits, batch in self.predictions(model, source, samples, options):
             check_labels(batch[1], self.spec.task.classes, source.name)
             sums.add(self.metrics(logits, batch))
             predicted.append(logits.argmax(dim=1))
+            labels.append(batch[1])
         files = []
         if options.write:
             classes = classes_dataset(samples, torch.cat(predicted).numpy(), self.spec.data.targets[0])
             files.append(pde_data.save(classes, Path(options.out) / "pred.nc"))
-        return {"metrics": self.result(sums)}, files
+        baseline = majority_baseline(torch.cat(labels), self.spec.task.classes)
+        return {"metrics": self.result(sums), "baseline": {"majority_class": baseline}}, files
 
     @torch.no_grad()
     def infer(self, model, source, samples, options: EvalOptions):

@@ -29,7 +29,8 @@ import evaluation
 import pde_data
 from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, MetricSums, Normalizers, Task
-from operators.training.tasks.classify import check_labels, classes_dataset, label_metrics, label_score, label_target
+from operators.training.tasks.classify import (check_labels, classes_dataset, label_metrics, label_score, label_target,
+                                              majority_baseline)
 from pde_data.model import FEATURE, LENGTH, ROLE, SAMPLE, TARGET, TIME
 
 __all__ = ["Sequence", "RUL"]
@@ -172,9 +173,11 @@ class Sequence(Task):
         sums, preds = MetricSums(), []
         # the mean predictor: the training mean of each target, i.e. zero in a gaussian normalizer's units
         mean = MetricSums() if not self.labels and self.normalizers.has_mean else None
+        labels = []
         for pred, batch in self.predictions(model, source, samples, options):
             if self.labels:
                 check_labels(batch[1], self.spec.task.classes, source.name)
+                labels.append(batch[1])
             sums.add(self.metrics(pred, batch))
             if mean is not None:
                 mean.add(self.metrics(torch.zeros_like(pred), batch))
@@ -184,6 +187,8 @@ class Sequence(Task):
         result = {"metrics": self.result(sums)}
         if mean is not None:
             result["baseline"] = {"mean_predictor": self.result(mean)}
+        if self.labels:
+            result["baseline"] = {"majority_class": majority_baseline(torch.cat(labels), self.spec.task.classes)}
         return result, files
 
     def _write(self, path: Path, ds: xr.Dataset, samples: np.ndarray, pred: torch.Tensor) -> Path:
