@@ -158,3 +158,26 @@ def test_two_process_torchrun_matches_one_process(degradation, tmp_path):
 
     a, b = torchrun_beside_one_process(args, tmp_path, atol=1e-6)
     assert a["epoch"] == b["epoch"] == 2 and "val_rmse" in b["history"][-1]
+
+
+def test_several_targets_are_also_scored_one_by_one(degradation, tmp_path):
+    """Two per-sequence targets in different units: evaluate scores each alone (the PHM score for ``rul`` only)
+    beside the pooled MSE, each as pred.nc against the file says."""
+    with xr.open_dataset(degradation) as ds:
+        two = ds.load().assign(rul_hours=lambda d: (d["rul"] * 24.0 + 3.0).assign_attrs(d["rul"].attrs))
+    data = pde_data.save(two, tmp_path / "two.nc")
+    out = tmp_path / "run"
+    assert main(["train", "--data", str(data), "--model", "gru", "--out", str(out), "--epochs", "1", "--config",
+                 "units=8", "--target", "rul", "rul_hours", "--split", "96,32,32", "--threads", "1", "--no-progress",
+                 "--workers", "0"]) == 0
+    assert main(["evaluate", "--run", str(out), "--data", str(data)]) == 0
+    folder = evaluation_dir(out, data)
+    result = json.loads((folder / "metrics.json").read_text())
+    with xr.open_dataset(folder / "pred.nc") as pred:
+        mse = {v: float(np.mean((pred[v].values - two[v].values[pred["sample"].values]) ** 2)) for v in pred.data_vars}
+    per = result["per_variable"]
+    assert set(per) == {"rul", "rul_hours"} and "phm" in per["rul"] and "phm" not in per["rul_hours"]
+    for name, value in mse.items():
+        assert per[name]["mse"] == pytest.approx(value, rel=1e-4)
+    assert result["metrics"]["mse"] == pytest.approx((mse["rul"] + mse["rul_hours"]) / 2, rel=1e-4)
+    assert result["metrics"]["phm"] == pytest.approx(per["rul"]["phm"])

@@ -12,6 +12,9 @@ float ``(sample, time)``     ``(batch, time, C_out)``     MSE over valid steps; 
                                                           every valid step of the set
 ==========================  ==========================  ============================================
 
+With several float targets ``evaluate`` also scores each alone (``per_variable``: their units differ, so the pooled
+MSE mixes them). A label target's baseline is the majority class, a float target's the training mean.
+
 A batch is ``(x, y, dt, mask)`` (:class:`pde_data.SequenceDataset`); every model of the registry's
 ``sequence`` task is called as ``model(x, dt=dt, mask=mask)``.
 """
@@ -138,13 +141,25 @@ class Sequence(Task):
         if self.labels:
             return label_metrics(pred, batch[1])
         decode = self.normalizers.decode
-        p, t = decode(pred), decode(batch[1])
-        sq, n = self._squares(p, (batch[0], t, batch[2], batch[3]))
+        return self._errors(decode(pred), (batch[0], decode(batch[1]), batch[2], batch[3]), self.rul_channel)
+
+    def _errors(self, p: torch.Tensor, batch, rul: int | None) -> dict[str, torch.Tensor]:
+        """Per sample: squared errors and their number over the channels of ``p`` (physical units), and the PHM
+        score of channel ``rul`` (a per-sequence remaining useful life)."""
+        sq, n = self._squares(p, batch)
         out = {"squares": sq, "entries": n}
-        if self.rul_channel is not None and p.ndim == 2:
-            c = self.rul_channel
-            out["phm"] = evaluation.phm_score(p[:, c], t[:, c], reduce="none")
+        if rul is not None and p.ndim == 2:
+            out["phm"] = evaluation.phm_score(p[:, rul], batch[1][:, rul], reduce="none")
         return out
+
+    def _per_variable(self, pred, batch) -> dict[str, dict[str, torch.Tensor]]:
+        """:meth:`metrics` of each target alone (several float targets only: their units differ)."""
+        decode, targets = self.normalizers.decode, self.spec.data.targets
+        if self.labels or len(targets) < 2:
+            return {}
+        p, t = decode(pred), decode(batch[1])
+        return {name: self._errors(p[..., c:c + 1], (batch[0], t[..., c:c + 1], batch[2], batch[3]),
+                                   0 if c == self.rul_channel else None) for c, name in enumerate(targets)}
 
     @property
     def rul_channel(self) -> int | None:
@@ -173,12 +188,14 @@ class Sequence(Task):
         sums, preds = MetricSums(), []
         # the mean predictor: the training mean of each target, i.e. zero in a gaussian normalizer's units
         mean = MetricSums() if not self.labels and self.normalizers.has_mean else None
-        labels = []
+        labels, per_variable = [], {}
         for pred, batch in self.predictions(model, source, samples, options):
             if self.labels:
                 check_labels(batch[1], self.spec.task.classes, source.name)
                 labels.append(batch[1])
             sums.add(self.metrics(pred, batch))
+            for name, values in self._per_variable(pred, batch).items():
+                per_variable.setdefault(name, MetricSums()).add(values)
             if mean is not None:
                 mean.add(self.metrics(torch.zeros_like(pred), batch))
             preds.append(pred.argmax(1) if self.labels else _padding_nan(self.normalizers.decode(pred), batch[3]))
@@ -189,6 +206,8 @@ class Sequence(Task):
             result["baseline"] = {"mean_predictor": self.result(mean)}
         if self.labels:
             result["baseline"] = {"majority_class": majority_baseline(torch.cat(labels), self.spec.task.classes)}
+        if per_variable:
+            result["per_variable"] = {name: self.result(v) for name, v in per_variable.items()}
         return result, files
 
     def _write(self, path: Path, ds: xr.Dataset, samples: np.ndarray, pred: torch.Tensor) -> Path:
