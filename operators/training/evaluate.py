@@ -105,7 +105,7 @@ def _staged(out: Path, overwrite: bool):
         raise ValueError(f"{out}: expected an evaluation folder, found a file")
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out}: expected a new evaluation folder, found an earlier evaluation; pass "
-                              "overwrite=True to replace it, or choose another out")
+                              "overwrite=True to replace it, or choose another out folder")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
