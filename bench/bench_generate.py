@@ -92,6 +92,8 @@ def _online(quick: bool, rounds: int, tmp: Path) -> dict[str, list[float]]:
     """Mean seconds per epoch after the first of ``train --generate`` in one process and under 2-process
     ``torchrun``, ``rounds`` times each, interleaved."""
     torchrun = str(Path(sys.executable).with_name("torchrun"))
+    if not Path(torchrun).exists():
+        raise FileNotFoundError(f"expected torch's torchrun beside the interpreter, found no {torchrun}")
     commands = {"online epoch, 1 process": [sys.executable],
                 "online epoch, torchrun 2 processes": [torchrun, "--standalone", "--nproc_per_node", "2"]}
     times: dict[str, list[float]] = {name: [] for name in commands}

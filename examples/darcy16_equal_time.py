@@ -1,13 +1,13 @@
 """Darcy flow at 16²: ``fno`` against ``chonn_fno`` (order 2; full and 2× coarsened grid) at equal wall time.
 
 Data: neuraloperator 0.3.0's ``darcy_train_16.pt`` (1,000 samples: the first 800 train, the next 100
-validate) and ``darcy_test_16.pt`` (50 samples), read with :func:`pde_data.open_data`. Both models have
+validate) and ``darcy_test_16.pt`` (50 samples), read with :func:`pde_data.open_data`. All models have
 width 32 and 8 modes (the whole 16² spectrum), 4 layers; AdamW, the same learning rate, batch 20; the loss is
 the relative L2 error of the prediction in physical units (inputs standardised, targets scaled by the
 training mean and standard deviation).
 
-Fairness: both models train in one process on one thread, interleaved step by step (the model that has
-spent less time so far steps next), so a busy spell of the machine slows both alike; each gets
+Fairness: the models train in one process on one thread, interleaved step by step (the model that has
+spent less time so far steps next), so a busy spell of the machine slows every model alike; each gets
 ``--seconds`` of wall time counted around its own steps (after one untimed warm-up pass), then is
 scored once on the validation and test sets. Writes ``--out`` (default
 ``results/medium/darcy16_equal_time.json``): rel. L2 errors, steps, seconds, parameters per model and

@@ -362,7 +362,8 @@ def gapped_sequences(results: dict) -> list[str]:
 
 
 def darcy16_equal_time(results: dict) -> list[str]:
-    """``examples/darcy16_equal_time.py``: fno and chonn_fno for the same wall time on neuraloperator's Darcy-16."""
+    """``examples/darcy16_equal_time.py``: fno, chonn_fno and chonn_fno_coarse for the same wall time on
+    neuraloperator's Darcy-16."""
     setup, runs, mean = results["setup"], results["runs"], results["mean"]
     models = list(setup["models"])
     seeds = sorted(runs, key=int)

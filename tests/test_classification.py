@@ -12,7 +12,7 @@ import pde_data
 from cli_run import run_cli, evaluation_dir
 from operators.training import DataSpec, ModelSpec, OptimSpec, RunSpec, SpecError, TaskSpec, resolve
 from operators.training.augment import random_shift
-from operators.training.tasks.classify import majority_baseline
+from operators.training.tasks.classify import label_metrics, majority_baseline
 
 VISION = ["--model", "conv_vision", "--config", "size=cpu", "drop_path=0.0", "--threads", "1", "--no-progress"]
 
@@ -50,6 +50,11 @@ def test_the_majority_class_baseline_is_the_labels_own_frequencies():
     shares = torch.tensor([2, 1, 4, 1]) / 8
     assert base["cross_entropy"] == pytest.approx(float(-(shares * shares.log()).sum()))  # the labels' entropy
     assert majority_baseline(torch.tensor([1, 1, 1]), 4) == {"cross_entropy": 0.0, "top1": 1.0, "top5": 1.0}
+    # the closed form is the metrics of the constant predictor whose logits are the log frequencies
+    logits = (torch.bincount(labels, minlength=6).double() / 8).log().expand(8, 6)
+    assert base == pytest.approx({k: float(v.mean()) for k, v in label_metrics(logits, labels).items()})
+    with pytest.raises(ValueError, match="expected at least one label"):
+        majority_baseline(torch.tensor([], dtype=torch.int64), 3)
 
 
 def test_labels_in_the_data_model(tmp_path):

@@ -121,6 +121,10 @@ def test_each_process_makes_whole_blocks_of_its_part_in_rank_order():
     assert parts(12, 4, 1) == [range(8, 20)]
 
 
+def _blown_up(*args, **kwargs):
+    raise FloatingPointError("solver blew up")
+
+
 def _stream_in_process(rank: int, store: str, spec: RunSpec, out: str, fail: bool) -> None:
     """One of two gloo processes: epochs 0 and 1 of ``spec``'s stream (``fail``: rank 1's generation raises)."""
     import torch.distributed as dist
@@ -132,7 +136,7 @@ def _stream_in_process(rank: int, store: str, spec: RunSpec, out: str, fail: boo
                             timeout=datetime.timedelta(seconds=60))
     made = []
     if fail and rank == 1:
-        online.make_samples = lambda *a, **k: (_ for _ in ()).throw(FloatingPointError("solver blew up"))
+        online.make_samples = _blown_up
     else:
         made_by = online.make_samples
         online.make_samples = lambda stream, samples, **k: made.append(samples) or made_by(stream, samples, **k)
@@ -147,19 +151,22 @@ def _stream_in_process(rank: int, store: str, spec: RunSpec, out: str, fail: boo
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("fail", [False, True])
-def test_under_ddp_each_process_makes_its_part_and_holds_the_whole_epoch(tmp_path, fail):
+@pytest.mark.parametrize("fail, per_epoch", [(False, 8), (True, 8), (True, 2)])
+def test_under_ddp_each_process_makes_its_part_and_holds_the_whole_epoch(tmp_path, fail, per_epoch):
     """Two gloo processes: each simulates half of every epoch (whole blocks) and ends up with the very samples
-    one process makes; a failing process makes the other raise rather than wait at the gather forever."""
-    spec = completed(RunSpec().override({"data.generate": "ns", "data.samples_per_epoch": 8, "data.generator": {
-        "n_sim": 16, "n_out": 8, "t_final": 0.5, "n_records": 2, "batch_size": 2}}))
+    one process makes; a failing process makes the other raise rather than wait for it forever (also where
+    an epoch of one block is made whole by each)."""
+    params = {"n_sim": 16, "n_out": 8, "t_final": 0.5, "n_records": 2, "batch_size": 2}
+    spec = completed(RunSpec().override({"data.generate": "ns", "data.samples_per_epoch": per_epoch,
+                                         "data.generator": params}))
     out = tmp_path / "made"
     torch.multiprocessing.start_processes(_stream_in_process, args=(str(tmp_path / "store"), spec, str(out), fail),
                                           nprocs=2, start_method="spawn")
     results = [torch.load(f"{out}.{r}", weights_only=True) for r in range(2)]
     if fail:
         assert results[1]["error"] == "FloatingPointError: solver blew up"
-        assert results[0]["error"] == "RuntimeError: data.generate: another process failed to make its samples of epoch 1"
+        assert results[0]["error"] == ("RuntimeError: data.generate: another process failed to make its samples of "
+                                       "epoch 1")
         return
     assert [r["made"] for r in results] == [[(0, 4), (8, 12)], [(4, 8), (12, 16)]]
     for epoch in (0, 1):

@@ -162,7 +162,7 @@ def test_two_process_torchrun_matches_one_process(degradation, tmp_path):
 
 def test_several_targets_are_also_scored_one_by_one(degradation, tmp_path):
     """Two per-sequence targets in different units: evaluate scores each alone (the PHM score for ``rul`` only)
-    beside the pooled MSE, each as pred.nc against the file says."""
+    beside the pooled MSE; each MSE is that of pred.nc against the file."""
     with xr.open_dataset(degradation) as ds:
         two = ds.load().assign(rul_hours=lambda d: (d["rul"] * 24.0 + 3.0).assign_attrs(d["rul"].attrs))
     data = pde_data.save(two, tmp_path / "two.nc")

@@ -111,6 +111,9 @@ def all_gather_rows(t: torch.Tensor, counts: Sequence[int], info: DistInfo) -> t
     """Every process's ``t`` concatenated in rank order: ``(sum(counts), *rest)`` from ``(counts[rank], *rest)``
     (the same ``rest`` and dtype on every process), on ``t``'s device, gathered on the run's; ``t`` itself when
     not distributed."""
+    if len(counts) != info.world_size or len(t) != counts[info.rank]:
+        raise ValueError(f"t: expected counts[{info.rank}] rows of one count per process ({info.world_size}), found "
+                         f"{len(t)} rows and counts {list(counts)}")
     if not info.distributed:
         return t
     padded = t.new_zeros((max(counts), *t.shape[1:]), device=info.device)  # all_gather needs equal shapes

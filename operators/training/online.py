@@ -32,6 +32,7 @@ import threading
 from concurrent.futures import Future
 from typing import Iterator
 
+import numpy as np
 import torch
 import xarray as xr
 
@@ -141,7 +142,8 @@ def _gathered(part: xr.Dataset, counts: list[int], dist: DistInfo) -> xr.Dataset
         if SAMPLE not in var.dims:
             return var
         rows = var.transpose(SAMPLE, ...)
-        values = all_gather_rows(torch.tensor(rows.values), counts, dist).numpy()
+        values = np.require(rows.values, requirements=("C", "W"))  # a copy only where read-only (an index)
+        values = all_gather_rows(torch.from_numpy(values), counts, dist).numpy()
         return xr.Variable(rows.dims, values, var.attrs).transpose(*var.dims)
 
     return xr.Dataset({name: gathered(part[name].variable) for name in part.data_vars},
@@ -219,25 +221,25 @@ class Stream:
             return self._whole[epoch]
         _, parts = self._parts(epoch)
         future = self._made.pop(epoch)
-        if len(set(parts)) == 1:  # every process made the whole epoch
-            return future.result()
         error = future.exception()
-        # every process learns of a failure before the gather, which would otherwise wait for it forever
+        # every process learns of a failure here, instead of waiting for the failed one at the next collective
         failed = all_reduce_sum(torch.tensor(0 if error is None else 1), self.dist)
         if error is not None:
             raise error
         if int(failed):
             raise RuntimeError(f"data.generate: another process failed to make its samples of epoch {epoch + 1}")
+        if len(set(parts)) == 1:  # every process made the whole epoch
+            return future.result()
         return _gathered(future.result(), [len(p) for p in parts], self.dist)
 
     def samples(self, epoch: int, *, ahead: bool = False) -> xr.Dataset:
         """Epoch ``epoch``'s samples (sample dim ``N``), once made; ``ahead``: then start making the next epoch's
         (one epoch ahead at most: one thread making samples, two epochs' samples held)."""
+        for held in (self._whole, self._made):  # earlier epochs go before this one is gathered
+            for done in [e for e in held if e < epoch]:
+                del held[done]
         self._start(epoch)
-        made = self._whole_epoch(epoch)
-        self._whole[epoch] = made
-        for done in [e for e in self._whole if e < epoch]:
-            del self._whole[done]
+        made = self._whole[epoch] = self._whole_epoch(epoch)
         if ahead and self.background:
             self._start(epoch + 1)
         return made

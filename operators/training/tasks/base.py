@@ -203,7 +203,8 @@ class Task:
 
     def evaluate(self, model: nn.Module, source: pde_data.Source, samples, options: EvalOptions) -> tuple[dict, list]:
         """``(result, files written)`` of the model on ``samples`` of ``source``: ``{"metrics", ["baseline"],
-        ["per_variable"], ...}`` (``baseline``: the same metrics of the mean predictor, when the task has one)."""
+        ["per_variable"], ...}`` (``baseline``: the same metrics of a baseline, ``{"mean_predictor": ...}`` with a
+        training mean, ``{"majority_class": ...}`` for labels; ``per_variable``: of each target alone)."""
         raise NotImplementedError
 
     def infer(self, model: nn.Module, source: pde_data.Source, samples,

@@ -39,9 +39,13 @@ def majority_baseline(labels: torch.Tensor, classes: int) -> dict[str, float]:
     """The metrics of the best constant predictor of ``labels (n,)``, whose probabilities are their own class
     frequencies: top-1 is the share of the most frequent class, top-5 that of the five most frequent, the
     cross-entropy the labels' entropy. A classifier that does not beat it has learned nothing from its inputs."""
-    freq = torch.bincount(labels.long(), minlength=classes).double() / max(len(labels), 1)
-    logits = freq.log().expand(len(labels), classes)  # log 0 = -inf: a class none of the labels has
-    return {name: float(value.mean()) for name, value in label_metrics(logits, labels).items()}
+    if not len(labels):
+        raise ValueError("labels: expected at least one label to take the majority of, found none")
+    freq = torch.bincount(labels.long(), minlength=classes).double() / len(labels)
+    shares = freq.sort(descending=True).values
+    present = freq[freq > 0]
+    return {"cross_entropy": float(-(present * present.log()).sum()), "top1": float(shares[0]),
+            "top5": float(shares[:5].sum())}
 
 
 def label_score(record: dict) -> float:

@@ -13,7 +13,8 @@ float ``(sample, time)``     ``(batch, time, C_out)``     MSE over valid steps; 
 ==========================  ==========================  ============================================
 
 With several float targets ``evaluate`` also scores each alone (``per_variable``: their units differ, so the pooled
-MSE mixes them). A label target's baseline is the majority class, a float target's the training mean.
+MSE mixes them). A label target's baseline is the majority class; a float target's is the training mean when its
+normalizer has one (gaussian).
 
 A batch is ``(x, y, dt, mask)`` (:class:`pde_data.SequenceDataset`); every model of the registry's
 ``sequence`` task is called as ``model(x, dt=dt, mask=mask)``.
