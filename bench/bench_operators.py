@@ -20,7 +20,8 @@ on 2 shared AMD EPYC cores, 1 thread (AVX-512 kernels): about 0.42 ns per potent
 1.2 ns backward; the scans alone took 0.9× an ``fno`` step at 16², 2.2× at 64² and 2.3× at 128² — above
 the 2× target by themselves at 64² and 128², before the CKB's projections (another ≈ 1–1.5× an ``fno`` step
 at 64²: 24 % of a ``chonn_fno`` step's profile, matmuls at about 60 % of the core's peak). So ≤ 2× on the
-full grid needs less work per point (``downsample``, ``d_state``, ``expand``), not a faster kernel.
+full grid needs less work per point (``downsample``, ``d_state``, ``expand``), not a faster kernel. On CUDA
+the bound row times the Triton kernels instead (``Triton scan kernels alone``).
 
     python -m bench.bench_operators [--quick] [--threads N]
 """
@@ -28,6 +29,7 @@ full grid needs less work per point (``downsample``, ``d_state``, ``expand``), n
 from __future__ import annotations
 
 import argparse
+import importlib.util
 
 import torch
 
@@ -77,17 +79,31 @@ def _step_fn(config: dict, x: torch.Tensor, y: torch.Tensor):
     return step
 
 
-def _scan_kernels_fn(*, batch: int, length: int, d_inner: int, d_state: int, cells: int):
-    """One forward and backward of the native ZOH scan (``circuitop/csrc/kirchhoff.cpp``) for each of
-    ``cells`` cells on ``(batch, length, d_inner)`` with ``d_state`` potentials: the scans of a
-    ``chonn_fno`` training step without anything around them; None without the native kernels."""
-    ops = circuitop.kirchhoff_kernels()
+def _scan_kernels_fn(*, batch: int, length: int, d_inner: int, d_state: int, cells: int, device: torch.device):
+    """One forward and backward of the fused ZOH scan for each of ``cells`` cells on ``(batch, length, d_inner)``
+    with ``d_state`` potentials: the scans of a ``chonn_fno`` training step without anything around them. On the
+    CPU the native kernels (``circuitop/csrc/kirchhoff.cpp``), on CUDA the Triton ones (:mod:`circuitop.knc_triton`);
+    None where the device has neither."""
+    gen = torch.Generator().manual_seed(0)
+    u, grad = (torch.randn(batch, length, d_inner, generator=gen).to(device) for _ in range(2))
+    proj = (torch.randn(batch, length, d_inner + 2 * d_state, generator=gen) - 2.0).to(device)
+    lam, skip = torch.arange(1.0, d_state + 1).repeat(d_inner, 1).to(device), torch.ones(d_inner, device=device)
+    if device.type == "cuda":
+        if importlib.util.find_spec("triton") is None:
+            return None
+        from circuitop.knc_triton import TritonZohScanFn
+
+        u.requires_grad_(True)
+        proj.requires_grad_(True)
+
+        def triton_scans():
+            for _ in range(cells):
+                TritonZohScanFn.apply(u, proj, None, lam, skip).backward(grad)
+
+        return triton_scans
+    ops = circuitop.kirchhoff_kernels() if device.type == "cpu" else None
     if ops is None:
         return None
-    gen = torch.Generator().manual_seed(0)
-    u, grad = (torch.randn(batch, length, d_inner, generator=gen) for _ in range(2))
-    proj = torch.randn(batch, length, d_inner + 2 * d_state, generator=gen) - 2.0
-    lam, skip = torch.arange(1.0, d_state + 1).repeat(d_inner, 1), torch.ones(d_inner)
 
     def scans():
         for _ in range(cells):
@@ -110,10 +126,10 @@ def _full_grid_rows(device: torch.device) -> list[Row]:
         gen = torch.Generator().manual_seed(0)
         x, y = (torch.randn(8, 1, size, size, generator=gen).to(device) for _ in range(2))
         steps = {name: _step_fn(cfg, x, y) for name, cfg in models.items()}
-        # the bound times the native CPU kernels: on a GPU it would time the CPU, not the Triton kernels
-        scans = _scan_kernels_fn(batch=8, length=size * size, d_inner=64, d_state=16, cells=8) \
-            if device.type == "cpu" else None
-        times = best_times_interleaved(steps | ({_SCANS: scans} if scans else {}), rounds=3)
+        # the bound: the native CPU kernels, or on a GPU the Triton ones (named apart: earlier GPU runs timed the CPU's)
+        scans = _scan_kernels_fn(batch=8, length=size * size, d_inner=64, d_state=16, cells=8, device=device)
+        scans_name = _SCANS if device.type == "cpu" else f"Triton {_SCANS}"
+        times = best_times_interleaved(steps | ({scans_name: scans} if scans else {}), rounds=3)
         memory = peak_memory_mb(steps["chonn_fno order 2, downsample 1"], device)
         detail = f"{threads}, batch 8×1×{size}×{size}, width 32, 8 modes, 4 layers"
         grid = f"full grid {size}²"
@@ -123,8 +139,8 @@ def _full_grid_rows(device: torch.device) -> list[Row]:
         rows.append(Row("operators train step", f"chonn_fno order 2, downsample 1 / fno, {grid}", ratio, "ratio",
                         "time ratio (target ≤ 2)"))
         if scans:
-            rows.append(Row("operators train step", f"{_SCANS} / fno, {grid}", times[_SCANS] / times["fno"], "ratio",
-                            "the bound: chonn_fno's scans alone, against a whole fno step"))
+            rows.append(Row("operators train step", f"{scans_name} / fno, {grid}", times[scans_name] / times["fno"],
+                            "ratio", "the bound: chonn_fno's scans alone, against a whole fno step"))
         rows.append(Row("operators train step", f"chonn_fno order 2, downsample 1 memory, {grid}", memory, "MB",
                         f"{detail}: peak rise of live tensors in one step"))
     return rows

@@ -129,7 +129,7 @@ def gpu(results: dict, before: dict | None = None, check: str | None = None) -> 
     (``check``), its rows (less those that timed the CPU), and, given the run ``before`` a change, the full-grid
     ``chonn_fno`` / ``fno`` ratios of both side by side."""
     env = results["environment"]
-    rows = [r for r in results["rows"] if r["case"] != "script wall time" and _CPU_ONLY_ON_GPU not in r["case"]]
+    rows = [r for r in results["rows"] if r["case"] != "script wall time" and not r["case"].startswith(_CPU_ONLY_ON_GPU)]
     lines = [f"{run_line(results)}, on one {env.get('gpu', 'GPU')}. {results.get('note', '')}", ""]
     if check is not None:
         summary = [line for line in check.splitlines() if line.endswith("checks passed")]
