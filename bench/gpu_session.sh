@@ -3,10 +3,10 @@
 # with minutes to spare:  bench/gpu_session.sh OUT_DIR [SECONDS]
 #
 # Stages: versions and the GPU; bench.gpu_check (every model, solver and metric on the GPU against float64 CPU
-# references); bench_operators (training steps, the CKB on the full grid); bench_trainer --device cuda (ours
-# against neuraloperator's Trainer, ROUNDS rounds, default 3); the test suite on the GPU machine (the CLI runs'
-# default device is cuda there); bench_models --device cuda --eager; each within what is left of SECONDS
-# (default 480).
+# references); bench_operators (training steps, the CKB on the full grid, the Triton scans alone); bench_trainer
+# --device cuda (ours against neuraloperator's Trainer, ROUNDS rounds, default 1: two rounds ran past 120 s on an
+# H200); the test suite on the GPU machine (the CLI runs' default device is cuda there); bench_models --device
+# cuda --eager; each within what is left of SECONDS (default 480).
 # Writes OUT_DIR/log.txt (everything), OUT_DIR/tests.txt and the benchmarks' JSON (bench-gpu-*.json).
 # Run from the checkout's root, with the package's dependencies importable (PYTHONPATH). TESTS (default:
 # tests) and MODELS (default: every registry model) narrow the last two stages.
@@ -41,7 +41,7 @@ build=$!
 
 stage gpu_check 120 python3 -m bench.gpu_check --device cuda
 stage operators 90 python3 -m bench --only bench_operators --json "$out/bench-gpu-operators.json"
-stage trainer 120 python3 -m bench.bench_trainer --device cuda --rounds "${ROUNDS:-3}" --json "$out/bench-gpu-trainer.json"
+stage trainer 180 python3 -m bench.bench_trainer --device cuda --rounds "${ROUNDS:-1}" --json "$out/bench-gpu-trainer.json"
 wait "$build"  # (a bare wait would also wait for the tee above)
 # one line per test as it ends (a stage stopped at its limit still says which failed), the summary at the end
 # shellcheck disable=SC2086
