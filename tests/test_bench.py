@@ -104,6 +104,7 @@ def test_gpu_check_covers_every_model_against_float64_references(capsys, monkeyp
         assert "expected a CUDA device, found none" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_circuitop_bench_models_writes_the_model_table(tmp_path):
     """``circuitop bench models --json F`` runs bench/bench_models.py: every measure of one model, eager and
     compiled, with the environment ``python -m bench --json`` writes; examples/_model_tables.py renders it."""

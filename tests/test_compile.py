@@ -13,6 +13,7 @@ from operators.training import load_checkpoint, load_run
 from test_trainer import write_poisson
 
 
+@pytest.mark.slow
 def test_compiled_training_matches_eager_and_is_recorded(tmp_path, monkeypatch):
     data = write_poisson(tmp_path / "p.nc", n_samples=12)
     args = ["train", "--data", data, "--model", "fno", "--input", "f", "--target", "u", "--split", "8,2,2",
