@@ -13,7 +13,8 @@ One program per sequence and block of ``BD`` channels (channels are independent;
 BD)``) walks the sequence in chunks of ``BT`` steps. Within a chunk the recurrence is solved in parallel, as
 a scan of the affine maps ``v ↦ a_t v + φ_t b_t u_t`` (``tl.associative_scan``, depth log BT), and the state
 entering the chunk is carried from the last one: a step's latency is paid once per chunk, not per step.
-The forward keeps the state entering every chunk. The backward walks the chunks in reverse: it recomputes a
+With few sequences the channel block shrinks until every multiprocessor has a program (:func:`_sizes`; the
+speed-up this gives is yet to be measured on a GPU). The forward keeps the state entering every chunk. The backward walks the chunks in reverse: it recomputes a
 chunk's states from its checkpoint with the same scan, and solves the adjoint recurrence
 
     g_t = c_t dy_t + a_{t+1} g_{t+1}       (g = dL/dv_t,  g_T = 0)
@@ -30,6 +31,8 @@ is: by the cell for CUDA tensors, and by the tests, which run the kernels on CPU
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
@@ -197,13 +200,28 @@ def _zoh_backward_kernel(u_ptr, proj_ptr, dt_ptr, lam_ptr, skip_ptr, ckpt_ptr, g
 
 #: elements of one (steps, channels, states) tile a program holds per tensor (the channel block is sized to it)
 TILE = 4096
+#: the fewest channels per program: each channel block adds a (batch, time, 2 d_state) partial sum of the
+#: gradients of b and c to the backward's memory
+MIN_BD = 4
+
+
+@functools.cache
+def _multiprocessors(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA ``device`` (0 elsewhere: the interpreter's CPU tensors)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 0
 
 
 def _sizes(u: torch.Tensor, lam: torch.Tensor) -> dict:
+    """Block sizes of the kernels: a program scans ``BD`` channels of one sequence through the whole length.
+    Few sequences (a CKB's: batch × scan orders, each a whole flattened field) would leave most of a GPU idle,
+    so the channel block is halved, down to :data:`MIN_BD`, until the grid has a program per multiprocessor
+    (8 sequences of 64 channels: 32 programs at the tile's 16 channels, 128 at 4)."""
     batch, length, d_inner = u.shape
     d_state = lam.shape[-1]
     bn = triton.next_power_of_2(d_state)
     bd = min(triton.next_power_of_2(d_inner), max(1, TILE // (CHUNK * bn)))
+    while bd > MIN_BD and batch * triton.cdiv(d_inner, bd) < _multiprocessors(u.device):
+        bd //= 2
     return dict(T=length, D=d_inner, N=d_state, P=d_inner + 2 * d_state, NC=triton.cdiv(length, CHUNK),
                 BT=CHUNK, BD=bd, BN=bn)
 

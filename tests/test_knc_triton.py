@@ -67,3 +67,16 @@ def test_triton_scan_of_a_cell_with_padded_widths(monkeypatch):
     u = torch.randn(2, 11, 5, dtype=torch.float64, device=DEVICE)
     y = knc_triton.TritonZohScanFn.apply(u, cell._projections(u), None, cell.lam, cell.d)
     torch.testing.assert_close(y, cell.forward_ref(u), **TOL[torch.float64])
+
+
+def test_few_sequences_get_smaller_channel_blocks_to_fill_the_gpu(monkeypatch):
+    """8 sequences of 64 channels (a CKB's fields) on 132 multiprocessors: 16-channel blocks (32 programs)
+    halved to the floor of 4 (128 programs); many sequences, or no GPU, keep the tile's block."""
+    monkeypatch.setattr(knc_triton, "_multiprocessors", lambda device: 132)
+    lam = torch.ones(64, 16)
+    assert knc_triton._sizes(torch.zeros(8, 4096, 64), lam)["BD"] == knc_triton.MIN_BD == 4
+    assert knc_triton._sizes(torch.zeros(2, 4096, 64), lam)["BD"] == 4  # the floor, even with 32 programs
+    assert knc_triton._sizes(torch.zeros(20, 4096, 64), lam)["BD"] == 8  # 20 x 4 = 80 < 132 <= 20 x 8
+    assert knc_triton._sizes(torch.zeros(40, 4096, 64), lam)["BD"] == 16  # 40 x 4 = 160 programs
+    monkeypatch.setattr(knc_triton, "_multiprocessors", lambda device: 0)
+    assert knc_triton._sizes(torch.zeros(8, 4096, 64), lam)["BD"] == 16
