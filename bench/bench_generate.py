@@ -153,9 +153,9 @@ def run(quick: bool = False) -> list[Row]:
     rows += [Row(NAME, name, min(t), "s", f"ns 16 samples an epoch, blocks of 4, fno width 8; {_range(t)}", threads=1)
              for name, t in online.items()]
     one, two = online.values()
+    shared = [a / b for a, b in zip(one, two)]
     rows.append(Row(NAME, "online epoch, torchrun 2 processes vs 1 (speed-up)", min(one) / min(two), "x",
-                    f"best of each; per round {min(a / b for a, b in zip(one, two)):.3g}-"
-                    f"{max(a / b for a, b in zip(one, two)):.3g}; 2 cores: at most 2"))
+                    f"best of each; per round {min(shared):.3g}-{max(shared):.3g}; 2 cores: at most 2"))
     return rows
 
 

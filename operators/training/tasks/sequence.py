@@ -141,8 +141,11 @@ class Sequence(Task):
     def metrics(self, pred, batch):
         if self.labels:
             return label_metrics(pred, batch[1])
-        decode = self.normalizers.decode
-        return self._errors(decode(pred), (batch[0], decode(batch[1]), batch[2], batch[3]), self.rul_channel)
+        return self._errors(self.normalizers.decode(pred), self._decoded(batch), self.rul_channel)
+
+    def _decoded(self, batch):
+        """``batch`` with its targets in physical units."""
+        return batch[0], self.normalizers.decode(batch[1]), batch[2], batch[3]
 
     def _errors(self, p: torch.Tensor, batch, rul: int | None) -> dict[str, torch.Tensor]:
         """Per sample: squared errors and their number over the channels of ``p`` (physical units), and the PHM
@@ -153,12 +156,12 @@ class Sequence(Task):
             out["phm"] = evaluation.phm_score(p[:, rul], batch[1][:, rul], reduce="none")
         return out
 
-    def _per_variable(self, pred, batch) -> dict[str, dict[str, torch.Tensor]]:
-        """:meth:`metrics` of each target alone (several float targets only: their units differ)."""
-        decode, targets = self.normalizers.decode, self.spec.data.targets
-        if self.labels or len(targets) < 2:
+    def _per_variable(self, p: torch.Tensor, batch) -> dict[str, dict[str, torch.Tensor]]:
+        """:meth:`_errors` of each float target alone, from predictions ``p`` and a :meth:`_decoded` ``batch``, both
+        in physical units (several targets only: their units differ)."""
+        targets, t = self.spec.data.targets, batch[1]
+        if len(targets) < 2:
             return {}
-        p, t = decode(pred), decode(batch[1])
         return {name: self._errors(p[..., c:c + 1], (batch[0], t[..., c:c + 1], batch[2], batch[3]),
                                    0 if c == self.rul_channel else None) for c, name in enumerate(targets)}
 
@@ -194,12 +197,16 @@ class Sequence(Task):
             if self.labels:
                 check_labels(batch[1], self.spec.task.classes, source.name)
                 labels.append(batch[1])
-            sums.add(self.metrics(pred, batch))
-            for name, values in self._per_variable(pred, batch).items():
+                sums.add(label_metrics(pred, batch[1]))
+                preds.append(pred.argmax(1))
+                continue
+            p, truth = self.normalizers.decode(pred), self._decoded(batch)  # physical units, decoded once
+            sums.add(self._errors(p, truth, self.rul_channel))
+            for name, values in self._per_variable(p, truth).items():
                 per_variable.setdefault(name, MetricSums()).add(values)
             if mean is not None:
-                mean.add(self.metrics(torch.zeros_like(pred), batch))
-            preds.append(pred.argmax(1) if self.labels else _padding_nan(self.normalizers.decode(pred), batch[3]))
+                mean.add(self._errors(self.normalizers.decode(torch.zeros_like(pred)), truth, self.rul_channel))
+            preds.append(_padding_nan(p, batch[3]))
         pred = torch.cat(preds)
         files = [self._write(Path(options.out) / "pred.nc", source.dataset, samples, pred)] if options.write else []
         result = {"metrics": self.result(sums)}
