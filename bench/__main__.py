@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from bench._util import Row, busy_warning, print_table
+from operators.provenance import PACKAGES, code_version
 
 import bench
 
@@ -29,6 +30,11 @@ import bench
 #: benchmark modules that run on their own, never with the others: the model table compiles every model
 #: (about an hour on 2 cores; ``circuitop bench models``)
 SEPARATE = ("bench_models",)
+#: the packages each benchmark module measures (a result is on older code when one of their sources changed)
+MEASURES = {"bench_darcy": ("pde_data",), "bench_solvers": ("pde_data",), "bench_scan": ("circuitop",),
+            "bench_ltc": ("circuitop",), "bench_nac": ("circuitop", "evaluation"), "bench_metrics": ("evaluation",),
+            "bench_operators": ("circuitop", "operators", "evaluation"), "bench_models": ("circuitop", "operators"),
+            "bench_data": PACKAGES, "bench_generate": PACKAGES, "bench_trainer": PACKAGES}
 
 
 def discover() -> list[str]:
@@ -87,19 +93,19 @@ def main(argv: list[str] | None = None) -> int:
     title = f"circuitop benchmarks ({'quick' if args.quick else 'full'})" + (", busy machine" if footer else "")
     print_table(rows, title=title, footer=footer)
     if args.json:
-        _write_json(args.json, rows, argv if argv is not None else sys.argv[1:], quick=args.quick, busy=footer)
+        _write_json(args.json, rows, argv if argv is not None else sys.argv[1:], quick=args.quick, busy=footer,
+                    modules=names)
     return 1 if failed else 0
 
 
 def _write_json(path: Path, rows: list[Row], argv: list[str], *, quick: bool, busy: list[str],
-                program: str = "python -m bench") -> None:
-    """``{"command", "scale", "environment" (versions, cores, load, the commit), "busy", "rows"}``, atomically:
-    what ``examples/results_tables.py`` renders into RESULTS.md (``program``: the command's first words)."""
+                program: str = "python -m bench", modules: list[str] | None = None) -> None:
+    """``{"command", "scale", "environment" (versions, cores, the commit and its sources' hashes), "measures",
+    "busy", "rows"}``, atomically: what ``examples/results_tables.py`` renders into RESULTS.md (``program``: the
+    command's first words; ``modules``: the benchmark modules run, by default the one ``program`` names;
+    ``measures``: the packages they measure, :data:`MEASURES`)."""
     import platform
 
-    import torch
-
-    from operators.provenance import code_version
     from pde_data import atomic_path
 
     options = [a for a in argv if not a.startswith("--json") and a != str(path)]
@@ -107,8 +113,10 @@ def _write_json(path: Path, rows: list[Row], argv: list[str], *, quick: bool, bu
                    "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), **code_version()}
     if torch.cuda.is_available():
         environment["gpu"] = torch.cuda.get_device_name()
+    modules = modules if modules is not None else [program.split()[-1].removeprefix("bench.")]
+    measures = [p for p in PACKAGES if any(p in MEASURES.get(m, PACKAGES) for m in modules)]
     payload = {"command": " ".join([program, *options]), "scale": "quick" if quick else "full",
-               "environment": environment, "busy": busy, "rows": [asdict(r) for r in rows]}
+               "environment": environment, "measures": measures, "busy": busy, "rows": [asdict(r) for r in rows]}
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(payload, indent=1, allow_nan=True))
 

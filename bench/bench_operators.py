@@ -7,21 +7,20 @@ the default and the paper's placement; on the grid coarsened by
 2, the shallow-water setting, by 4, and in quick mode by 1, the default; and with ``expand=1``, the cells at the block's
 width as Eq. 38 is written), and ``nac_fno`` (factor 2). Ratios are
 ``time / time(fno)`` measured in the same run — every model steps once per round, best of 5 rounds,
-so that a slow spell of the machine hits all alike (target: CKB overhead ≤ 2×); samples/s = batch / time.
+so that a slow spell of the machine hits all alike (target: CKB overhead ≤ 2×); the CKB-hosting rows are also
+given against their own host, ``chonn_fno`` at order 0 (``/ chonn_fno order 0 (host)``), which isolates
+what the blocks cost; samples/s = batch / time.
 
 Full mode adds the full-grid rows (:data:`FULL_GRID_SIZES`): ``chonn_fno`` order 2, downsample 1 (the CKB
 scanning all size² points) against ``fno`` at width 32, 8 modes, batch 8, best of 3 interleaved rounds,
-with the peak rise of live tensor memory of one ``chonn_fno`` step (1.9 GB at 128², well inside 24 GB),
-and the bound row: the 8 cells' native scans alone (forward and backward, nothing around them) against
-a whole ``fno`` step. The bound: every cell advances batch × size² × d_inner × d_state = 8 · size² · 64 ·
-16 potentials, each with one exp/expm1 in the forward and one in the backward's recomputation (chunk
-checkpoints: storing the states instead would take 8 · 134 MB at 64²), sequential along the scan. Measured
-on 2 shared AMD EPYC cores, 1 thread (AVX-512 kernels): about 0.42 ns per potential and step forward,
-1.2 ns backward; the scans alone took 0.9× an ``fno`` step at 16², 2.2× at 64² and 2.3× at 128² — above
-the 2× target by themselves at 64² and 128², before the CKB's projections (another ≈ 1–1.5× an ``fno`` step
-at 64²: 24 % of a ``chonn_fno`` step's profile, matmuls at about 60 % of the core's peak). So ≤ 2× on the
-full grid needs less work per point (``downsample``, ``d_state``, ``expand``), not a faster kernel. On CUDA
-the bound row times the Triton kernels instead (``Triton scan kernels alone``).
+with the peak rise of live tensor memory of one ``chonn_fno`` step, and the bound row: the 8 cells' native
+scans alone (forward and backward, nothing around them) against a whole ``fno`` step. The bound: every
+cell advances batch × size² × d_inner × d_state = 8 · size² · 64 · 16 potentials, each with one exp/expm1
+in the forward and one in the backward's recomputation (chunk checkpoints: storing the states instead
+would take 8 · 134 MB at 64²), sequential along the scan. Where the scans alone already take more than
+2× an ``fno`` step (RESULTS.md gives the measured rows), ≤ 2× on the full grid needs less work per point
+(``downsample``, ``d_state``, ``expand``), not a faster kernel. On CUDA the bound row times the Triton
+kernels instead (``Triton scan kernels alone``).
 
     python -m bench.bench_operators [--quick] [--threads N]
 """
@@ -40,11 +39,13 @@ from operators.training import OptimSpec
 from operators.training.optim import make_optimizer
 from bench._util import Row, best_times_interleaved, peak_memory_mb, print_table
 
-__all__ = ["run", "FULL_GRID_SIZES"]
+__all__ = ["run", "FULL_GRID_SIZES", "HOST"]
 
 #: grids of the full-grid rows (full mode): the CKB's scan runs over the flattened size² points
 FULL_GRID_SIZES = (16, 64, 128)
 _SCANS = "scan kernels alone (8 cells, fwd + bwd)"
+#: the CKB's own host: the same FNO with no blocks
+HOST = "chonn_fno order 0 (host)"
 
 
 def _models(width: int, n_modes: int, n_layers: int, quick: bool) -> dict[str, dict]:
@@ -52,7 +53,7 @@ def _models(width: int, n_modes: int, n_layers: int, quick: bool) -> dict[str, d
     full_grid = {"chonn_fno order 2, downsample 1": {"name": "chonn_fno", **common, "order": 2, "downsample": 1}}
     return {
         "fno": {"name": "fno", **common},
-        "chonn_fno order 0 (host)": {"name": "chonn_fno", **common, "order": 0},
+        HOST: {"name": "chonn_fno", **common, "order": 0},
         "chonn_fno order 2, downsample 2": {"name": "chonn_fno", **common, "order": 2, "d_state": 16, "downsample": 2},
         "chonn_fno order 2, downsample 4": {"name": "chonn_fno", **common, "order": 2, "d_state": 16, "downsample": 4},
         # Eq. 38 as the paper writes it (Y = X + ȳ ⊙ g) needs the cells at the block's own width
@@ -163,6 +164,9 @@ def run(quick: bool = False) -> list[Row]:
     for name, seconds in times.items():
         rows.append(Row("operators train step", name, seconds, "s", detail))
         rows.append(Row("operators train step", f"{name} / fno", seconds / times["fno"], "ratio", "time ratio"))
+        if name.startswith("chonn_fno") and name != HOST:
+            rows.append(Row("operators train step", f"{name} / {HOST}", seconds / times[HOST], "ratio",
+                            "time ratio: the blocks' cost over their own host"))
         rows.append(Row("operators throughput", name, batch / seconds, "samples/s", detail))
     return rows if quick else rows + _full_grid_rows(device)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from _bench_tables import commit_text
+from _claims import SPREAD, compare, stat_of
 
 __all__ = ["online_vs_file"]
 
@@ -17,7 +18,8 @@ def _cell(values: list[float], fmt: str) -> str:
     """``mean ± std`` over seeds (sample std), or the value alone for one seed."""
     if len(values) == 1:
         return fmt.format(values[0])
-    return f"{fmt.format(np.mean(values))} ± {fmt.format(np.std(values, ddof=1))}"
+    stat = stat_of(values)
+    return f"{fmt.format(stat['mean'])} ± {fmt.format(stat['std'])}"
 
 
 def online_vs_file(results: dict) -> list[str]:
@@ -43,11 +45,14 @@ def online_vs_file(results: dict) -> list[str]:
     lines += ["", f"Making the next epoch's samples in a background thread: {seconds['background']:.2f} s per online "
                   f"epoch against {seconds['in_turn']:.2f} s made in turn (in turn / background "
                   f"{ratio['min']:.2f}–{ratio['max']:.2f}, interleaved repeats)."]
-    means = {arm: float(np.mean([r["test_step_rel_l2"] for r in rows if r["arm"] == arm])) for arm in ("file", "online")}
+    errors = {arm: stat_of([r["test_step_rel_l2"] for r in rows if r["arm"] == arm]) for arm in ("file", "online")}
     steps = {arm: float(np.mean([r["samples_seen"] for r in rows if r["arm"] == arm])) for arm in ("file", "online")}
-    better = min(means, key=means.get)
-    lines += ["", f"- Finding: at this scale the **{better}** arm has the lower mean one-step error ({means['file']:.3f} "
-                  f"file, {means['online']:.3f} online); in the same wall clock the online arm trained on "
-                  f"{steps['online'] / steps['file']:.2f}× the samples the file arm did (its solver runs on the same "
+    found = compare(errors["file"], errors["online"])
+    which = (f"neither arm's one-step error is lower beyond the seed spread (n = {len(seeds)} seeds)" if found == SPREAD
+             else f"the **{'file' if found == 'lower' else 'online'}** arm has the lower one-step error beyond the "
+                  "seed spread")
+    lines += ["", f"- Finding: at this scale {which} ({_cell(errors['file']['values'], '{:.3f}')} file, "
+                  f"{_cell(errors['online']['values'], '{:.3f}')} online); in the same wall clock the online arm trained "
+                  f"on {steps['online'] / steps['file']:.2f}× the samples the file arm did (its solver runs on the same "
                   f"CPU as training). Code: {commit_text(results['environment']) or 'not recorded'}."]
     return lines

@@ -1,16 +1,17 @@
-"""The RESULTS.md tables of the examples' medium runs, generated from their results JSON.
+"""The RESULTS.md tables, generated from the stored results JSON.
 
 The ``--medium`` runs' ``results.json`` files are kept in ``results/medium/<script>.json`` (``--collect RUNS``
-copies ``RUNS/<script>/results.json`` there, medium runs only). This script renders one Markdown section
-per script and writes it into RESULTS.md between the markers ``<!-- generated: <script> -->`` and
-``<!-- end generated: <script> -->``; nothing else in the file changes. ``--check`` writes nothing and
-exits 1 when a generated section differs from what the JSON gives (a test runs it), so no number in those
-sections is copied by hand.
+copies ``RUNS/<script>/results.json`` there, medium runs only), the benchmarks' in ``results/bench*.json``.
+This script renders one Markdown section per result and writes it into RESULTS.md between the markers
+``<!-- generated: <name> -->`` and ``<!-- end generated: <name> -->``; nothing else in the file changes.
+Each section says when its result was measured on code older than the packages it measures now
+(:mod:`_code_age`). The claims' rules are in :mod:`_claims`, the renderers in :mod:`_medium_tables`,
+:mod:`_bench_tables`, :mod:`_model_tables` and :mod:`_gpu_tables`.
 
-Every table gives the mean ± sample standard deviation over the training seeds, the training-mean
-predictor's error (the bar a trained model must clear) and the run's wall time; every verdict is computed
-here from the numbers: a difference counts only when it exceeds the two models' standard deviations
-added together (otherwise: "within the seed spread").
+``--check`` writes nothing and exits 1 when a generated section differs from what the JSON gives (a test
+runs it), when a table stands outside the generated sections, when a target's rows came back without a value
+(NaN), or when a result names no commit or was measured on older code, unless ``results/stale.json`` lists it
+with the reason (a GPU result is reported in its section, not failed, until a GPU is lent again).
 
 Examples:
     python examples/results_tables.py --collect runs      # after the medium runs
@@ -23,407 +24,129 @@ import argparse
 import json
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+from _bench_tables import Verdict, merged_rows
 from _bench_tables import bench as bench_section
-from _bench_tables import commit_text
-from _bench_tables import gpu as gpu_section
+from _bench_tables import verdicts as target_verdicts
+from _code_age import STALE, acknowledged, code_age
+from _gpu_tables import GpuRuns
+from _gpu_tables import gpu as gpu_section
+from _medium_tables import SCRIPTS, render
 from _model_tables import models as models_section
-from _online_tables import online_vs_file  # noqa: F401 - a renderer (RENDERERS)
 
-__all__ = ["render", "update", "main"]
+__all__ = ["Section", "sections", "problems", "render", "update", "main"]
 
 #: the generated sections of the full and the quick benchmark runs
 BENCH, BENCH_QUICK = "bench", "bench_quick"
 #: benchmarks run again alone after the full run (``results/bench-<name>.json``): their rows replace its
-BENCH_RERUNS = ("generate", "trainer")
+BENCH_RERUNS = ("generate", "trainer", "scan")
+#: earlier GPU runs of bench_operators kept as history (``results/bench-gpu-<name>.json``), oldest first, and the
+#: transcribed record of an earlier session's test suite
+GPU_HISTORY, GPU_HISTORY_TESTS = ("h200-before", "h200"), ("h200-tests",)
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = ("order_benchmark", "darcy", "poisson_order_ablation", "navier_stokes_rollout", "shallow_water",
-           "nac_sequences", "vision", "gapped_sequences", "darcy16_equal_time", "online_vs_file")
-TRAINED = 0.5  # "clearly trained": every model's error at most this fraction of the mean predictor's
 
 
-# -- formatting ------------------------------------------------------------------------------------
-def pm(stat: dict, digits: int = 3) -> str:
-    """``mean ± std`` of a seed statistic ``{"mean", "std", "values"}``."""
-    return f"{stat['mean']:.{digits}g} ± {stat['std']:.{digits - 1}g}"
+@dataclass(frozen=True)
+class Section:
+    """One generated section: its marker ``name``, its ``lines``, the result ``files`` it renders (each gets a line
+    when its code is older) and the ``verdicts`` of its targets (``--check`` fails on their NaN rows)."""
+
+    name: str
+    lines: tuple[str, ...]
+    files: tuple[Path, ...] = ()
+    verdicts: tuple[Verdict, ...] = ()
 
 
-def present(stat: dict) -> bool:
-    """Whether a seed statistic has a value (a metric that is NaN, e.g. an empty frequency band on a
-    small grid, is stored as null)."""
-    return stat["mean"] is not None
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text())
 
 
-def compare(ours: dict, other: dict) -> str:
-    """"lower" / "higher" (``ours`` against ``other``), or "within the seed spread" when the means differ
-    by no more than the two standard deviations added."""
-    gap = ours["mean"] - other["mean"]
-    if abs(gap) <= ours["std"] + other["std"]:
-        return "within the seed spread"
-    return "lower" if gap < 0 else "higher"
+def _medium(results_dir: Path) -> list[Section]:
+    """One section per script with a JSON, the claims summary, and the demo's."""
+    found = [Section(name, tuple(render(name, _load(path)).splitlines()), (path,)) for name in SCRIPTS
+             if (path := results_dir / f"{name}.json").is_file()]
+    if found:
+        claims = [f"- `{s.name}`: {line[2:]}" for s in found for line in s.lines if line.startswith("- Claim")]
+        found.append(Section("verdicts", tuple(claims)))
+    if (demo := results_dir / "demo.json").is_file():
+        found.append(Section("demo", tuple(render("demo", _load(demo)).splitlines()), (demo,)))
+    return found
 
 
-def header(results: dict) -> str:
-    """The command, seeds and wall time of one run."""
-    args, env = results["args"], results["environment"]
-    seeds = results["results"]["seeds"]
-    minutes = results["wall_s"] / 60
-    threads = f" --threads {args['threads']}" if args["threads"] else ""
-    return (f"`python examples/{results['script']}.py --medium{threads}` "
-            f"({env['device']}, {env['threads']} thread(s), torch {env['torch']}); training seeds "
-            f"{', '.join(map(str, seeds))}; data seed {args['seed']}; **{minutes:.0f} min** wall time for the "
-            f"whole run on this 2-core machine. Mean ± standard deviation over the seeds. {_code(env)}")
+def _benchmarks(bench: Path) -> list[Section]:
+    """The full run (with the benchmarks run again alone) and the quick run, the model table, the GPU section."""
+    found = []
+    again = [p for name in BENCH_RERUNS if (p := bench.with_name(f"{bench.stem}-{name}.json")).is_file()]
+    quick = bench.with_name(bench.stem + "-quick.json")
+    for name, path, reruns in ((BENCH, bench, again), (BENCH_QUICK, quick, [])):
+        if path.is_file():
+            results, later = _load(path), tuple(_load(p) for p in reruns)
+            found.append(Section(name, tuple(bench_section(results, later)), (path, *reruns),
+                                 tuple(target_verdicts(merged_rows(results, later)))))
+    models = bench.with_name(bench.stem + "-models.json")
+    if models.is_file():
+        rerun = models.with_name(models.stem + "-rerun.json")
+        found.append(Section("models", tuple(models_section(_load(models), _load(rerun) if rerun.is_file() else None)),
+                             (models, *([rerun] if rerun.is_file() else []))))
+    gpu = bench.with_name(bench.stem + "-gpu.json")
+    if gpu.is_file():
+        found.append(_gpu(gpu))
+    return found
 
 
-def _code(env: dict) -> str:
-    """The commit the numbers come from (results JSON written before commits were recorded: said so)."""
-    code = commit_text(env)
-    return f"Code: {code}." if code else "Code version: not recorded (written before results recorded their commit)."
+def _gpu(gpu: Path) -> Section:
+    def beside(suffix: str) -> Path:
+        return gpu.with_name(gpu.stem + suffix)
+
+    def text(suffix: str) -> str | None:
+        return beside(suffix).read_text() if beside(suffix).is_file() else None
+
+    history = [p for name in GPU_HISTORY if (p := beside(f"-{name}.json")).is_file()]
+    trainer = beside("-trainer.json")
+    check = beside(f"-{GPU_HISTORY[-1]}-check.txt")
+    runs = GpuRuns(_load(gpu), _load(trainer) if trainer.is_file() else None, text("-check.txt"), text("-tests.txt"),
+                   tuple(_load(p) for p in history), (check.name, check.read_text()) if check.is_file() else None,
+                   tuple(_load(p) for name in GPU_HISTORY_TESTS if (p := beside(f"-{name}.json")).is_file()))
+    rows = runs.operators["rows"] + (runs.trainer["rows"] if runs.trainer else [])
+    return Section("gpu", tuple(gpu_section(runs)), (gpu, *([trainer] if trainer.is_file() else []), *history),
+                   tuple(v for v in target_verdicts(rows) if v.measured or v.missing))
 
 
-def table(columns: list[str], rows: list[list[str]]) -> list[str]:
-    """A Markdown table."""
-    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
-            *("| " + " | ".join(row) + " |" for row in rows)]
+def sections(results_dir: Path, bench: Path) -> list[Section]:
+    """Every generated section the stored results give: ``results_dir`` holds the medium runs' JSON, ``bench`` is
+    the full benchmark run's JSON, the other benchmark files beside it."""
+    return _medium(results_dir) + _benchmarks(bench)
 
 
-def trained_line(errors: dict[str, float], bar: float, what: str) -> str:
-    """Whether every model's ``what`` is at most :data:`TRAINED` × the mean predictor's ``bar``."""
-    worst = max(errors, key=errors.get)
-    ok = errors[worst] <= TRAINED * bar
-    return (f"Every model clearly trained ({what} at most {TRAINED:g}× the training-mean predictor's {bar:.3g}): "
-            f"**{'yes' if ok else 'no'}** (largest: {worst}, {errors[worst]:.3g}).")
+def _name(path: Path, results_root: Path) -> str:
+    try:
+        return path.resolve().relative_to(results_root.resolve()).as_posix()
+    except ValueError:
+        return path.name
 
 
-# -- one renderer per script ------------------------------------------------------------------------
-def order_benchmark(results: dict) -> list[str]:
-    r = results["results"]
-    cfg = r["settings"]
-    metrics = ("rel_l2", "rel_l2_spectral", "rel_l2_derivative")
-    rows = []
-    for target, models in r["targets"].items():
-        bar = r["mean_predictor"][target]
-        rows.append([target, "mean predictor", f"{bar['rel_l2']:.3g}", "", f"{bar['rel_l2_derivative']:.3g}", ""])
-        rows += [[target, label, *(pm(m[k]) for k in metrics), f"{m['params']['mean']:,.0f}"]
-                 for label, m in models.items()]
-    t = r["scaling_target"]
-    rows += [[f"{t} (scaling)", label, *(pm(m[k]) for k in metrics), f"{m['params']['mean']:,.0f}"]
-             for label, m in r["scaling"].items()]
-    lines = [f"1D order benchmark, the paper's data protocol: {cfg['n_points']} points, "
-             f"{' / '.join(map(str, cfg['sizes']))} samples (data seeds 42/43/44). Reduced against the paper: "
-             f"d_model {cfg['model']['d_model']}, d_state {cfg['model']['d_state']}, expansion "
-             f"{cfg['model']['expand']} (paper: d_state 8, expansion 16, no d_model given); AdamW lr {cfg['lr']:g}, cosine, batch {cfg['batch_size']}, "
-             f"**{cfg['epochs']} epochs** (paper 1e-4, 80); matched orders only. " + header(results), "",
-             *table(["target", "model", "rel. L2", "spectral", "derivative", "parameters"], rows), ""]
-    every = [*r["targets"].items(), ("scaling", r["scaling"])]
-    pointwise = {f"{t} {label}": m["rel_l2"]["mean"] for t, models in every for label, m in models.items()}
-    derivative = {f"{t} {label}": m["rel_l2_derivative"]["mean"] for t, models in every for label, m in models.items()}
-    worst = max(derivative, key=derivative.get)
-    lines.append(trained_line(pointwise, min(b["rel_l2"] for b in r["mean_predictor"].values()), "rel. L2")
-                 + f" Derivative rel. L2 below 1 for every model: **{'yes' if derivative[worst] < 1 else 'no'}** "
-                 f"(largest: {worst}, {derivative[worst]:.3g}).")
-    lines.append("")
-    ratio = r["derivative_ratio_chain_over_depth"]
-    verdicts, wins = [], []
-    for key, stat in ratio.items():
-        target, k = key.split()
-        chain = r["targets"][target][f"chain {k[2:]}"]["rel_l2_derivative"]
-        depth = r["targets"][target][f"depth {k[2:]}"]["rel_l2_derivative"]
-        verdict = compare(chain, depth)
-        wins.append(verdict == "lower")
-        verdicts.append(f"{target}: chain / depth derivative rel. L2 {pm(stat)}; chain {pm(chain)} vs depth "
-                        f"{pm(depth)}: the chain's is {verdict.replace('within', 'the same within')}")
-    s, d = r["scaling"]["2x2"]["rel_l2_derivative"], r["scaling"]["D3"]["rel_l2_derivative"]
-    verdicts.append(f"{t}: 2×2 vs depth 3 derivative rel. L2 {pm(s)} vs {pm(d)}: 2×2 {compare(s, d)}")
-    lines += [f"- {v}." for v in verdicts]
-    means = [stat["mean"] for stat in ratio.values()]
-    growing = all(later < earlier for earlier, later in zip(means, means[1:]))
-    claim1 = all(wins) and growing
-    lines.append(f"- Claim 1 (the matched-order chain beats the depth stack on derivative rel. L2 for T2–T4, the "
-                 f"gap growing with the order): **{'reproduced' if claim1 else 'not reproduced at this scale'}** "
-                 f"(chain lower beyond the seed spread on {sum(wins)} of {len(wins)} targets; chain / depth ratio "
-                 f"{'falls' if growing else 'does not fall'} with the order).")
-    lines.append(f"- Claim 2 (2×2 beats depth 3): **{'reproduced' if compare(s, d) == 'lower' else 'not reproduced at this scale'}**"
-                 f" (2×3 vs depth 4 not run at this scale).")
-    return lines
+def _aged(section: Section, results_root: Path, acks: dict[str, str]) -> tuple[list[str], list[str]]:
+    """The section's lines, each older result's line first, and what ``--check`` fails on."""
+    ages = [code_age(p, _load(p), name=_name(p, results_root), acknowledged_as=acks) for p in section.files]
+    said = [line for age in ages if (line := age.line())]
+    found = [problem for age in ages if (problem := age.problem())]
+    for v in section.verdicts:
+        if v.failed_rows:
+            lost = "; ".join(r["case"] for r in v.missing)
+            found.append(f"RESULTS.md section {section.name}: the target '{v.target.claim}' has rows with no value "
+                         f"({lost}): {v.status}; expected a value (rerun the benchmark)")
+    return said + ([""] if said else []) + list(section.lines), found
 
 
-def _field_table(r: dict, keys: tuple[str, ...], names: dict[str, str]) -> list[str]:
-    labels = list(r["metrics"])
-    rows = [[names.get(k, k), *(pm(r["metrics"][label][k]) for label in labels)] for k in keys
-            if all(present(r["metrics"][label][k]) for label in labels)]
-    rows.append(["parameters", *(f"{r['metrics'][label]['params']['mean']:,.0f}" for label in labels)])
-    rows.append(["training time (s)", *(pm(r["metrics"][label]["train_s"]) for label in labels)])
-    return table(["metric", *labels], rows)
-
-
-PDEBENCH = ("rel_l2", "RMSE", "nRMSE", "CSV", "Max", "bRMSE", "fRMSE_low", "fRMSE_mid", "fRMSE_high")
-
-
-def _claim_lines(r: dict, ours: str, baselines: list[str], claim: str) -> list[str]:
-    """One line per baseline (metrics where ``ours`` is lower, higher, or within the seed spread) and
-    the verdict on the claim "lower on every metric than every baseline"."""
-    lines, beaten = [], []
-    for base in baselines:
-        keys = [k for k in PDEBENCH if present(r["metrics"][ours][k]) and present(r["metrics"][base][k])]
-        verdict = {k: compare(r["metrics"][ours][k], r["metrics"][base][k]) for k in keys}
-        lower = [k for k, v in verdict.items() if v == "lower"]
-        higher = [k for k, v in verdict.items() if v == "higher"]
-        spread = [k for k, v in verdict.items() if v == "within the seed spread"]
-        lines.append(f"- {ours} vs {base}: lower on {len(lower)} of {len(keys)} metrics"
-                     + (f" ({', '.join(lower)})" if lower else "")
-                     + (f"; higher on {', '.join(higher)}" if higher else "")
-                     + (f"; within the seed spread on {', '.join(spread)}" if spread else "") + ".")
-        if len(lower) == len(keys):
-            beaten.append(base)
-    holds = len(beaten) == len(baselines)
-    lines.append(f"- {claim} ({ours} lower than {', '.join(baselines)} on every metric): "
-                 f"**{'reproduced' if holds else 'not reproduced at this scale'}**"
-                 + ("" if holds else f" (lower on every metric against: {', '.join(beaten) or 'none'})") + ".")
-    return lines
-
-
-def _field_comparison(results: dict, intro: str, baselines: list[str], claim: str) -> list[str]:
-    """A PDEBench-metrics table of one field comparison, whether every model trained, and the claim."""
-    r = results["results"]
-    return [intro + header(results), "", *_field_table(r, PDEBENCH, {"rel_l2": "rel. L2"}), "",
-            trained_line({k: m["rel_l2"]["mean"] for k, m in r["metrics"].items()}, r["mean_predictor"]["rel_l2"],
-                         "rel. L2"), "", *_claim_lines(r, "CHONN", baselines, claim)]
-
-
-def darcy(results: dict) -> list[str]:
-    cfg = results["results"]["settings"]
-    return _field_comparison(results, f"Darcy flow (β = 1), {cfg['n_grid']}², {' / '.join(map(str, cfg['sizes']))} "
-                             f"samples, {cfg['epochs']} epochs, batch {cfg['batch_size']}, AdamW 1e-3 with "
-                             f"StepLR({cfg['step_size']}, 0.5) for all models. ", ["U-Net", "FNO"], "Claim 4a, Darcy")
-
-
-def shallow_water(results: dict) -> list[str]:
-    cfg = results["results"]["settings"]
-    return _field_comparison(
-        results, f"Shallow water (radial dam break), {cfg['n_grid']}², {cfg['frames']} frames, {cfg['given']} given, "
-        f"{' / '.join(map(str, cfg['sizes']))} train / test trajectories, {cfg['epochs']} epochs; CHONN is the FNO "
-        f"host with order-{cfg['ckb']['order']} CKBs in place of the w0 branch on a "
-        f"{cfg['ckb'].get('downsample', 1)}× coarsened grid (the paper's). ", ["FNO host", "U-Net", "FNO"],
-        "Claim 4b, shallow water")
-
-
-def navier_stokes_rollout(results: dict) -> list[str]:
-    r = results["results"]
-    cfg = r["settings"]
-    bar = r["mean_predictor"]["rel_l2"]
-    summary = r["rollout_rel_l2"]
-    windows = list(next(iter(summary.values())))
-    rows = [[label, *(pm(row[w]) for w in windows)] for label, row in summary.items()]
-    rows.append(["mean predictor", *(f"{bar:.3g}" for _ in windows)])
-    lines = [f"Navier–Stokes ν = 1e−3, {cfg['n_out']}² (simulated at {cfg['n_sim']}²), "
-             f"{' / '.join(map(str, cfg['sizes']))} train / test trajectories, {cfg['given']} given frames, "
-             f"{cfg['n_steps']}-step rollouts, {cfg['epochs']} epochs; CHONN is the FNO host with order-"
-             f"{cfg['ckb']['order']} CKBs in place of the w0 branch on the full grid. Relative L2 of the whole "
-             f"rollout. " + header(results), "",
-             *table(["model", *windows], rows), "",
-             trained_line({f"{label} {w}": row[w]["mean"] for label, row in summary.items() for w in windows},
-                          bar, "rollout rel. L2"), ""]
-    lines += [f"- {w}: CHONN {pm(summary['CHONN'][w])} vs FNO host {pm(summary['FNO host'][w])}: CHONN "
-              f"{compare(summary['CHONN'][w], summary['FNO host'][w])}; vs neuraloperator's FNO "
-              f"{pm(summary['FNO'][w])}: {compare(summary['CHONN'][w], summary['FNO'][w])}." for w in windows]
-    holds = all(compare(summary["CHONN"][w], summary["FNO host"][w]) == "lower" for w in windows)
-    lines.append(f"- Claim 5 (CHONN lower rollout error than its FNO host for every window): "
-                 f"**{'reproduced' if holds else 'not reproduced at this scale'}** ({cfg['n_steps']} steps, not 40).")
-    return lines
-
-
-def poisson_order_ablation(results: dict) -> list[str]:
-    r = results["results"]
-    cfg = r["settings"]
-    keys = ("rel_l1_median_pct_id", "rel_l1_median_pct_ood", "nrmse_id", "nrmse_ood")
-    names = ("median rel. L1 % (ID)", "median rel. L1 % (OOD)", "nRMSE (ID)", "nRMSE (OOD)")
-    rows = [[label, *(pm(m[k]) for k in keys), f"{m['params']['mean']:,.0f}"] for label, m in r["metrics"].items()]
-    bar = 100 * r["mean_predictor"]["in distribution"]["rel_l1_median"]
-    rows.append(["mean predictor", f"{bar:.3g}", "", "", "", ""])
-    base = r["metrics"]["order 0"]
-    lines = [f"Poisson, one U-Net hosting CKBs of order 0 (none) to 4, {cfg['n_grid']}², "
-             f"{' / '.join(map(str, cfg['sizes']))} train / val / test / OOD samples, {cfg['epochs']} epochs, "
-             f"relative L1 loss. " + header(results), "",
-             *table(["order", *names, "parameters"], rows), "",
-             trained_line({k: m[keys[0]]["mean"] for k, m in r["metrics"].items()}, bar,
-                          "median rel. L1 % in distribution"), ""]
-    for label, m in r["metrics"].items():
-        if label != "order 0":
-            lines.append(f"- {label} vs order 0: median rel. L1 (ID) {compare(m[keys[0]], base[keys[0]])}, "
-                         f"nRMSE (ID) {compare(m['nrmse_id'], base['nrmse_id'])}, median rel. L1 (OOD) "
-                         f"{compare(m[keys[1]], base[keys[1]])}.")
-    best = min(r["metrics"], key=lambda k: r["metrics"][k][keys[0]]["mean"])
-    lines.append(f"- Lowest mean median rel. L1 (ID): {best}.")
-    better = [label for label, m in r["metrics"].items() if label != "order 0"
-              and compare(m[keys[0]], base[keys[0]]) == "lower" and compare(m["nrmse_id"], base["nrmse_id"]) == "lower"]
-    others = [label for label in r["metrics"] if label != "order 0"]
-    lines.append(f"- Claim 3a (orders 1–4 lower median rel. L1 and nRMSE in distribution than order 0): "
-                 f"**{'reproduced' if better == others else 'not reproduced at this scale'}** (beyond the seed "
-                 f"spread on both: {', '.join(better) or 'none'}).")
-    lines.append(f"- Claim 3b (order 4 best): **{'reproduced' if best == 'order 4' else 'not reproduced at this scale'}**.")
-    return lines
-
-
-def nac_sequences(results: dict) -> list[str]:
-    r = results["results"]
-    cfg = r["settings"]
-    keys = ("rmse", "phm_per_sample", "train_s", "infer_ms_per_batch", "peak_mb")
-    rows = [[label, *(pm(m[k]) for k in keys), f"{m['params']['mean']:,.0f}"] for label, m in r["metrics"].items()]
-    bar = r["mean_predictor"]["rmse"]
-    rows.append(["mean predictor", f"{bar:.3g}", "", "", "", "", ""])
-    best = min(r["metrics"], key=lambda k: r["metrics"][k]["rmse"]["mean"])
-    lines = [f"RUL regression on synthetic irregularly sampled degradation trajectories, "
-             f"{' / '.join(map(str, cfg['sizes']))} trajectories of {cfg['length']} samples, d_model {cfg['d_model']}, "
-             f"{cfg['heads']} heads, {cfg['epochs']} epochs, one training loop for all cores. " + header(results), "",
-             *table(["model", "test RMSE", "PHM score per sample", "training (s)", "inference (ms/batch)",
-                     "peak memory (MB)", "parameters"], rows), "",
-             trained_line({k: m["rmse"]["mean"] for k, m in r["metrics"].items()}, bar, "test RMSE"), "",
-             f"- Lowest mean test RMSE: {best}."]
-    lines += [f"- {best} vs {other}: RMSE {compare(r['metrics'][best]['rmse'], r['metrics'][other]['rmse'])}."
-              for other in ("CfC", "LTC", "MHA") if other != best]
-    return lines
-
-
-def vision(results: dict) -> list[str]:
-    r = results["results"]
-    cfg, early, m = r["settings"], r["early_epoch"], r["metrics"]
-    keys = ("top1", "top1_few", "top5", f"val_top1_epoch{early}", "images_per_s", "train_s")
-    rows = [[label, *(pm(stat[k]) for k in keys), f"{stat['params']['mean']:,.0f}", f"{r['flops'][label] / 1e6:.1f}"]
-            for label, stat in m.items()]
-    rows.append(["chance", f"{r['chance_top1']:.3g}", f"{r['chance_top1']:.3g}", "", "", "", "", "", ""])
-    lines = [f"scikit-learn's digits upsampled to {cfg['size']}², {' / '.join(map(str, cfg['sizes']))} images, "
-             f"`chonn_vision` size `cpu` with each routing and `conv_vision` of the same backbone, {cfg['epochs']} "
-             f"epochs, batch {cfg['batch_size']}, AdamW lr {cfg['lr']:g}, cosine schedule, label smoothing 0.1, "
-             f"random shifts of up to {cfg['shift']} pixels, drop-path 0.2. " + header(results), "",
-             *table(["model", "test top-1", f"test top-1, {cfg['few']} training images", "test top-5",
-                     f"val top-1 at epoch {early}", "training images/s",
-                     "training (s)", "parameters", "MFLOPs per image"], rows), ""]
-    final = m["serial_constrained"]["top1"]
-    lines.append(f"The small (`cpu`) config's test top-1: {pm(final)}; the issue's bar of 0.95: "
-                 f"**{'met' if final['mean'] >= 0.95 else 'not met'}**.")
-    order = ["first_order", "parallel", "serial", "serial_constrained"]
-    for key, what in (("top1", "top-1"), ("top1_few", f"top-1 from {cfg['few']} training images")):
-        steps = [f"{b} vs {a}: {compare(m[b][key], m[a][key])}" for a, b in zip(order, order[1:])]
-        ranked = all(compare(m[b][key], m[a][key]) == "higher" for a, b in zip(order, order[1:]))
-        lines.append(f"- Claim (Fig. 5i, serial > parallel > first-order, constraints add more; {what}): "
-                     f"**{'reproduced' if ranked else 'not reproduced at this scale'}** ({'; '.join(steps)}).")
-    key = f"val_top1_epoch{early}"
-    lines.append(f"- Claim (Fig. 5j, the final model ahead at an early epoch; here against the first-order routing, "
-                 f"top-1 at epoch {early}): **{'reproduced' if compare(m['serial_constrained'][key], m['first_order'][key]) == 'higher' else 'not reproduced at this scale'}** "
-                 f"({pm(m['serial_constrained'][key])} vs {pm(m['first_order'][key])}).")
-    if r.get("paper_sizes"):
-        lines += ["", "The paper's sizes with the final routing, 3×224² input, 1,000 classes (counted, not trained; "
-                  "a multiply-add counts 2 FLOPs, so halve them to compare with fvcore's numbers):", "",
-                  *table(["size", "parameters (M)", "GFLOPs", "of which scans"],
-                         [[size, f"{v['params_m']:.1f}", f"{v['gflops']:.1f}", f"{v['gflops_scan']:.2f}"]
-                          for size, v in r["paper_sizes"].items()]), ""]
-    if "conv" in m:
-        lines.append(f"- serial_constrained vs the convolutional baseline: top-1 "
-                     f"{compare(m['serial_constrained']['top1'], m['conv']['top1'])}; "
-                     f"{m['conv']['images_per_s']['mean'] / m['serial_constrained']['images_per_s']['mean']:.1f}× its "
-                     "training images/s.")
-    return lines
-
-
-def gapped_sequences(results: dict) -> list[str]:
-    r = results["results"]
-    cfg, m, names = r["settings"], r["metrics"], r["names"]
-    columns = {"gap_0": "clean", "gap_5": "gap 5 %", "gap_15": "gap 15 %", "gap_30": "gap 30 %", "multi": "multi-gap",
-               "degradation": "degradation"}
-    rows = [[f"{v} {names[v]}", *(pm(stat[k]) for k in columns), f"{stat['params']['mean']:,.0f}"]
-            for v, stat in m.items()]
-    rows.append(["chance", *(f"{r['chance_pct']:.3g}" for _ in list(columns)[:-1]), "", ""])
-    train = cfg["train_limit"] or "all"
-    lines = [f"scikit-learn's 8×8 digits read as 8 rows of 8 pixels (not sequential MNIST's 784 steps), "
-             f"{r['n_test']} test digits, training digits: {train}; each PDNA variant with hidden {cfg['hidden']} "
-             f"(CfC backbone {cfg['backbone_units']}), {cfg['epochs']} epochs, batch {cfg['batch_size']}, AdamW lr "
-             f"{cfg['lr']:g}, cosine schedule; gaps at test time only (inputs zeroed), accuracy in %. "
-             + header(results), "",
-             *table(["variant", *columns.values(), "parameters"], rows), ""]
-    clean = [m[v]["gap_0"] for v in m]
-    same = all(compare(a, b) == "within the seed spread" for a in clean for b in clean)
-    lines.append(f"- Claim (PDNA Table 4: the clean accuracy the same for every variant): "
-                 f"**{'reproduced' if same else 'not reproduced at this scale'}**.")
-    if {"A", "B"} <= set(m):
-        noise = compare(m["B"]["multi"], m["A"]["multi"])
-        lines.append(f"- Claim (the noise control B does not beat the baseline A on multi-gap): "
-                     f"**{'reproduced' if noise != 'higher' else 'not reproduced at this scale'}** "
-                     f"(B {pm(m['B']['multi'])} vs A {pm(m['A']['multi'])}).")
-        ours = [v for v in ("C", "D", "E") if v in m]
-        beats = {v: [compare(m[v]["multi"], m[b]["multi"]) for b in ("A", "B")] for v in ours}
-        holds = all(verdict == "higher" for v in ours for verdict in beats[v])
-        steps = "; ".join(f"{v} {pm(m[v]['multi'])}: vs A {a}, vs B {b}" for v, (a, b) in beats.items())
-        lines.append(f"- Claim (PDNA Table 4: pulse, self-attend and full PDNA beat the baseline and the noise control "
-                     f"on multi-gap): **{'reproduced' if holds else 'not reproduced at this scale'}** ({steps}).")
-    return lines
-
-
-def darcy16_equal_time(results: dict) -> list[str]:
-    """``examples/darcy16_equal_time.py``: fno, chonn_fno and chonn_fno_coarse for the same wall time on
-    neuraloperator's Darcy-16."""
-    setup, runs, mean = results["setup"], results["runs"], results["mean"]
-    models = list(setup["models"])
-    seeds = sorted(runs, key=int)
-    config = "; ".join(f"`{m}` " + ", ".join(f"{k} {v}" for k, v in c.items() if k != "name")
-                       for m, c in setup["models"].items())
-    lines = [f"`python examples/darcy16_equal_time.py`: {setup['split']}; {setup['seconds']:g} s of training each, "
-             f"lr {setup['lr']:g}, batch {setup['batch']}, {setup['threads']} thread; {setup['fairness']} (busy spells "
-             f"of the machine hit every model alike). {config}. {_code(results.get('code_version', {}))}", ""]
-    rows = [[f"`{m}`", *(f"{runs[s][m]['test_rel_l2']:.3f}" for s in seeds), f"{mean[m]['test_rel_l2']:.3f}",
-             f"{mean[m]['val_rel_l2']:.3f}", f"{mean[m]['steps']:.0f}"] for m in models]
-    lines += table(["model", *(f"test rel. L2, seed {s}" for s in seeds), "mean", "val mean", "steps (mean)"], rows)
-    ours, host = mean["chonn_fno"]["test_rel_l2"], mean["fno"]["test_rel_l2"]
-    lines += ["", f"- Claim (issue #34: at equal wall time on real Darcy-16, `chonn_fno`'s error ≤ `fno`'s): "
-                  f"**{'met' if ours <= host else 'not met'}** ({ours:.3f} against {host:.3f}; `chonn_fno` takes "
-                  f"{mean['chonn_fno']['steps'] / mean['fno']['steps']:.2f}× the steps in the same time)."]
-    if "chonn_fno_coarse" in mean:
-        coarse = mean["chonn_fno_coarse"]
-        verdict = "met" if coarse["test_rel_l2"] <= host else "not met"
-        lines.append(f"- With the CKB on a 2× coarsened grid (`chonn_fno_coarse`): **{verdict}** "
-                     f"({coarse['test_rel_l2']:.3f} against {host:.3f}; "
-                     f"{coarse['steps'] / mean['fno']['steps']:.2f}× the steps).")
-    return lines
-
-
-def demo(results: dict) -> list[str]:
-    """``make demo``'s table, from its ``metrics.json`` (one seed, smoke scale: not in the verdicts)."""
-    runs, cfg, seconds = results["results"], results["config"], results["train_seconds"]
-    names = list(runs)
-    cell = lambda v: "n/a" if v is None else f"{v:.3g}"  # noqa: E731 - an empty frequency band is null
-    rows = [["mean per-step relative L2", *(cell(runs[m]["rollout"]["mean_rel_l2"]) for m in names)]]
-    rows += [[k, *(cell(runs[m]["metrics"].get(k)) for m in names)]
-             for k in ("rel_l2_spectral", "rel_l2_derivative", "fRMSE_low", "fRMSE_mid", "fRMSE_high", "bRMSE")]
-    rows.append(["training time (s)", *(f"{seconds[m]:.1f}" for m in names)])
-    steps = [runs[m]["rollout"]["mean_rel_l2"] for m in names]
-    best = names[steps.index(min(steps))]
-    return [f"`python examples/demo.py` with its embedded defaults: {cfg['n_samples']} trajectories, "
-            f"{cfg['n_out']}² stored, {cfg['epochs']} epochs, window {cfg['window']}, {cfg['rollout']}-step "
-            f"rollouts on the test split, seed {cfg['seed']} (one seed: a demonstration, not evidence). "
-            f"{_code(results.get('environment', {}))}", "",
-            *table(["metric", *names], rows), "",
-            f"Lowest mean per-step relative L2 in this run: `{best}`"
-            + (f"; but {runs[names[0]]['warning']}." if "warning" in runs[names[0]] else ".")]
-
-
-RENDERERS = {name: globals()[name] for name in (*SCRIPTS, "demo")}
-
-
-# -- the file ---------------------------------------------------------------------------------------
-def render(name: str, results: dict) -> str:
-    """The generated Markdown of ``name`` from its results JSON."""
-    return "\n".join(RENDERERS[name](results)) + "\n"
-
-
-def verdicts(rendered: dict[str, str]) -> str:
-    """The claim lines of every rendered section, one list (the summary at the top of RESULTS.md)."""
-    lines = []
-    for name, body in rendered.items():
-        claims = [line for line in body.splitlines() if line.startswith("- Claim")]
-        lines += [f"- `{name}`: {line[2:]}" for line in claims]
-    return "\n".join(lines) + "\n"
+def problems(found: list[Section], results_root: Path) -> list[str]:
+    """What ``--check`` fails on besides out-of-date text: see :func:`_aged`, and entries of ``results/stale.json``
+    naming no file."""
+    acks = acknowledged(results_root)
+    issues = [f"results/{STALE}: lists {name}, found no such file" for name in acks if not (results_root / name).is_file()]
+    return issues + [issue for s in found for issue in _aged(s, results_root, acks)[1]]
 
 
 def _markers(name: str) -> tuple[str, str]:
@@ -468,7 +191,7 @@ def collect(runs: Path, results_dir: Path, demo_dir: Path = ROOT / "demo_output"
             print(f"collected {source}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", type=Path, default=ROOT / "results" / "medium",
                    help="folder of <script>.json (default results/medium/)")
@@ -476,57 +199,41 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--collect", type=Path, default=None, metavar="RUNS",
                    help="first copy RUNS/<script>/results.json of medium runs into --results")
     p.add_argument("--bench", type=Path, default=ROOT / "results" / "bench.json",
-                   help="python -m bench --json output (default results/bench.json; its -quick.json beside it: "
-                        "python -m bench --quick; its -models.json: circuitop bench models; its -gpu.json, "
-                        "-gpu-before.json and -gpu-check.txt: bench/gpu_session.sh's bench_operators and gpu_check on a GPU)")
-    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a section is out of date")
-    args = p.parse_args(argv)
+                   help="python -m bench --json output (default results/bench.json; beside it: -quick.json, python -m "
+                        "bench --quick; -generate/-trainer/-scan.json, a benchmark run again alone; -models.json, "
+                        "circuitop bench models; -gpu*.json, -gpu-check.txt and -gpu-tests.txt, bench/gpu_session.sh "
+                        "on a GPU; stale.json, the results acknowledged as measured on older code)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 when a section is out of date or a result fails the rules above")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.collect:
         collect(args.collect, args.results)
+    results_root = args.bench.parent
     text = original = args.file.read_text()
-    rendered = {}
-    for name in SCRIPTS:
-        path = args.results / f"{name}.json"
-        if path.is_file():
-            rendered[name] = render(name, json.loads(path.read_text()))
-            text = update(text, name, rendered[name])
-    if rendered:
-        text = update(text, "verdicts", verdicts(rendered))
-    if (args.results / "demo.json").is_file():
-        text = update(text, "demo", render("demo", json.loads((args.results / "demo.json").read_text())))
-    reruns = tuple(json.loads(p.read_text()) for name in BENCH_RERUNS
-                   if (p := args.bench.with_name(f"{args.bench.stem}-{name}.json")).is_file())
-    for name, path, again in ((BENCH, args.bench, reruns),
-                              (BENCH_QUICK, args.bench.with_name(args.bench.stem + "-quick.json"), ())):
-        if path.is_file():
-            text = update(text, name, "\n".join(bench_section(json.loads(path.read_text()), again)) + "\n")
-    models = args.bench.with_name(args.bench.stem + "-models.json")
-    if models.is_file():
-        rerun = models.with_name(models.stem + "-rerun.json")
-        text = update(text, "models", "\n".join(models_section(json.loads(models.read_text()), json.loads(
-            rerun.read_text()) if rerun.is_file() else None)) + "\n")
-    gpu = args.bench.with_name(args.bench.stem + "-gpu.json")
-    if gpu.is_file():
-        before, check = gpu.with_name(gpu.stem + "-before.json"), gpu.with_name(gpu.stem + "-check.txt")
-        text = update(text, "gpu", "\n".join(gpu_section(
-            json.loads(gpu.read_text()), json.loads(before.read_text()) if before.is_file() else None,
-            check.read_text() if check.is_file() else None)) + "\n")
+    found = sections(args.results, args.bench)
+    acks = acknowledged(results_root)
+    for section in found:
+        text = update(text, section.name, "\n".join(_aged(section, results_root, acks)[0]) + "\n")
     typed = hand_tables(text)
     if typed:
-        print(f"{args.file}: tables outside the generated sections (lines {typed}); expected every table "
-              "generated from JSON", file=sys.stderr)
+        print(f"{args.file}: tables outside the generated sections (lines {typed}); expected every table generated "
+              "from JSON", file=sys.stderr)
         return 1
-    if args.check:
-        if text != original:
-            print(f"{args.file}: generated sections out of date; run python examples/results_tables.py", file=sys.stderr)
-            return 1
-        return 0
-    if text != original:
+    failures = problems(found, results_root)
+    if args.check and text != original:
+        failures.append(f"{args.file}: generated sections out of date; run python examples/results_tables.py")
+    for line in failures:
+        print(line, file=sys.stderr)
+    if not args.check and text != original:
         tmp = args.file.with_name(args.file.name + ".tmp")
         tmp.write_text(text)
         tmp.replace(args.file)
         print(f"updated {args.file}")
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -64,6 +64,8 @@ def test_example_smoke(script: str, tmp_path: Path) -> None:
     assert results["results"]
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     assert results["environment"]["commit"] == head and isinstance(results["environment"]["dirty"], bool)
+    from operators.provenance import PACKAGES
+    assert set(results["environment"]["sources"]) == set(PACKAGES)  # what --check compares with the current sources
     for name in SCRIPTS[script]:
         assert (out / name).stat().st_size > 0, f"{script} did not write {name}"
     if script in TABLED:
@@ -129,7 +131,8 @@ def test_results_md_matches_the_committed_medium_results(tmp_path: Path) -> None
     assert tables.main(["--check", "--file", str(copy)]) == 0
     copy.write_text(text + "\n| typed | by hand |\n|---|---|\n| 1 | 2 |\n")  # a table outside the generated sections
     assert tables.main(["--check", "--file", str(copy)]) == 1
-    assert "<!-- generated: bench -->\n`" in text  # the benchmark tables come from results/bench.json
+    bench = text.split("<!-- generated: bench -->\n", 1)[1].split("<!-- end generated: bench -->")[0]
+    assert "\n`OMP_NUM_THREADS=1 python -m bench`" in bench  # the benchmark tables come from results/bench.json
 
 
 def test_example_options_reject_bad_values(capsys) -> None:
