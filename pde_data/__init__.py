@@ -31,12 +31,13 @@ from pde_data._allocator import retain_freed_memory
 from pde_data.generators import GenerationSpec, make_samples
 from pde_data.manifest import Manifest, read_manifest, verify_manifest
 from pde_data.sharded import generate_sharded, write_samples
+from pde_data.verification import verify_set
 
 __all__ = [
     "model",
     "save", "atomic_path", "check_output",
     "GenerationSpec", "make_samples", "generate_sharded", "write_samples", "Manifest", "read_manifest",
-    "verify_manifest",
+    "verify_manifest", "verify_set",
     "to_tensor", "from_tensor", "time_steps",
     "open_pdebench", "write_pdebench", "open_data", "open_source", "Source",
     "gaussian_random_field_2d", "simulate_navier_stokes", "generate_navier_stokes",

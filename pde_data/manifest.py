@@ -9,8 +9,8 @@ normalizes without another pass over the data.
 
 Opening a manifest folder (:func:`open_manifest`, and so :func:`pde_data.open_source` and every command) checks
 each shard's size against the manifest and its samples and variables against the shard's range, and names the
-first shard that disagrees in one line; :func:`verify_manifest` also recomputes every sha256 (``circuitop info
-DIR --verify`` and every resumed ``generate``), which reads the whole set.
+first shard that disagrees in one line; :func:`verify_manifest` also recomputes every sha256, which reads the
+whole set. The commands check the sha256 once and keep a stamp of it (:mod:`pde_data.verification`).
 
 Example:
     >>> m = read_manifest("ns_set")                 # Manifest: m.spec, m.shards, m.statistics
@@ -141,6 +141,7 @@ def shard_name(index: int, count: int) -> str:
 
 
 def sha256_of(path: str | os.PathLike) -> str:
+    """The file's sha256, read in chunks (``hashlib.file_digest``: one 256 KiB buffer, never the whole file)."""
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 

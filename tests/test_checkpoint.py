@@ -1,13 +1,16 @@
 """Checkpoints: plain values only, weights_only loading, refusal of pickled objects, atomic writes."""
 
+import errno
 import pickle
+import re
 
 import pytest
 import torch
 
 import operators
 from operators.training import CheckpointError, RunSpec, load_checkpoint, save_checkpoint
-from operators.training.checkpoint import link_checkpoint, tensor_state
+from operators.training.checkpoint import estimate_bytes, link_checkpoint, state_bytes, tensor_state
+from pde_data.room import NoRoomError
 
 
 class _Payload:
@@ -66,13 +69,48 @@ def test_missing_or_truncated_checkpoints_give_clear_errors(tmp_path):
         load_checkpoint(tmp_path / "junk.pt")
 
 
+class _Unpicklable:
+    def __reduce__(self):
+        raise pickle.PicklingError("not a checkpoint value")
+
+
 def test_failed_write_leaves_the_previous_checkpoint(tmp_path):
     path = tmp_path / "last.pt"
     save_checkpoint(path, {"model": {"w": torch.ones(3)}})
-    with pytest.raises(Exception):
-        save_checkpoint(path, {"model": {"w": torch.zeros(3)}, "bad": lambda: None})  # not picklable
+    with pytest.raises(pickle.PicklingError, match="^not a checkpoint value$"):
+        save_checkpoint(path, {"model": {"w": torch.zeros(3)}, "bad": _Unpicklable()})
     assert torch.equal(load_checkpoint(path)["model"]["w"], torch.ones(3))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+
+
+def test_a_full_disk_leaves_the_previous_checkpoint_and_says_how_much_is_needed(tmp_path, monkeypatch):
+    """The write finds 10 kB free for a 40 kB checkpoint: torch's own error ("unexpected pos") becomes one
+    line naming the folder, the bytes needed and free; the temporary file goes, the old checkpoint stays."""
+    from test_disk_full import full_disk
+
+    path, state = tmp_path / "last.pt", {"model": {"w": torch.zeros(10_000)}}
+    save_checkpoint(path, {"model": {"w": torch.ones(3)}})
+    full_disk(monkeypatch, ".last.pt.", 10_000)
+    with pytest.raises(NoRoomError, match=rf"^expected room for a checkpoint of about 40 kB \(40,000 bytes\), "
+                                          rf"found .+ free in {re.escape(str(tmp_path))}$") as err:
+        save_checkpoint(path, state)
+    assert (err.value.needed, err.value.folder, err.value.errno) == (40_000, tmp_path, errno.ENOSPC)
+    assert torch.equal(load_checkpoint(path)["model"]["w"], torch.ones(3))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+
+
+def test_the_estimate_before_training_is_the_checkpoint_after_it(tmp_path):
+    """What train checks for room before the first epoch: the tensors a checkpoint will hold, Adam's moments
+    counted before they exist (after: its step counts, 4 bytes a parameter); the file adds the spec, the
+    history and the archive's headers."""
+    from test_trainer import _tiny_trainer
+
+    trainer = _tiny_trainer(tmp_path, epochs=1)
+    before = trainer.checkpoint_bytes()
+    trainer.fit()
+    after, n_params = state_bytes(trainer.state_dict()), len(list(trainer.model.parameters()))
+    assert after - 4 * n_params == before == estimate_bytes(trainer.state_dict(), trainer.optimizer) - 4 * n_params
+    assert before < (tmp_path / "last.pt").stat().st_size < before + 64_000
 
 
 def test_tensor_state_drops_non_tensors():

@@ -155,14 +155,15 @@ def test_info_describes_a_run_and_its_checkpoints(tmp_path):
     assert "resuming after epoch 2 of 3" in resumed.stderr, resumed.stderr
     history = json.loads((out / "history.json").read_text())
     best = min(history, key=lambda r: r["val_rel_l2"])
-    for target, epoch in ((out, best["epoch"]), (out / "last.pt", 3)):
+    for target, epoch in ((out, 3), (out / "last.pt", 3)):  # a folder: its last.pt
         info = _cli("info", target)
         assert info.returncode == 0, info.stderr
         lines = dict(line.split(": ", 1) for line in info.stdout.splitlines())
         assert lines["checkpoint"].endswith(f"(epoch {epoch} of 3)") and lines["task"] == "steady"
         assert f"{n_params:,} parameters" in lines["model"] and lines["variables"] == "['f'] → ['u']"
         assert lines["split"] == "train 8, val 2, test 2 (seed 0)" and str(data) in lines["data"]
-        assert f"val_rel_l2 {best['val_rel_l2']:.4g}" in lines[f"best epoch {best['epoch']}"]
+        assert lines["best"].startswith(f"epoch {best['epoch']} (best.pt): ")
+        assert f"val_rel_l2 {best['val_rel_l2']:.4g}" in lines["best"] and lines["last"].startswith("epoch 3 of 3 ")
     empty = tmp_path / "empty"
     empty.mkdir()
     done = _cli("info", empty)

@@ -131,7 +131,7 @@ def test_check_output_proves_writing_with_the_writers_temporary_file(tmp_path, m
 
 
 def test_a_set_larger_than_the_free_disk_is_refused_before_computing(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(_generation.shutil, "disk_usage", lambda path: SimpleNamespace(free=1000))
+    monkeypatch.setattr(pde_data.room.shutil, "disk_usage", lambda path: SimpleNamespace(free=1000))
     monkeypatch.setattr(pde_data, "generate_darcy", lambda *a, **k: pytest.fail("computed before the disk check"))
     assert main(["generate", "darcy", "--out", str(tmp_path / "d.nc"), "--n", "5", "--n-grid", "16"]) == 1
     line = capsys.readouterr().err.strip().splitlines()[-1]

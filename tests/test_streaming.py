@@ -121,8 +121,7 @@ def test_worker_batches_in_reused_memory_stay_intact_while_held(cfd_file, monkey
     batch gets buffers lent again."""
     data = pde_data.WindowDataset(pde_data.open_source(cfd_file), CFD, m=2)
     lent, unwrap = [], loader_module._Lent.unwrap
-    monkeypatch.setattr(loader_module._Lent, "unwrap", lambda self, mapped: lent.append(list(self.slots)) or
-                        unwrap(self, mapped))
+    monkeypatch.setattr(loader_module._Lent, "unwrap", lambda self: lent.append(list(self.slots)) or unwrap(self))
     reference = [batch.tensors for batch in Loader(data, batch_size=4, seed=1).epoch(0)]
     loader = Loader(data, batch_size=4, seed=1, workers=1)
     held = list(loader.epoch(0))

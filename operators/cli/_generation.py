@@ -12,7 +12,6 @@ import argparse
 import functools
 import math
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import Callable
@@ -24,6 +23,7 @@ import pde_data
 import pde_data.generators
 import pde_data.manifest
 import pde_data.sharded
+from pde_data.room import check_room, format_bytes as _size
 
 __all__ = ["positive_int", "non_negative_int", "positive_float", "non_negative_float", "add_common_options",
            "add_pdebench_option", "report_options", "check_out", "announce", "write", "progress_bar",
@@ -135,22 +135,9 @@ def announce(path: Path, n_samples: int, *, sample_bytes: int) -> None:
     """Say on stderr how many samples and bytes (before compression) go to ``path``: ``sample_bytes`` of
     variables and the index per sample; refuse a set larger than the free space of ``path``'s folder."""
     nbytes = n_samples * (sample_bytes + _SAMPLE_INDEX)
-    free = shutil.disk_usage(path.parent).free
-    if nbytes > free:
-        raise ValueError(f"--out: expected room for {n_samples} samples ({_size(nbytes)} before compression), "
-                         f"found {_size(free)} free in {path.parent}; lower --n or choose another folder")
+    check_room(path.parent, nbytes, what=f"{n_samples} samples ({_size(nbytes)} before compression)",
+               advice="lower --n or choose another folder", name="--out")
     print(f"{path}: {n_samples} samples, {_size(nbytes)} before compression", file=sys.stderr)
-
-
-def _size(nbytes: float) -> str:
-    """``1234567`` -> ``"1.23 MB"``."""
-    for unit in ("B", "kB", "MB", "GB"):
-        if nbytes < 1000:
-            break
-        nbytes /= 1000
-    else:
-        unit = "TB"
-    return f"{nbytes:.3g} {unit}"
 
 
 def _duration(seconds: float) -> str:

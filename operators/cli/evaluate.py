@@ -3,6 +3,9 @@
     circuitop evaluate --pred P.nc --true T.nc [--initial-step N] [--json]
     circuitop evaluate --run RUN_DIR [--data FILE] [--samples test|val|all] [--steps 40] [--input VAR ..]
                        [--target VAR ..] [--out DIR] [--overwrite] [--json]
+
+A generated set's shards (``--data``, the run's own, ``--pred``, ``--true``) are checked against their manifest
+first (``--no-verify`` skips it).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 import pde_data
 from evaluation import summarize
 from operators.cli._pairing import align, check_coords
+from operators.cli._verified import add_no_verify, verify_data
 from operators.training.evaluate import SAMPLE_CHOICES
 
 
@@ -46,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--initial-step", type=int, default=0, metavar="N",
                    help="leading time frames that were model inputs, excluded from scoring (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    add_no_verify(p)
     p.set_defaults(func=run)
 
 
@@ -77,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
     if args.initial_step < 0:
         raise ValueError(f"--initial-step: expected a non-negative integer, found {args.initial_step}")
+    for path in (args.pred, args.true):
+        verify_data(path, skip=args.no_verify)
     pred, true = pde_data.open_data(args.pred), pde_data.open_data(args.true)
     try:
         true = align(pred, true)
@@ -113,6 +120,7 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.initial_step:
         raise ValueError("--initial-step applies to --pred/--true; a run's given frames come from its --window")
+    verify_data(args.data if args.data is not None else _trained_path(args.run, args.checkpoint), skip=args.no_verify)
     result = evaluate_run(args.run, args.data, samples=args.samples, steps=args.steps, which=args.checkpoint,
                           out=args.out, overwrite=args.overwrite, inputs=args.input, targets=args.target,
                           batch_size=args.batch_size, device=args.device)
@@ -127,6 +135,17 @@ def _run(args: argparse.Namespace) -> int:
     print(result_table(result))
     print(f"wrote {result['out']}: " + ", ".join(Path(f).name for f in result["files"]))
     return 0
+
+
+def _trained_path(run_dir: str, which: str) -> str | None:
+    """The data file the run ``run_dir`` trained on (None for a ``--generate`` run, or where its checkpoint
+    cannot be read: :func:`~operators.training.evaluate_run` then says why)."""
+    from operators.training import stored_spec
+
+    try:
+        return stored_spec(run_dir, which=which).data.path
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def result_table(result: dict) -> str:

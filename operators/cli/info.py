@@ -1,7 +1,8 @@
 """``circuitop info [PATH] [--verify]``: versions, torch device and threads; a summary of a data file; of a
-generated set's folder (its manifest: generator, parameters, shards, statistics; ``--verify`` recomputes every
-shard's sha256); or of a run (a run folder, or one of its checkpoints ``last.pt``/``best.pt``): its spec, data,
-epochs and best score."""
+generated set's folder (its manifest: generator, parameters, shards, statistics; its shards checked against
+their sha256 as every reading command does, ``--verify`` recomputing every one); or of a run (a run folder, or
+one of its checkpoints ``last.pt``/``best.pt``): its spec, data, and its last and best epochs apart, each with
+its scores."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", nargs="?", help="a data file (any format train reads), a generated set's folder, "
                                            "a run folder or a checkpoint")
     p.add_argument("--verify", action="store_true",
-                   help="with a generated set's folder: recompute every shard's sha256 against its manifest")
+                   help="with a generated set's folder: recompute every shard's sha256 against its manifest, "
+                        "whatever its stamp says (without it: the shards changed since they were last checked)")
     p.set_defaults(func=run)
 
 
@@ -52,14 +54,17 @@ def describe(path: str) -> list[str]:
 
 
 def describe_set(folder: Path, *, verify: bool = False) -> list[str]:
-    """One line per fact about a generated set's folder (:mod:`pde_data.manifest`); with ``verify``, the
-    shards' sha256 recomputed.
+    """One line per fact about a generated set's folder (:mod:`pde_data.manifest`), after its shards are checked
+    against the manifest's sha256 (:func:`pde_data.verification.verify_set`: those its stamp does not vouch for;
+    with ``verify``, every one).
 
     Raises:
-        ManifestError: a shard disagrees with the manifest (with ``verify``: every one that does).
+        ManifestError: a shard disagrees with the manifest (every one that does, in one line).
     """
-    from pde_data.manifest import ManifestError, read_manifest, verify_manifest
+    from operators.cli._verified import summary, verified_set
+    from pde_data.manifest import read_manifest
 
+    verified = verified_set(folder, full=verify)
     manifest = read_manifest(folder)
     spec = manifest.spec
     with pde_data.open_source(folder) as source:  # checks each shard's bytes, samples and variables
@@ -72,13 +77,7 @@ def describe_set(folder: Path, *, verify: bool = False) -> list[str]:
     lines += [f"statistics {name}: mean {v['mean']:.6g}, std {v['std']:.6g}, min {v['min']:.6g}, max {v['max']:.6g} "
               f"({v['count']:,} values)" for name, v in manifest.statistics.items()]
     lines += ["made with: " + ", ".join(f"{k} {v}" for k, v in manifest.versions.items() if v)]
-    if verify:
-        problems = verify_manifest(folder)
-        if problems:
-            raise ManifestError(f"{len(problems)} of {len(manifest.shards)} shards differ from the manifest; "
-                                + "; ".join(problems))
-        lines.append(f"verified: all {len(manifest.shards)} shards match their sha256")
-    return lines
+    return lines + [f"verified: {summary(verified)}"] + ([f"note: {verified.note}"] if verified.note else [])
 
 
 def _is_checkpoint(path: Path) -> bool:
@@ -90,21 +89,34 @@ def _scores(record: dict) -> str:
     return ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k == "train_loss" or k.startswith("val_"))
 
 
+def _epoch_line(name: str, state: dict, *, of: int | None = None) -> str:
+    """``last: epoch 45 of 45 (last.pt): train_loss ..., val_rel_l2 ...``: the epoch ``{name}.pt`` holds
+    (counted from 1, as the training log counts) and the scores its history recorded for it."""
+    record = state["history"][-1] if state["history"] else {}
+    stopped = ", stopped early" if record.get("stopped_early") else ""
+    return (f"{name}: epoch {state['epoch']}{f' of {of}' if of else ''}{stopped} ({name}.pt)"
+            + (f": {_scores(record)}" if record else ""))
+
+
 def describe_run(path: Path) -> list[str]:
-    """One line per fact about a run folder (its ``best.pt``, else ``last.pt``) or one of its checkpoints.
+    """One line per fact about a run folder or one of its checkpoints: the spec (of the checkpoint named, or of
+    the folder's ``last.pt``), then the last epoch and the best one apart, each read from its own checkpoint
+    (``last.pt``, ``best.pt``; ``weights_only`` loading).
 
     Raises:
         ValueError: the folder holds no checkpoint.
     """
-    from operators.training import RunSpec, load_checkpoint, make_task
+    from operators.training import RunSpec, load_checkpoint
 
+    folder = path if path.is_dir() else path.parent
+    states = {name: load_checkpoint(folder / f"{name}.pt") for name in ("last", "best")
+              if (folder / f"{name}.pt").is_file()}
     if path.is_dir():
-        found = [path / name for name in ("best.pt", "last.pt") if (path / name).is_file()]
-        if not found:
+        if not states:
             raise ValueError(f"{path}: expected a run folder with best.pt or last.pt, or a data file; found neither")
-        path = found[0]
-    state = load_checkpoint(path)
-    spec, history = RunSpec.from_dict(state["spec"]), state["history"]
+        path = folder / f"{next(iter(states))}.pt"
+    state = states[path.stem] if path.name in ("last.pt", "best.pt") else load_checkpoint(path)
+    spec = RunSpec.from_dict(state["spec"])
     data, task, model = spec.data, spec.task, spec.model
     parameters = sum(p.numel() for p in model.build().parameters() if p.requires_grad)
     lines = [f"checkpoint: {path} (epoch {state['epoch']} of {spec.optim.epochs})",
@@ -119,10 +131,13 @@ def describe_run(path: Path) -> list[str]:
     if data.generate is not None:  # a run on generated data (--generate): its training stream
         lines.insert(4, f"generated: {data.generate}, {data.samples_per_epoch} new samples per epoch, seeds "
                         f"{list(data.generate_seeds)} (training, fixed set), {data.generator}")
-    if history:
-        best = min(history, key=make_task(spec).score)  # what picked best.pt
-        lines += [f"last epoch {history[-1]['epoch']}: {_scores(history[-1])}", f"best epoch {best['epoch']}: {_scores(best)}"]
-    return lines + _evaluations(path.parent)
+    if "last" in states:
+        lines.append(_epoch_line("last", states["last"], of=RunSpec.from_dict(states["last"]["spec"]).optim.epochs))
+    if "best" in states:
+        recorded = states.get("last", {}).get("best_epoch", states["best"]["epoch"])
+        lines.append(_epoch_line("best", states["best"]) + ("" if recorded == states["best"]["epoch"] else
+                     f" (last.pt records epoch {recorded} as the best: best.pt was not updated)"))
+    return lines + _evaluations(folder)
 
 
 def _evaluations(run_dir: Path) -> list[str]:

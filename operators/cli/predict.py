@@ -3,7 +3,8 @@
     circuitop predict --run RUN_DIR --data FILE --out pred.nc [--input VAR ..] [--steps N] [--overwrite]
 
 The file needs only the run's input variables (or ``--input`` naming the file's variables that stand in for
-them); the predictions are written at the file's resolution, on its coordinates, batch by batch.
+them); the predictions are written at the file's resolution, on its coordinates, batch by batch. A generated
+set's shards are checked against their manifest first (``--no-verify`` skips it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import json
 import sys
 
+from operators.cli._verified import add_no_verify, verify_data
 from operators.cli.evaluate import add_run_options
 
 
@@ -27,12 +29,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_run_options(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
+    add_no_verify(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from operators.training import predict_run
 
+    verify_data(args.data, skip=args.no_verify)
     result = predict_run(args.run, args.data, args.out, steps=args.steps, which=args.checkpoint,
                          overwrite=args.overwrite, inputs=args.input, batch_size=args.batch_size, device=args.device)
     if args.json:

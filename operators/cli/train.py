@@ -7,6 +7,7 @@ Model sizes go in ``--config KEY=VALUE`` (e.g. ``--config width=20 n_modes=12``)
 n_sim=64 --samples-per-epoch 64`` (instead of ``--data``) trains on new samples a generator makes each epoch,
 with no files (``operators.training.online``). Works under
 ``torchrun`` (DDP). ``--resume`` continues ``RUN_DIR/last.pt`` to the same result as an uninterrupted run.
+A generated set's shards are checked against their manifest first (``operators.cli._verified``; ``--no-verify``).
 
 Every option sets one field of the run's spec (``operators.training.RunSpec``); ``--config-file`` reads a
 whole spec (a run's ``config.yaml``), and options given with it win.
@@ -22,6 +23,8 @@ from pathlib import Path
 
 import torch
 import yaml
+
+from operators.cli._verified import add_no_verify, verify_data
 
 __all__ = ["register", "run", "parse_config", "OPTIONS", "option_of"]
 
@@ -158,6 +161,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=None, help="torch device (default: cuda:LOCAL_RANK if available, else cpu)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
     p.add_argument("--no-progress", action="store_true", default=False, help="no progress bars")
+    add_no_verify(p)
     p.set_defaults(func=run)
 
 
@@ -214,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
     if "data.generator" in overrides:  # --gen likewise
         overrides["data.generator"] = {**base.data.generator, **overrides["data.generator"]}
     spec = base.override(overrides)
+    verify_data(spec.data.path, skip=args.no_verify)  # a generated set's shards, before the model is built
     try:
         history = train_run(spec, args.out, resume=args.resume, overwrite=args.overwrite, device=args.device,
                             progress=not args.no_progress)

@@ -3,6 +3,9 @@
 A checkpoint holds plain values and tensors: model/optimizer/scheduler state dicts, normalizer
 statistics, the resolved run spec as plain values (:meth:`operators.training.RunSpec.to_dict`) and the
 RNG states as tensors. Nothing in it needs a custom class to be unpickled, and a file that does is refused.
+
+A write that fills the disk removes its temporary file, so the checkpoint it was to replace stays whole, and
+raises a :class:`~pde_data.room.NoRoomError` naming the folder, the bytes needed and the bytes free.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from pathlib import Path
 import torch
 
 from pde_data import atomic_path
+from pde_data.room import NoRoomError, format_bytes, free_bytes, is_disk_full
 
 __all__ = ["save_checkpoint", "link_checkpoint", "load_checkpoint", "rng_state", "set_rng_state", "tensor_state",
-           "CheckpointError"]
+           "state_bytes", "estimate_bytes", "CheckpointError"]
 
 
 class CheckpointError(ValueError):
@@ -25,10 +29,47 @@ class CheckpointError(ValueError):
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict) -> Path:
-    """``torch.save(state)`` to a temporary file beside ``path``, then rename it into place."""
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
-    return Path(path)
+    """``torch.save(state)`` to a temporary file beside ``path``, then rename it into place; a failed write
+    removes the temporary file and leaves what was at ``path``.
+
+    Raises:
+        NoRoomError: the disk filled up (its ``needed`` is :func:`state_bytes` of ``state``).
+    """
+    path = Path(path)
+    writer = None
+    try:
+        with atomic_path(path) as tmp, tmp.open("wb") as fh:
+            writer = _Writer(fh)
+            torch.save(state, writer)
+    except (OSError, RuntimeError) as exc:
+        if not is_disk_full(exc) and not (writer is not None and is_disk_full(writer.error)):
+            raise
+        needed, free = state_bytes(state), free_bytes(path.parent)
+        raise NoRoomError(f"expected room for a checkpoint of about {format_bytes(needed)} ({needed:,} bytes), "
+                          f"found {format_bytes(free)} free in {path.parent}", path.parent, needed, free) from None
+    return path
+
+
+class _Writer:
+    """The file ``torch.save`` writes to, keeping the error of a failed write: torch reports a full disk as its
+    own ``RuntimeError`` ("unexpected pos ..."), raised while it closes the archive after the failed write."""
+
+    def __init__(self, fh):
+        self.fh, self.error = fh, None
+
+    def write(self, data) -> int:
+        try:
+            return self.fh.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.fh.flush()
+        except OSError as exc:
+            self.error = exc
+            raise
 
 
 def link_checkpoint(source: str | os.PathLike, path: str | os.PathLike) -> Path:
@@ -65,6 +106,27 @@ def load_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{p}: expected a dict with a 'model' state, found {type(state).__name__}")
     return state
+
+
+def state_bytes(state) -> int:
+    """The bytes of the tensors in ``state`` (nested dicts, lists and tuples): about the size of its checkpoint,
+    whose other values (spec, history) take a few kB."""
+    if torch.is_tensor(state):
+        return state.numel() * state.element_size()
+    if isinstance(state, dict):
+        return sum(state_bytes(v) for v in state.values())
+    if isinstance(state, (list, tuple)):
+        return sum(state_bytes(v) for v in state)
+    return 0
+
+
+def estimate_bytes(state: dict, optimizer: torch.optim.Optimizer) -> int:
+    """About the bytes of the checkpoint of ``state``: :func:`state_bytes`, with the two moments per parameter
+    of ``optimizer`` (Adam, AdamW) counted before its first step makes them."""
+    if optimizer.state:
+        return state_bytes(state)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    return state_bytes(state) + 2 * sum(p.numel() * p.element_size() for p in params)
 
 
 def tensor_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -26,8 +26,9 @@ from operators.training import online
 from operators.training.distributed import DistInfo
 from operators.training.loader import Loader
 from operators.training.spec import RunSpec
+from pde_data.room import format_bytes
 
-__all__ = ["make_loaders", "default_workers", "RunData"]
+__all__ = ["make_loaders", "default_workers", "RunData", "MemoryPlan", "memory_plan"]
 
 
 def default_workers() -> int:
@@ -35,11 +36,17 @@ def default_workers() -> int:
     return min(4, os.cpu_count() or 1)
 
 
+def _set_bytes(task, source) -> int:
+    """Bytes the train and validation splits take in memory (what the cache would hold)."""
+    splits = task.spec.data.splits
+    return (len(splits.train) + len(splits.val)) * task.item_bytes(source)
+
+
 def _cached(task, source) -> bool:
     loading, splits = task.spec.loading, task.spec.data.splits
     if loading.cache != "auto":
         return loading.cache == "memory"
-    return (len(splits.train) + len(splits.val)) * task.item_bytes(source) <= loading.memory_budget
+    return _set_bytes(task, source) <= loading.memory_budget
 
 
 def make_loaders(task, source, *, batch_size: int, seed: int, dist: DistInfo | None = None,
@@ -63,6 +70,51 @@ def make_loaders(task, source, *, batch_size: int, seed: int, dist: DistInfo | N
         val = Loader(val_set, batch_size=batch_size, shuffle=False, dist=DistInfo(device=(dist or DistInfo()).device),
                      **common)
     return train, val
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """What a run's data will hold in memory, said before the first epoch (:meth:`line`).
+
+    ``set_bytes``: the train and validation splits; held in this process when ``cached``, else streamed.
+    ``batch_bytes``: one training batch (every tensor of it). Each of ``workers`` loader processes of each of
+    ``loaders`` loaders keeps up to ``kept`` batches of shared memory for reuse
+    (:class:`pde_data.batches.BatchBuffers`); this process maps a worker's batch while it uses it.
+    """
+
+    set_bytes: int
+    budget: int
+    cached: bool
+    batch_bytes: int
+    workers: int
+    loaders: int
+    kept: int
+
+    @property
+    def shared_bytes(self) -> int:
+        """The loader workers' reused batch memory, all of them together."""
+        return self.workers * self.loaders * self.kept * self.batch_bytes
+
+    def line(self) -> str:
+        """One line: cached or streamed (and why), the batch size in bytes and the workers' reused memory."""
+        budget = f"the memory budget of {self.budget / 2**30:.3g} GiB"
+        if self.cached:
+            head = f"data: train+val cached in memory, {format_bytes(self.set_bytes)} (within {budget})"
+        else:
+            over = f"over {budget}" if self.set_bytes > self.budget else "streaming asked for"
+            head = f"data: streamed from the file (train+val {format_bytes(self.set_bytes)}, {over})"
+        workers = (f"; {self.workers} workers x {self.loaders} loaders reuse about {self.kept} each "
+                   f"({format_bytes(self.shared_bytes)} of shared memory)") if self.workers else ""
+        return f"{head}; batches of {format_bytes(self.batch_bytes)}{workers}; plus the model's own working set"
+
+
+def memory_plan(task, source, train: Loader, val: Loader | None, batch_size: int) -> MemoryPlan:
+    """The :class:`MemoryPlan` of loaders made by :func:`make_loaders` (reads one item to size a batch)."""
+    loading, dataset = task.spec.loading, train.dataset
+    one = dataset.read_batch([0])
+    return MemoryPlan(set_bytes=_set_bytes(task, source), budget=loading.memory_budget, cached=_cached(task, source),
+                      batch_bytes=sum(t.nbytes for t in one) * batch_size, workers=train.workers,
+                      loaders=1 + (val is not None), kept=dataset.buffers.slots // len(one))
 
 
 @dataclass

@@ -90,13 +90,11 @@ class _Lent:
     def __init__(self, tensors: tuple[torch.Tensor, ...], flags: torch.Tensor, slots: list[int]):
         self.tensors, self.flags, self.slots = tensors, flags, slots
 
-    def unwrap(self, mapped: dict) -> tuple[torch.Tensor, ...]:
-        """The tensors, each buffer released when every tensor and view over it here is gone. ``mapped`` keeps
-        this process's mapping of each buffer (and of the flags): torch maps a buffer sent again to the
-        storage it still holds, without mapping and faulting in its pages anew."""
-        for t, k in zip(self.tensors, self.slots):
-            if k >= 0:
-                mapped[self.flags.data_ptr(), k] = (self.flags, t.untyped_storage())
+    def unwrap(self) -> tuple[torch.Tensor, ...]:
+        """The tensors, each buffer released when every tensor and view over it here is gone. This process
+        unmaps a buffer with its last tensor (it maps it again, faulting its pages in, when the worker sends
+        it next): keeping every worker's buffers mapped here held ``workers × slots`` batches in this
+        process's resident memory, per loader (issue #41)."""
         return tuple(t if k < 0 else _released_when_gone(t, self.flags, k) for t, k in zip(self.tensors, self.slots))
 
     def pin_memory(self) -> tuple[torch.Tensor, ...]:
@@ -170,13 +168,12 @@ class Loader:
             raise ValueError(f"batch size: expected a positive integer, found {batch_size}")
         if workers < 0 or prefetch < 1:
             raise ValueError(f"workers/prefetch: expected workers >= 0 and prefetch >= 1, found {workers}, {prefetch}")
-        self.dist, self.dataset = dist or DistInfo(), dataset
+        self.dist, self.dataset, self.workers = dist or DistInfo(), dataset, workers
         self._sampler = _EpochSampler(len(dataset), batch_size, seed, shuffle, self.dist.rank, self.dist.world_size)
         extra = dict(persistent_workers=True, prefetch_factor=prefetch, worker_init_fn=_one_thread) if workers else {}
         # the loader's own generator: creating an iterator draws a base seed, which must not come from
         # (and shift) the global RNG, or the number of workers and resuming would change a run's randomness
         cuda = self.dist.device.type == "cuda"
-        self._mapped: dict = {}  # the workers' shared buffers, mapped here once (_Lent.unwrap)
         self._loader = DataLoader(_WholeBatches(dataset, pinned=cuda), batch_sampler=self._sampler, num_workers=workers,
                                   collate_fn=_whole, pin_memory=cuda,
                                   generator=torch.Generator().manual_seed(seed), **extra)
@@ -198,5 +195,5 @@ class Loader:
             if isinstance(batch, _ReadFailure):
                 raise DataReadError(batch.message)
             if isinstance(batch, _Lent):
-                batch = batch.unwrap(self._mapped)
+                batch = batch.unwrap()
             yield Batch(tuple(t.to(dev, non_blocking=True) for t in batch), n_global)

@@ -3,7 +3,8 @@ spec against it (task, variables, split, fingerprint), fit normalizers in one st
 model, train, and load a finished run back. The Python API behind ``circuitop train`` and ``evaluate``.
 
 The run folder holds ``config.yaml`` (the spec as asked: ``train --config-file`` reads it back), ``run.json``
-(the resolved spec), and checkpoints that store the resolved spec too.
+(the resolved spec), and checkpoints that store the resolved spec too. A run starts only if the folder's disk
+has room for its checkpoints (:meth:`~operators.training.runfolder.RunFolder.check_room`), before it writes.
 
 Example:
     >>> spec = RunSpec(data=DataSpec("poisson.nc", inputs=("f",), targets=("u",)),
@@ -19,6 +20,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -31,12 +33,13 @@ from torch import nn
 import pde_data
 from operators.training import checkpoint as ckpt
 from operators.training import distributed, runfolder
-from operators.training.data import RunData
+from operators.training.data import RunData, memory_plan
 from operators.training.spec import RunSpec, SpecError, conflicts, resumed
 from operators.training.tasks import Normalizers, Task, make_task
-from operators.training.trainer import Trainer
+from operators.training.trainer import CHECKPOINT_COPIES, LOG_BYTES, Trainer
 from pde_data import atomic_path
 from pde_data.model import SAMPLE
+from pde_data.room import NoRoomError
 
 __all__ = ["train_run", "load_run", "stored_spec", "LoadedRun", "check_source", "trained_data", "CONFIG_FILE",
            "RUN_FILE"]
@@ -113,6 +116,21 @@ def _claimed(out: Path, info: distributed.DistInfo, *, resume: bool, overwrite: 
         yield folder
 
 
+def _check_room(folder: runfolder.RunFolder | None, trainer: Trainer, info: distributed.DistInfo) -> None:
+    """Rank 0 checks that the run folder has room for the run's checkpoints; every rank fails if not."""
+    error = None
+    if info.is_main:
+        try:
+            folder.check_room(trainer.checkpoint_bytes(), copies=CHECKPOINT_COPIES, margin=LOG_BYTES)
+        except Exception as exc:  # noqa: BLE001 - any failure must reach the other ranks, not hang them
+            error = exc
+    failed = distributed.all_reduce_sum(torch.tensor(0 if error is None else 1), info)
+    if error is not None:
+        raise error
+    if int(failed):
+        raise NoRoomError(f"{trainer.out}: rank 0 found no room for the run's checkpoints", trainer.out)
+
+
 def _prepared(spec: RunSpec, data: RunData, state: dict | None, out: Path) -> tuple[RunSpec, Task]:
     """The resolved spec and its task with normalizers: those of the checkpoint ``state`` when resuming,
     else fitted now."""
@@ -151,15 +169,19 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
             if spec.optim.compile:
                 net.compile()  # in place (Module.compile): the state_dict keeps its keys, without "_orig_mod."
             train, val = data.loaders(task, batch_size=spec.optim.batch_size, seed=spec.optim.seed, dist=info)
-            if info.is_main:
-                folder.clear()  # an overwritten run's files go only now that this run's spec is checked
-                _write_json(out / RUN_FILE, spec.to_dict())
-                with atomic_path(out / CONFIG_FILE) as tmp:
-                    tmp.write_text(spec.request().to_yaml())
+            if info.is_main and data.stream is None:  # said before anything is trained
+                print(memory_plan(task, data.source, train, val, spec.optim.batch_size).line(), file=sys.stderr,
+                      flush=True)
             trainer = Trainer(net, task, train, val, out, dist=info, progress=progress)
             if state is not None:
                 trainer.load(state)
                 del state  # the weights and optimizer states now live in the trainer only
+            _check_room(folder, trainer, info)  # before the first epoch, and before anything is written
+            if info.is_main:
+                folder.clear()  # an overwritten run's files go only now that this run's spec and room are checked
+                _write_json(out / RUN_FILE, spec.to_dict())
+                with atomic_path(out / CONFIG_FILE) as tmp:
+                    tmp.write_text(spec.request().to_yaml())
             return trainer.fit()
     finally:
         distributed.cleanup()

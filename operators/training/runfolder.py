@@ -11,11 +11,14 @@
 - a folder that already holds a run is refused unless the caller resumes it (``last.pt`` must exist)
   or overwrites it. Overwriting deletes only the files a run writes (:data:`RUN_FILES`), and only when
   the caller says the new run is ready to start (:meth:`RunFolder.clear`), so a run whose arguments
-  turn out to be wrong leaves the old one whole; a folder holding anything else is refused.
+  turn out to be wrong leaves the old one whole; a folder holding anything else is refused;
+- the folder's file system must have room for the run's checkpoints (:meth:`RunFolder.check_room`), counting
+  what the overwritten run's files free and what a resumed run's checkpoints already hold.
 
 Example:
     >>> with claim("runs/a", resume=False, overwrite=True) as folder:
     ...     check_everything()
+    ...     folder.check_room(checkpoint_bytes, copies=3, margin=2**20)
     ...     folder.clear()                    # the old run's files go now
     ...     train(...)                        # the lock is released on exit, even on an error
 """
@@ -34,7 +37,9 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
+
+from pde_data.room import check_room, format_bytes
 
 __all__ = ["claim", "RunFolder", "RunFolderError", "Holder", "RUN_FILES", "EVALUATIONS", "LOCK"]
 
@@ -138,6 +143,34 @@ class RunFolder:
             else:
                 path.unlink(missing_ok=True)
         self._old = []
+
+    def check_room(self, checkpoint_bytes: int, *, copies: int, margin: int) -> None:
+        """Refuse a run whose file system has no room for ``copies`` checkpoints of ``checkpoint_bytes`` and
+        ``margin`` bytes more, less the checkpoints already there that the run keeps (a resumed run's); the
+        files :meth:`clear` will delete count as free.
+
+        Raises:
+            NoRoomError: one line naming the folder, the bytes needed and the bytes free.
+        """
+        old = set(self._old)
+        kept = _disk_bytes(p for p in (self.path / "last.pt", self.path / "best.pt") if p.is_file() and p not in old)
+        held = kept + _disk_bytes(self._old)
+        needed = copies * checkpoint_bytes + margin - held
+        less = f", less the {format_bytes(held)} the run's files already take" if held else ""
+        check_room(self.path, needed, what=f"{needed:,} bytes ({format_bytes(needed)}): {copies} checkpoints of "
+                   f"about {format_bytes(checkpoint_bytes)} and {format_bytes(margin)} for logs{less}",
+                   advice="free some space or choose another run folder")
+
+
+def _disk_bytes(paths: Iterable[Path]) -> int:
+    """The bytes of the files ``paths`` (and of those in the folders among them), each file once (``best.pt``
+    may be a hard link to ``last.pt``)."""
+    seen: dict[tuple[int, int], int] = {}
+    for path in paths:
+        for f in [path] if not path.is_dir() else [p for p in path.rglob("*") if p.is_file()]:
+            st = f.stat()
+            seen[(st.st_dev, st.st_ino)] = st.st_size
+    return sum(seen.values())
 
 
 def _old_run(folder: Path, *, resume: bool, overwrite: bool) -> list[Path]:

@@ -14,10 +14,14 @@ Each epoch ends with the task's score (what ``best.pt`` minimises; rank 0 valida
 learning-rate schedule steps with it (a plateau schedule reads it) and early stopping (``optim.patience``)
 counts the epochs since its best, which checkpoints keep. A run that stopped early says so in one line and
 marks that epoch's record ``stopped_early``; resumed, it stays stopped (unless given a larger patience).
+
+Epochs count from 1 everywhere: the log, the records, a checkpoint's ``epoch`` and ``best_epoch``. A full disk
+stops the run in one line naming the folder and the bytes needed; the last good checkpoint stays whole.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -36,8 +40,9 @@ from operators.training.loader import Loader, epoch_order
 from operators.training.optim import clip_gradients, make_optimizer, make_scheduler
 from operators.training.tasks.base import MetricSums
 from pde_data import atomic_path
+from pde_data.room import NoRoomError, format_bytes, free_bytes, is_disk_full
 
-__all__ = ["Trainer", "NonFiniteLossError", "epoch_order"]
+__all__ = ["Trainer", "NonFiniteLossError", "epoch_order", "CHECKPOINT_COPIES", "LOG_BYTES"]
 
 
 #: training stops when a step's mean loss exceeds this multiple of the run's first step's
@@ -45,6 +50,11 @@ DIVERGENCE = 1e3
 #: steps between the checks of the steps' losses and gradient norms, each one read from the device (a read
 #: per step would make the host wait for the device every step); a diverging run stops within this many steps
 CHECK_EVERY = 20
+#: checkpoints a run folder holds at once at most: ``best.pt`` from an earlier epoch, ``last.pt``, and the next
+#: ``last.pt`` written beside it before it replaces it
+CHECKPOINT_COPIES = 3
+#: bytes a run needs beyond its checkpoints: run.json, history.json, metrics.csv, curves.png, TensorBoard events
+LOG_BYTES = 2**20
 
 
 class _Step(NamedTuple):
@@ -84,6 +94,7 @@ class Trainer:
         self.best_epoch = 0  # the epoch of the best score so far (early stopping counts the epochs since)
         self._events = None  # the TensorBoard writer, opened with the first logged epoch
         self.first_loss: float | None = None  # the run's first step's mean loss (divergence check)
+        self._saved_epoch: int | None = None  # the epoch last.pt holds (None: none written or loaded)
 
     # -- forward and loss ------------------------------------------------------------------------
     def _predict(self, batch: tuple, *, training: bool, module: nn.Module | None = None) -> torch.Tensor:
@@ -175,13 +186,15 @@ class Trainer:
             self.history.append(record)
             improved = self._end_epoch(record)
             if self.dist.is_main:
-                self._checkpoint(improved)
+                with self._room():
+                    self._checkpoint(improved)
                 self._log_event(record)
                 print(_summary(record), file=sys.stderr, flush=True)
                 if "stopped_early" in record:
                     print(self._stop_line("stopping early"), file=sys.stderr, flush=True)
         if self.dist.is_main and self.history:
-            self._plot_curves()
+            with self._room():
+                self._plot_curves()
         if self._events is not None:
             self._events.close()
         return self.history
@@ -243,6 +256,7 @@ class Trainer:
     def _checkpoint(self, improved: bool) -> None:
         state = self.state_dict()
         ckpt.save_checkpoint(self.out / "last.pt", state)
+        self._saved_epoch = self.epoch
         if improved:
             ckpt.link_checkpoint(self.out / "last.pt", self.out / "best.pt")
         with atomic_path(self.out / "history.json") as tmp:
@@ -250,9 +264,31 @@ class Trainer:
         _write_csv(self.out / "metrics.csv", self.history)
 
     def _fail(self, what: str) -> None:
-        last = self.out / "last.pt"
-        kept = f"the last good checkpoint {last} (epoch {self.epoch}) is kept" if last.exists() else "no checkpoint was written"
-        raise NonFiniteLossError(f"training stopped: {what}; {kept}")
+        raise NonFiniteLossError(f"training stopped: {what}; {self._kept()}")
+
+    def _kept(self) -> str:
+        if self._saved_epoch is None:
+            return "no checkpoint was written"
+        return f"the last good checkpoint {self.out / 'last.pt'} (epoch {self._saved_epoch}) is kept"
+
+    @contextlib.contextmanager
+    def _room(self):
+        """Turn a write's full-disk error into one line: the folder, the bytes a checkpoint needs, what is kept."""
+        try:
+            yield
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            needed, free = getattr(exc, "needed", 0) or self.checkpoint_bytes(), free_bytes(self.out)
+            then = "overwrite=True to start again" if self._saved_epoch is None else "resume=True to continue"
+            raise NoRoomError(f"training stopped after epoch {self.epoch}: expected room for a checkpoint of about "
+                              f"{format_bytes(needed)} ({needed:,} bytes), found {format_bytes(free)} free in "
+                              f"{self.out}; {self._kept()}: free some space and pass {then}",
+                              self.out, needed, free) from None
+
+    def checkpoint_bytes(self) -> int:
+        """About the bytes of a checkpoint of this run (:func:`~operators.training.checkpoint.estimate_bytes`)."""
+        return ckpt.estimate_bytes(self.state_dict(), self.optimizer)
 
     # -- state -----------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -275,6 +311,7 @@ class Trainer:
         self.epoch, self.best, self.history = state["epoch"], state["best"], list(state["history"])
         self.best_epoch = state.get("best_epoch", self.epoch)  # older checkpoints: count from the last epoch
         self.first_loss = state.get("first_loss")
+        self._saved_epoch = self.epoch
         ckpt.set_rng_state(state["rng"])
 
 
