@@ -4,8 +4,8 @@ torch's CPU tensors come from ``malloc``. glibc serves blocks above its mmap thr
 start, raised on the fly up to the size of the last freed block) with fresh ``mmap`` pages and returns
 them on ``free``, so a solver step that allocates the same few megabytes every time (torch's inverse
 real FFT clones its input, MKL's c2r overwrites it) pays a page fault for every 4 KiB page every step.
-On the 2-core VMs we measure on, that made a float64 Navier–Stokes step of 16×64² three times slower
-(6.5 ms against 2.1 ms with the blocks reused; ``bench/bench_solvers.py`` has the rows).
+On the 2-core VMs we measure on, that made solver steps several times slower: ``bench/bench_solvers.py``
+times the shallow-water step with glibc's defaults against the reused blocks (RESULTS.md's bench section).
 
 :func:`retain_freed_memory` sets glibc's mmap threshold to 64 MiB and its trim threshold to 256 MiB
 (``mallopt``; the same as the environment variables ``MALLOC_MMAP_THRESHOLD_`` and

@@ -86,12 +86,12 @@ def release_file(path: str, stamp: tuple[int, ...] = ()) -> None:
 
 @functools.lru_cache(maxsize=64)
 def _dataset(path: str, stamp: tuple[int, ...], pid: int, name: str, chunk_cache: int) -> h5py.Dataset:
-    """The dataset ``name`` of the process's handle (looking a name up costs ~0.1 ms per read), with a chunk
+    """The dataset ``name`` of the process's handle (cached: not looked up again on every read), with a chunk
     cache of ``chunk_cache`` bytes; 0: HDF5's default for filtered (compressed) chunks, none for plain ones.
 
     HDF5 reads a plain chunk it may cache into its cache first and copies it on from there; without a
     cache it reads the chunk straight into the caller's buffer (the OS page cache still holds the file),
-    which read windows in shuffled order 1.1-1.7x faster (bench_data, 128² frames).
+    which read windows in shuffled order faster in ``bench_data``'s runs on 128² frames.
     """
     handle = open_file(path, stamp)
     dset = handle[name]
@@ -187,7 +187,7 @@ def read_parts(src: H5Source, targets: Sequence[np.ndarray], i: int, rest: tuple
     h5py reads straight into a lone target, one copy, when it is C-contiguous, of the file's dtype, and
     the file stores the block as it is laid out in memory; otherwise through a temporary block (this
     thread's scratch buffer, reused) copied into each target: HDF5 scatters into strided memory (a channel
-    of a ``(frames, channels, ...)`` batch) ~50x slower than a read plus a numpy copy. A file storing
+    of a ``(frames, channels, ...)`` batch) much slower than a read plus a numpy copy. A file storing
     ``(..., y, x)`` or MATLAB's reversed axes (``src.axes``) is read in its own order and transposed, and a
     channel of a ``(..., channels)`` dataset comes from one contiguous read of every channel, kept for the
     next component (:func:`_all_channels`). The NaN check (unless ``src.check_nan`` is false) is a sum, and
@@ -262,7 +262,7 @@ _LAST_BLOCK: list = [None, None]  # (key, block) of the last all-channel read in
 
 def _all_channels(src: H5Source, dset: h5py.Dataset, name: str, selection: tuple) -> np.ndarray:
     """``dset[selection]`` with every trailing channel, one contiguous read: a channel alone is a strided
-    selection, which HDF5 reads about 10x slower than the whole block. The last block is kept, so the
+    selection, which HDF5 reads much slower than the whole block. The last block is kept, so the
     next component of the same vector or tensor field (read right after by the datasets) costs nothing."""
     key = (src.path, src.stamp, name, tuple((k.start, k.stop, k.step) if isinstance(k, slice) else k
                                             for k in selection))

@@ -15,8 +15,9 @@ limited reconstruction and HLL keep h positive.
 On CPU a whole step of every sample is one call of a hand-written C++ kernel (``pde_data/csrc/swe.cpp``,
 :data:`SWE_KERNEL`, built by :mod:`pde_data.native`): each stage is one pass over the grid, row by row
 with the faces' states and fluxes in small per-thread buffers, where the torch formulation below
-(:func:`make_rhs`, :func:`ssp_rk2_step`) runs ~250 small operations per step, about 50× its
-memory-traffic floor; ``torch.compile`` of that step was measured slower in float32 (0.47–0.66×, RESULTS.md).
+(:func:`make_rhs`, :func:`ssp_rk2_step`) runs ~250 small operations per step, far above its
+memory-traffic floor (``bench/bench_solvers.py`` times both against it: RESULTS.md's bench section);
+``torch.compile`` of that step was measured slower in float32 (RESULTS.md, "Measured by hand, once").
 The torch formulation stays as the kernel's reference twin (the two agree to round-off: torch takes
 its square roots from MKL, not correctly rounded) and runs on other devices, with
 ``CIRCUITOP_NATIVE=0``, or when the kernel cannot be built (one warning).

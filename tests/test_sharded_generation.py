@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -22,7 +23,7 @@ from cli_run import ENV, ROOT, run_cli
 from operators.cli import main
 from pde_data.generators import GenerationSpec, make_samples
 from pde_data.manifest import ManifestError, read_manifest, verify_manifest
-from pde_data.sharded import generate_sharded
+from pde_data.sharded import PROGRESS_TOPIC, generate_sharded, write_samples
 
 distributed = pytest.importorskip("distributed")
 
@@ -173,34 +174,99 @@ def test_kill_9_midway_then_the_same_command_completes_the_set(tmp_path, cluster
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json"] + [f"shard-{i:05d}-of-00008.nc" for i in range(8)]
 
 
-def test_a_real_scheduler_and_two_workers_survive_a_killed_worker(tmp_path, clusters):
+#: A ``dask worker --preload`` script: the first shard task to start, on whichever worker, writes its worker's
+#: pid and shard into ``{handshake}/doomed.json`` and then blocks until that worker is killed; every other task
+#: runs as written. So the kill lands mid-task, never after the set is complete.
+_BLOCK_THE_FIRST_SHARD = '''
+import functools, inspect, json, os, time
+from pathlib import Path
+
+import pde_data.sharded
+
+_HANDSHAKE = Path({handshake!r})
+_write_samples = inspect.unwrap(pde_data.sharded.write_samples)  # Dask may run a preload twice
+
+
+@functools.wraps(_write_samples)
+def _block_the_first(spec, samples, path, **kwargs):
+    try:
+        os.close(os.open(_HANDSHAKE / "claimed", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return _write_samples(spec, samples, path, **kwargs)
+    (_HANDSHAKE / "doomed.tmp").write_text(json.dumps({{"pid": os.getpid(), "shard": Path(path).name}}))
+    os.replace(_HANDSHAKE / "doomed.tmp", _HANDSHAKE / "doomed.json")
+    while True:
+        time.sleep(1)
+
+
+pde_data.sharded.write_samples = _block_the_first
+'''
+
+#: a set of 4 shards, small enough that the rerun of the killed task is quick
+SMALL_NS = ["generate", "ns", "--n", "8", "--n-sim", "32", "--n-out", "16", "--t-final", "1", "--dt", "1e-2",
+            "--batch-size", "2", "--device", "cpu", "--shards", "4"]
+
+
+def test_a_real_scheduler_and_two_workers_survive_a_killed_worker(tmp_path):
+    """A worker killed while its shard task runs: the scheduler sends that task out again, the progress bar
+    counts one retry, and every shard has the bytes a run without the kill writes."""
+    from distributed import Client
+
+    def processing_counts(dask_scheduler) -> dict[str, int]:  # run on the scheduler (a local function: by value)
+        """How many times the scheduler sent each shard task to a worker, from its transition log."""
+        keys = [str(t.key) for t in dask_scheduler.transition_log if t.finish == "processing"]
+        return {k: keys.count(k) for k in set(keys) if k.startswith("circuitop-shard-")}
+
     dask = Path(sys.executable).with_name("dask")
-    file = tmp_path / "scheduler.json"
+    file, handshake = tmp_path / "scheduler.json", tmp_path / "handshake"
+    handshake.mkdir()
+    preload = tmp_path / "block_the_first_shard.py"
+    preload.write_text(_BLOCK_THE_FIRST_SHARD.format(handshake=str(handshake)))
     procs = [subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                                "--scheduler-file", str(file)], env=ENV, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)]
     try:
         _wait_for(file.is_file, 60)
         address = json.loads(file.read_text())["address"]
+        workers = {}
         for _ in range(2):
-            procs.append(subprocess.Popen([str(dask), "worker", address, "--nthreads", "1", "--no-nanny",
-                                           "--no-dashboard", "--host", "127.0.0.1"], env=ENV,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            worker = subprocess.Popen([str(dask), "worker", address, "--nthreads", "1", "--no-nanny",
+                                       "--no-dashboard", "--host", "127.0.0.1", "--preload", str(preload)],
+                                      cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs.append(worker)
+            workers[worker.pid] = worker
         out = tmp_path / "set"
-        gen = subprocess.Popen([sys.executable, "-m", "operators.cli", *NS, "--out", str(out), "--scheduler", address],
-                               cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        _wait_for(lambda: len(list(out.glob("shard-*.json"))) >= 1 or gen.poll() is not None)
-        procs[1].send_signal(signal.SIGKILL)  # one worker dies mid-run: Dask reruns its task on the other
-        _, err = gen.communicate(timeout=300)
-        assert gen.returncode == 0, err[-2000:]
-        assert "workers" in err and "retries" in err
+        gen = subprocess.Popen([sys.executable, "-m", "operators.cli", *SMALL_NS, "--out", str(out),
+                                "--scheduler", address], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        procs.append(gen)  # stopped too if the test fails before it ends
+        doomed = handshake / "doomed.json"
+        _wait_for(lambda: doomed.is_file() or gen.poll() is not None)
+        blocked = json.loads(doomed.read_text())  # raises if gen ended first
+        with Client(address, timeout="30s") as client:
+            # the task's start event (sent before it blocked) is on the scheduler, so the bar will see it
+            _wait_for(lambda: any(msg["pid"] == blocked["pid"] for _, msg in client.get_events(PROGRESS_TOPIC)))
+            workers[blocked["pid"]].send_signal(signal.SIGKILL)  # its task is running: Dask must rerun it elsewhere
+            _, err = gen.communicate(timeout=300)
+            assert gen.returncode == 0, err[-2000:]
+            counts = client.run_on_scheduler(processing_counts)
     finally:
         for p in procs:
             p.kill()
             p.wait()
-    reference = generate_sharded(_ns_spec(), tmp_path / "reference", shards=8, device="cpu", scheduler=clusters[1])
-    assert [s.sha256 for s in read_manifest(out).shards] == [s.sha256 for s in reference.shards]
-    assert not list(out.glob(".*.tmp"))
+    doomed_key = next(key for key in counts if key.startswith(f"circuitop-shard-{int(blocked['shard'][6:11])}-"))
+    assert len(counts) == 4 and counts[doomed_key] == 2, counts  # the scheduler sent the blocked shard out twice
+    assert re.findall(r"(\d+) retries", err)[-1] == "1", err[-500:]  # the bar counts the one restarted task
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the workers' thread count
+    try:  # each shard as a run without the kill writes it: the same bytes
+        manifest = read_manifest(out)
+        for shard in manifest.shards:
+            again = write_samples(manifest.spec, range(shard.start, shard.stop), tmp_path / shard.file, device="cpu")
+            assert again.sha256 == shard.sha256, shard.file
+    finally:
+        torch.set_num_threads(threads)
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json"] + [f"shard-{i:05d}-of-00004.nc" for i in range(4)]
 
 
 def test_train_evaluate_and_info_on_a_manifest_folder(tmp_path):

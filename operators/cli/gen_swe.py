@@ -1,7 +1,7 @@
 """``circuitop generate swe``: the radial dam-break set (PDEBench ``2D_rdb_NA_NA``), streamed or sharded, atomic.
 
-The defaults take under a minute on 2 CPU cores; PDEBench's set (``--n 1000``) about 1.5 min there. Memory
-holds one batch of samples at a time, whatever ``--n``.
+The command prints its estimated time once the first samples are made (PDEBench's set is ``--n 1000``).
+Memory holds one batch of samples at a time, whatever ``--n``.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ input at (j + 0.5) / 2 − 0.5 = j/2 − 1/4, so along each axis
 This fixed stencil with its adjoint as the backward gives the same numbers as ``F.interpolate``. On
 CPU float32/float64 fields with 1 or 2 spatial axes all four maps (pool, upsample and their adjoints)
 run as one-pass native kernels (``circuitop/csrc/resample.cpp``, hand-written because torch has no
-single-pass op for them: its formulation here needs several strided passes, 11.3 ms of a CKB's
-≈ 140 ms fwd+bwd at 20×20×64², against 3.1 ms native; see RESULTS.md, fifth round); elsewhere, as a few
+single-pass op for them: its formulation here needs several strided passes; no benchmark in ``bench/``
+times the two now); elsewhere, as a few
 multiply-adds into strided halves of the output, which still avoids the two full-resolution copies
 ``F.interpolate``'s backward makes.
 """
@@ -102,7 +102,7 @@ def _pool_torch(x: torch.Tensor) -> torch.Tensor:
 def _pool_adjoint_torch(grad: torch.Tensor) -> torch.Tensor:
     """``(batch, channels, *spatial)`` → every axis doubled: each value spread over its cell, the
     last (contiguous) axis first: its copy repeats single values and runs on the smallest
-    intermediate; the others then repeat whole rows (3× faster at 20×20×32² than the opposite order)."""
+    intermediate; the others then repeat whole rows (faster than the opposite order)."""
     grad = grad * (0.5 ** (grad.ndim - 2))
     for axis in reversed(range(2, grad.ndim)):
         grad = grad.unsqueeze(axis + 1).expand(*grad.shape[:axis + 1], 2, *grad.shape[axis + 1:]).flatten(axis, axis + 1)

@@ -12,8 +12,7 @@ __all__ = ["make_optimizer", "make_scheduler", "clip_gradients", "EpochSchedule"
 def make_optimizer(params, config) -> torch.optim.Optimizer:
     """``Adam`` or ``AdamW`` with ``config.lr`` and ``config.weight_decay``, in torch's multi-tensor
     (``foreach``) form on every device: torch picks it by default on GPU only, and on CPU the
-    per-parameter loop costs about as much again as the update for models with many small
-    parameters (a CHONN-FNO's 110 tensors: 9.7 ms vs 5.5 ms per step)."""
+    per-parameter loop is slow for models with many small parameters (a CHONN-FNO has 110 tensors)."""
     cls = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
     return cls(params, lr=config.lr, weight_decay=config.weight_decay, foreach=True)
 
@@ -24,8 +23,8 @@ def clip_gradients(params, max_norm: float | None) -> torch.Tensor:
     ``clip_grad_norm_`` does.
 
     Complex gradients (an FNO's spectral weights) are measured through their real views, which have the same
-    2-norm: torch's norm of complex tensors is about 50x slower on CPU (a width-32 FNO's gradients: 0.4 ms
-    against 22 ms; through the complex tensors the norm took 14% of a training step).
+    2-norm: torch's norm of complex tensors is much slower on CPU (through them, the norm took a visible share
+    of an FNO's training step).
     """
     params = [p for p in params if p.grad is not None]
     norm = torch.nn.utils.get_total_norm([torch.view_as_real(p.grad) if p.grad.is_complex() else p.grad

@@ -97,38 +97,36 @@ def _write_json(path: Path, value: dict) -> None:
         tmp.write_text(json.dumps(value, indent=1, default=str))
 
 
-@contextlib.contextmanager
-def _claimed(out: Path, info: distributed.DistInfo, *, resume: bool, overwrite: bool):
-    """Rank 0 claims the run folder (:func:`runfolder.claim`) for the block; every rank fails if that
-    fails. Yields the :class:`runfolder.RunFolder` (``None`` on other ranks)."""
-    with contextlib.ExitStack() as stack:
-        error, folder = None, None
-        if info.is_main:
-            try:
-                folder = stack.enter_context(runfolder.claim(out, resume=resume, overwrite=overwrite))
-            except Exception as exc:  # noqa: BLE001 - any failure must reach the other ranks, not hang them
-                error = exc
-        failed = distributed.all_reduce_sum(torch.tensor(0 if error is None else 1), info)
-        if error is not None:
-            raise error
-        if int(failed):
-            raise runfolder.RunFolderError(f"{out}: rank 0 could not claim the run folder")
-        yield folder
-
-
-def _check_room(folder: runfolder.RunFolder | None, trainer: Trainer, info: distributed.DistInfo) -> None:
-    """Rank 0 checks that the run folder has room for the run's checkpoints; every rank fails if not."""
-    error = None
+def _on_main(info: distributed.DistInfo, action, failure):
+    """``action()`` on rank 0, its result returned there (None elsewhere); when it raises, every rank raises:
+    rank 0 its error, the others ``failure()``."""
+    error = result = None
     if info.is_main:
         try:
-            folder.check_room(trainer.checkpoint_bytes(), copies=CHECKPOINT_COPIES, margin=LOG_BYTES)
+            result = action()
         except Exception as exc:  # noqa: BLE001 - any failure must reach the other ranks, not hang them
             error = exc
     failed = distributed.all_reduce_sum(torch.tensor(0 if error is None else 1), info)
     if error is not None:
         raise error
     if int(failed):
-        raise NoRoomError(f"{trainer.out}: rank 0 found no room for the run's checkpoints", trainer.out)
+        raise failure()
+    return result
+
+
+@contextlib.contextmanager
+def _claimed(out: Path, info: distributed.DistInfo, *, resume: bool, overwrite: bool):
+    """Rank 0 claims the run folder (:func:`runfolder.claim`) for the block; every rank fails if that
+    fails. Yields the :class:`runfolder.RunFolder` (``None`` on other ranks)."""
+    with contextlib.ExitStack() as stack:
+        yield _on_main(info, lambda: stack.enter_context(runfolder.claim(out, resume=resume, overwrite=overwrite)),
+                       lambda: runfolder.RunFolderError(f"{out}: rank 0 could not claim the run folder"))
+
+
+def _check_room(folder: runfolder.RunFolder | None, trainer: Trainer, info: distributed.DistInfo) -> None:
+    """Rank 0 checks that the run folder has room for the run's checkpoints; every rank fails if not."""
+    _on_main(info, lambda: folder.check_room(trainer.checkpoint_bytes(), copies=CHECKPOINT_COPIES, margin=LOG_BYTES),
+             lambda: NoRoomError(f"{trainer.out}: rank 0 found no room for the run's checkpoints", trainer.out))
 
 
 def _prepared(spec: RunSpec, data: RunData, state: dict | None, out: Path) -> tuple[RunSpec, Task]:
