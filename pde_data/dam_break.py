@@ -17,12 +17,14 @@ import numpy as np
 import torch
 import xarray as xr
 
+from pde_data._generator_defaults import DEFAULTS, SEEDS
 from pde_data.model import SAMPLE, TIME, X, Y
 from pde_data.shallow_water import cell_centres, simulate_shallow_water
 
 __all__ = ["dam_radii", "radial_dam_break", "generate_dam_break"]
 
 LENGTH = 5.0
+_D = DEFAULTS["swe"]  # the registry's defaults (pde_data.generators.KINDS), defined once
 
 
 def dam_radii(samples: range, *, seed: int = 0, low: float = 0.3, high: float = 0.7) -> np.ndarray:
@@ -41,14 +43,14 @@ def radial_dam_break(radii, n: int, *, length: float = LENGTH, dtype=torch.float
 def generate_dam_break(
     n_samples: int,
     *,
-    n_grid: int = 128,
-    seed: int = 0,
+    n_grid: int = _D["n_grid"],
+    seed: int = SEEDS["swe"],
     first_sample: int = 0,
-    t_final: float = 1.0,
-    n_frames: int = 101,
-    momenta: bool = False,
-    batch_size: int = 8,
-    dtype: torch.dtype = torch.float32,
+    t_final: float = _D["t_final"],
+    n_frames: int = _D["n_frames"],
+    momenta: bool = _D["momenta"],
+    batch_size: int = _D["batch_size"],
+    dtype: torch.dtype = getattr(torch, _D["dtype"]),
     device: torch.device | str | None = None,
     callback: Callable[[int, float], None] | None = None,
 ) -> xr.Dataset:

@@ -22,9 +22,12 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
+from pde_data._generator_defaults import DEFAULTS, SEEDS
 from pde_data.model import SAMPLE, X, Y
 
 __all__ = ["darcy_matrix", "solve_darcy", "darcy_coefficient", "generate_darcy", "cell_centres"]
+
+_D = DEFAULTS["darcy"]  # the registry's defaults (pde_data.generators.KINDS), defined once
 
 
 def cell_centres(n_grid: int) -> np.ndarray:
@@ -102,7 +105,8 @@ def darcy_coefficient(rng: np.random.Generator, x: np.ndarray, *, n_gaussians: i
 
 
 def generate_darcy(
-    n_samples: int, *, n_grid: int = 128, beta: float = 1.0, seed: int = 0, samples: Sequence[int] | None = None,
+    n_samples: int, *, n_grid: int = _D["n_grid"], beta: float = _D["beta"], seed: int = SEEDS["darcy"],
+    samples: Sequence[int] | None = None,
 ) -> xr.Dataset:
     """Darcy pairs ``a → u`` (dims sample, x, y) on ``n_grid``² cell centres with forcing ``beta``.
 

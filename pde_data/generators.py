@@ -23,6 +23,7 @@ from typing import Callable, Mapping
 import torch
 import xarray as xr
 
+from pde_data._generator_defaults import DEFAULTS, SEEDS
 from pde_data.dam_break import generate_dam_break
 from pde_data.darcy import generate_darcy
 from pde_data.navier_stokes_data import generate_navier_stokes
@@ -30,7 +31,8 @@ from pde_data.order_benchmark import generate_order_benchmark
 from pde_data.poisson import generate_poisson
 from pde_data.sequence_sets import generate_degradation
 
-__all__ = ["GenerationSpec", "KINDS", "make_samples", "block_size", "chunk_size", "sample_bytes", "DTYPES"]
+__all__ = ["GenerationSpec", "KINDS", "DEFAULTS", "SEEDS", "make_samples", "block_size", "chunk_size", "sample_bytes",
+           "DTYPES"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -142,20 +144,15 @@ def _ns_bytes(p) -> int:
     return (records + bool(p["record_initial"])) * p["n_out"] ** 2 * DTYPES[p["dtype"]].itemsize
 
 
-#: the generators by name (the ``circuitop generate`` problems, but the gapped-digits image set)
+#: the generators by name (the ``circuitop generate`` problems, but the gapped-digits image set); their
+#: parameters' defaults are :data:`DEFAULTS`, the only place they are defined
 KINDS: dict[str, _Kind] = {
-    "order": _Kind(_order, {"order": 1, "n_points": 256, "tau": 0.08}, None, 1024,
-                   lambda p: 2 * p["n_points"] * 8),
-    "poisson": _Kind(_poisson, {"K": 16, "n_grid": 64}, None, 128,
-                     lambda p: (2 * p["n_grid"] ** 2 + p["K"] ** 2) * 8),
-    "darcy": _Kind(_darcy, {"n_grid": 128, "beta": 1.0}, None, 8, lambda p: 2 * p["n_grid"] ** 2 * 8),
-    "degradation": _Kind(_degradation, {"min_length": 16, "max_length": 32}, None, 4096,
-                         lambda p: (4 * p["max_length"] + 4) * 8),
-    "ns": _Kind(_ns, {"visc": 1e-3, "n_sim": 128, "n_out": 64, "t_final": 20.0, "n_records": None,
-                      "record_initial": False, "dt": 1e-3, "batch_size": 8, "dtype": "float32"},
-                "batch_size", 0, _ns_bytes),
-    "swe": _Kind(_swe, {"n_grid": 128, "t_final": 1.0, "n_frames": 101, "momenta": False, "batch_size": 8,
-                        "dtype": "float32"}, "batch_size", 0,
+    "order": _Kind(_order, DEFAULTS["order"], None, 1024, lambda p: 2 * p["n_points"] * 8),
+    "poisson": _Kind(_poisson, DEFAULTS["poisson"], None, 128, lambda p: (2 * p["n_grid"] ** 2 + p["K"] ** 2) * 8),
+    "darcy": _Kind(_darcy, DEFAULTS["darcy"], None, 8, lambda p: 2 * p["n_grid"] ** 2 * 8),
+    "degradation": _Kind(_degradation, DEFAULTS["degradation"], None, 4096, lambda p: (4 * p["max_length"] + 4) * 8),
+    "ns": _Kind(_ns, DEFAULTS["ns"], "batch_size", 0, _ns_bytes),
+    "swe": _Kind(_swe, DEFAULTS["swe"], "batch_size", 0,
                  lambda p: (3 if p["momenta"] else 1) * p["n_frames"] * p["n_grid"] ** 2
                  * DTYPES[p["dtype"]].itemsize + 8),
 }

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from pde_data._generator_defaults import DEFAULTS, SEEDS
 from pde_data.grf import gaussian_random_field_2d
 from pde_data.model import SAMPLE, TIME, X, Y
 from pde_data.navier_stokes import simulate_navier_stokes, steps_per_record
@@ -20,22 +21,23 @@ from pde_data.navier_stokes import simulate_navier_stokes, steps_per_record
 __all__ = ["generate_navier_stokes"]
 
 _FORCING = "0.1*(sin(2*pi*(x+y)) + cos(2*pi*(x+y)))"
+_D = DEFAULTS["ns"]  # the registry's defaults (pde_data.generators.KINDS), defined once
 
 
 def generate_navier_stokes(
     n_samples: int,
     *,
-    visc: float = 1e-3,
-    n_sim: int = 256,
-    n_out: int = 64,
-    t_final: float = 50.0,
-    n_records: int | None = None,
-    record_initial: bool = False,
-    dt: float = 1e-4,
-    seed: int = 0,
+    visc: float = _D["visc"],
+    n_sim: int = _D["n_sim"],
+    n_out: int = _D["n_out"],
+    t_final: float = _D["t_final"],
+    n_records: int | None = _D["n_records"],
+    record_initial: bool = _D["record_initial"],
+    dt: float = _D["dt"],
+    seed: int = SEEDS["ns"],
     first_sample: int = 0,
-    batch_size: int = 8,
-    dtype: torch.dtype = torch.float32,
+    batch_size: int = _D["batch_size"],
+    dtype: torch.dtype = getattr(torch, _D["dtype"]),
     device: torch.device | str | None = None,
     callback: Callable[[int, float], None] | None = None,
 ) -> xr.Dataset:

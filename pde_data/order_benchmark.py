@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
+from pde_data._generator_defaults import DEFAULTS, SEEDS
 from pde_data.model import S, SAMPLE
 
 __all__ = ["generate_order_benchmark", "generate_order_splits", "transfer", "order_inputs", "SPLITS"]
@@ -25,6 +26,7 @@ __all__ = ["generate_order_benchmark", "generate_order_splits", "transfer", "ord
 #: The standard splits: name → (samples, seed) (CHONN, order benchmark; orders T1-T4).
 SPLITS = {"train": (12_000, 42), "val": (2_000, 43), "test": (2_000, 44)}
 _LOW, _BROAD = 4, 32
+_D = DEFAULTS["order"]  # the registry's defaults (pde_data.generators.KINDS), defined once
 
 
 def _check(order: int, tau: float, n_points: int) -> None:
@@ -36,7 +38,7 @@ def _check(order: int, tau: float, n_points: int) -> None:
         raise ValueError(f"n_points: expected at least {2 * _BROAD + 2} (to resolve mode {_BROAD}), found {n_points}")
 
 
-def transfer(x: np.ndarray, order: int, *, tau: float = 0.08) -> np.ndarray:
+def transfer(x: np.ndarray, order: int, *, tau: float = _D["tau"]) -> np.ndarray:
     """Apply ``T_n = (I - tau^2 d_ss)^(-n)`` spectrally along the last axis (CHONN, Eq. 39).
 
     Args:
@@ -61,7 +63,7 @@ def _one_input(rng: np.random.Generator, s: np.ndarray) -> np.ndarray:
     return signal + amplitudes @ np.exp(-0.5 * (distance / widths[:, None]) ** 2)
 
 
-def order_inputs(samples: Sequence[int], *, n_points: int = 256, seed: int = 42) -> np.ndarray:
+def order_inputs(samples: Sequence[int], *, n_points: int = _D["n_points"], seed: int = SEEDS["order"]) -> np.ndarray:
     """Inputs ``(len(samples), n_points)`` for the given sample indices (sample ``i`` uses rng ``[seed, i]``)."""
     s = np.arange(n_points) / n_points
     return np.stack([_one_input(np.random.default_rng([seed, int(i)]), s) for i in samples])
@@ -71,9 +73,9 @@ def generate_order_benchmark(
     n_samples: int,
     order: int,
     *,
-    n_points: int = 256,
-    tau: float = 0.08,
-    seed: int = 42,
+    n_points: int = _D["n_points"],
+    tau: float = _D["tau"],
+    seed: int = SEEDS["order"],
     samples: Sequence[int] | None = None,
 ) -> xr.Dataset:
     """The order-``n`` benchmark set: ``input``, ``target`` with dims ``(sample, s)``, ``s = m / n_points``.
@@ -104,7 +106,7 @@ def _dataset(x: np.ndarray, y: np.ndarray, idx: np.ndarray, **params) -> xr.Data
 
 
 def generate_order_splits(
-    *, orders: Sequence[int] = (1, 2, 3, 4), n_points: int = 256, tau: float = 0.08,
+    *, orders: Sequence[int] = (1, 2, 3, 4), n_points: int = _D["n_points"], tau: float = _D["tau"],
     splits: dict[str, tuple[int, int]] | None = None,
 ) -> dict[tuple[str, int], xr.Dataset]:
     """The standard sets: ``{(split, order): Dataset}`` for train/val/test (12,000/2,000/2,000, seeds 42/43/44).

@@ -21,9 +21,12 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
+from pde_data._generator_defaults import DEFAULTS, SEEDS
 from pde_data.model import SAMPLE, X, Y
 
 __all__ = ["generate_poisson", "generate_poisson_splits", "solve_poisson", "poisson_grid", "POISSON_SPLITS"]
+
+_D = DEFAULTS["poisson"]  # the registry's defaults (pde_data.generators.KINDS), defined once
 
 #: name → (samples, K, seed): 1024/128/256 in distribution (K = 16), 256 out of distribution (K = 20).
 POISSON_SPLITS = {"train": (1024, 16, 0), "val": (128, 16, 1), "test": (256, 16, 2), "test_ood": (256, 20, 3)}
@@ -75,7 +78,8 @@ def _fields(coef: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def generate_poisson(
-    n_samples: int, *, K: int = 16, n_grid: int = 64, seed: int = 0, samples: Sequence[int] | None = None,
+    n_samples: int, *, K: int = _D["K"], n_grid: int = _D["n_grid"], seed: int = SEEDS["poisson"],
+    samples: Sequence[int] | None = None,
 ) -> xr.Dataset:
     """Poisson pairs ``f → u`` with their coefficients: ``f``, ``u`` (sample, x, y), ``coef`` (sample, i, j).
 
@@ -106,7 +110,7 @@ def generate_poisson(
     )
 
 
-def generate_poisson_splits(*, n_grid: int = 64, splits: dict | None = None) -> dict[str, xr.Dataset]:
+def generate_poisson_splits(*, n_grid: int = _D["n_grid"], splits: dict | None = None) -> dict[str, xr.Dataset]:
     """The standard sets of :data:`POISSON_SPLITS` (train/val/test with K = 16, test_ood with K = 20)."""
     return {name: generate_poisson(n, K=k, n_grid=n_grid, seed=seed)
             for name, (n, k, seed) in (splits or POISSON_SPLITS).items()}

@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 import numpy as np
 import xarray as xr
 
+from pde_data._generator_defaults import DEFAULTS, SEEDS
 from pde_data.model import FEATURE, LENGTH, ROLE, SAMPLE, TARGET, TIME, padded_time, valid_mask
 
 __all__ = ["generate_degradation", "generate_gapped_digits"]
@@ -52,7 +53,8 @@ def _sample_indices(n: int, samples: Sequence[int] | None) -> np.ndarray:
     return idx
 
 
-def generate_degradation(n: int, *, min_length: int = 16, max_length: int = 32, seed: int = 0,
+def generate_degradation(n: int, *, min_length: int = DEFAULTS["degradation"]["min_length"],
+                         max_length: int = DEFAULTS["degradation"]["max_length"], seed: int = SEEDS["degradation"],
                          samples: Sequence[int] | None = None) -> xr.Dataset:
     """Irregularly sampled degradation trajectories and their remaining useful life (RUL; NAC scores it, Eq. 58).
 
@@ -111,7 +113,7 @@ def _centred_gap(n_steps: int, size: np.ndarray) -> np.ndarray:
     return (k >= start[:, None]) & (k < (start + size)[:, None])
 
 
-def generate_gapped_digits(*, seed: int = 0, gap: float = 0.0) -> xr.Dataset:
+def generate_gapped_digits(*, seed: int = SEEDS["digits"], gap: float = DEFAULTS["digits"]["gap"]) -> xr.Dataset:
     """scikit-learn's 8x8 digits read row by row, whole or with a centred gap removed (PDNA, Sec. 4, Table 2).
 
     Each image is a sequence of 8 steps (its rows) of 8 features (pixels / 16, in [0, 1]); ``label`` is

@@ -44,6 +44,19 @@ def test_trainer_checkpoint_loads_with_weights_only(tmp_path):
     model.load_state_dict(loaded["model"])
 
 
+def test_a_checkpoint_with_the_dropped_format_key_still_loads(tmp_path):
+    """Checkpoints of earlier versions carry ``"format": 1``, which nothing read: they resume as before."""
+    from test_trainer import _tiny_trainer
+
+    state = _trainer_state(tmp_path)
+    assert "format" not in state
+    save_checkpoint(tmp_path / "earlier.pt", {**state, "format": 1})
+    again = _tiny_trainer(tmp_path / "again", epochs=1)
+    again.load(load_checkpoint(tmp_path / "earlier.pt"))
+    assert (again.epoch, again.best, again.best_epoch) == (state["epoch"], state["best"], state["best_epoch"])
+    assert all(torch.equal(again.model.state_dict()[k], v) for k, v in state["model"].items())
+
+
 def test_checkpoint_with_a_pickled_object_is_refused(tmp_path):
     marker = tmp_path / "code-ran"
     state = {"model": {"w": torch.zeros(2)}, "evil": _Payload(marker)}

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 import pde_data
 from evaluation import summarize
 from operators.cli._pairing import align, check_coords
 from operators.cli._verified import add_no_verify, verify_data
-from operators.training.evaluate import SAMPLE_CHOICES
+from operators.training.evaluate import SAMPLE_CHOICES, json_safe
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -73,10 +72,6 @@ def format_table(table: dict[str, float]) -> str:
     return "\n".join(f"{name:<{width}}  {value:.6g}" for name, value in table.items())
 
 
-def _json_safe(table: dict[str, float]) -> dict[str, float | None]:
-    return {k: (None if math.isnan(v) else v) for k, v in table.items()}
-
-
 def run(args: argparse.Namespace) -> int:
     if _check_mode(args) == "run":
         return _run(args)
@@ -96,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise ValueError(f"--pred {args.pred} / --true {args.true}: {exc}") from None
     if args.json:
-        print(json.dumps(_json_safe(table)))
+        print(json.dumps(json_safe(table)))
     else:
         print(f"pred: {args.pred}\ntrue: {args.true}\ninitial step: {args.initial_step}")
         print(format_table(table))

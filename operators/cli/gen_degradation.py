@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import pde_data
+import pde_data.generators
 from operators.cli._generation import add_common_options, positive_int, report_options, run_generation
 
 __all__ = ["register", "spec"]
@@ -13,11 +14,12 @@ __all__ = ["register", "spec"]
 def register(problems: argparse._SubParsersAction) -> None:
     p = problems.add_parser("degradation", help="irregularly sampled health indicators -> remaining useful life "
                                                 "(unequal lengths, padded; the NAC RUL task)")
-    add_common_options(p, n_default=512, seed_default=0)
-    p.add_argument("--min-length", type=positive_int, default=16,
-                   help="fewest observations per trajectory (default 16)")
-    p.add_argument("--max-length", type=positive_int, default=32,
-                   help="most observations per trajectory; every one is padded to it (default 32)")
+    defaults = pde_data.generators.KINDS["degradation"].defaults
+    add_common_options(p, n_default=512, seed_default=pde_data.generators.SEEDS["degradation"])
+    p.add_argument("--min-length", type=positive_int, default=defaults["min_length"],
+                   help="fewest observations per trajectory (default %(default)s)")
+    p.add_argument("--max-length", type=positive_int, default=defaults["max_length"],
+                   help="most observations per trajectory; every one is padded to it (default %(default)s)")
     p.set_defaults(func=run)
     report_options(p)
 

@@ -25,7 +25,7 @@ def add_device_options(p: argparse.ArgumentParser) -> None:
     if "--device" not in p._option_string_actions:  # the shared options may add it one day
         p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--dtype", choices=sorted(pde_data.generators.DTYPES), default="float32",
-                   help="simulation dtype (default float32)")
+                   help="simulation dtype (default %(default)s)")
 
 
 def resolve_device(name: str | None) -> torch.device:
@@ -46,20 +46,25 @@ def device_of(args: argparse.Namespace) -> str | None:
 def register(problems: argparse._SubParsersAction) -> None:
     p = problems.add_parser("ns", help="2D Navier-Stokes vorticity (FNO benchmark, CHONN Eqs. 66-70)",
                             description=__doc__.split("\n", 2)[2].strip())
-    add_common_options(p, n_default=32, seed_default=0)
+    defaults = pde_data.generators.KINDS["ns"].defaults
+    add_common_options(p, n_default=32, seed_default=pde_data.generators.SEEDS["ns"])
     add_device_options(p)
-    p.add_argument("--visc", type=non_negative_float, default=1e-3, help="viscosity (default 1e-3)")
-    p.add_argument("--n-sim", type=positive_int, default=128, help="simulation grid size (default 128; FNO: 256)")
-    p.add_argument("--n-out", type=positive_int, default=64,
-                   help="stored grid size, every n_sim/n_out-th point (default 64)")
-    p.add_argument("--t-final", type=positive_float, default=20.0, help="final time (default 20; FNO: 50)")
-    p.add_argument("--records", type=positive_int, default=None, help="records after t=0 (default: one per time unit)")
-    p.add_argument("--record-initial", action="store_true", help="also store the initial vorticity (t=0)")
-    p.add_argument("--dt", type=positive_float, default=1e-3,
-                   help="largest time step (default 1e-3; FNO: 1e-4; a step past the CFL limit is refused)")
-    p.add_argument("--batch-size", type=positive_int, default=8,
+    p.add_argument("--visc", type=non_negative_float, default=defaults["visc"], help="viscosity (default %(default)s)")
+    p.add_argument("--n-sim", type=positive_int, default=defaults["n_sim"],
+                   help="simulation grid size (default %(default)s; FNO: 256)")
+    p.add_argument("--n-out", type=positive_int, default=defaults["n_out"],
+                   help="stored grid size, every n_sim/n_out-th point (default %(default)s)")
+    p.add_argument("--t-final", type=positive_float, default=defaults["t_final"],
+                   help="final time (default %(default)s; FNO: 50)")
+    p.add_argument("--records", type=positive_int, default=defaults["n_records"],
+                   help="records after t=0 (default: one per time unit)")
+    p.add_argument("--record-initial", action="store_true", default=defaults["record_initial"],
+                   help="also store the initial vorticity (t=0)")
+    p.add_argument("--dt", type=positive_float, default=defaults["dt"],
+                   help="largest time step (default %(default)s; FNO: 1e-4; a step past the CFL limit is refused)")
+    p.add_argument("--batch-size", type=positive_int, default=defaults["batch_size"],
                    help="samples simulated together, in blocks aligned by sample index (results depend on it at "
-                        "round-off level; default 8)")
+                        "round-off level; default %(default)s)")
     add_pdebench_option(p, "ns")
     p.set_defaults(func=run)
     report_options(p, w0="n_sim")  # the solver's initial field w0 is made at --n-sim

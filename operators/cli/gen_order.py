@@ -17,15 +17,19 @@ _ORDERS = (1, 2, 3, 4)
 
 def register(problems: argparse._SubParsersAction) -> None:
     p = problems.add_parser("order", help="1D order benchmark (I - tau^2 d_ss)^n y = x (CHONN Eqs. 39-43)")
-    add_common_options(p, n_default=12_000, seed_default=42)
-    p.add_argument("--order", type=positive_int, default=1, help="operator order n (T1-T4; default 1)")
-    p.add_argument("--tau", type=positive_float, default=0.08, help="length scale tau (default 0.08)")
-    p.add_argument("--n-points", type=positive_int, default=256, help="grid points on [0, 1) (default 256)")
+    defaults = pde_data.generators.KINDS["order"].defaults
+    add_common_options(p, n_default=12_000, seed_default=pde_data.generators.SEEDS["order"])
+    p.add_argument("--order", type=positive_int, default=defaults["order"],
+                   help="operator order n (T1-T4; default %(default)s)")
+    p.add_argument("--tau", type=positive_float, default=defaults["tau"], help="length scale tau (default %(default)s)")
+    p.add_argument("--n-points", type=positive_int, default=defaults["n_points"],
+                   help="grid points on [0, 1) (default %(default)s)")
     p.add_argument("--splits", action="store_true",
                    help="write the standard train/val/test sets (seeds 42/43/44) for orders 1-4 into the "
                         "folder --out as order_T<n>_<split>.nc (--n, --seed, --order are not used)")
-    p.add_argument("--sizes", type=positive_int, nargs=3, default=(12_000, 2_000, 2_000),
-                   metavar=("TRAIN", "VAL", "TEST"), help="split sizes with --splits (default 12000 2000 2000)")
+    sizes = tuple(size for size, _ in pde_data.order_benchmark.SPLITS.values())
+    p.add_argument("--sizes", type=positive_int, nargs=3, default=sizes, metavar=("TRAIN", "VAL", "TEST"),
+                   help=f"split sizes with --splits (default {' '.join(map(str, sizes))})")
     p.set_defaults(func=run)
     report_options(p)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import pde_data
+import pde_data.generators
 from operators.cli._generation import add_common_options, positive_int, report_options, run_generation
 
 __all__ = ["register", "spec"]
@@ -12,9 +13,12 @@ __all__ = ["register", "spec"]
 
 def register(problems: argparse._SubParsersAction) -> None:
     p = problems.add_parser("poisson", help="Poisson -Laplace(u) = f on [0,1]^2, CNO sources (CHONN Eqs. 56-58)")
-    add_common_options(p, n_default=1024, seed_default=0)
-    p.add_argument("--K", type=positive_int, default=16, help="modes per axis (16 in distribution, 20 out; default 16)")
-    p.add_argument("--n-grid", type=positive_int, default=64, help="points per axis, boundaries included (default 64)")
+    defaults = pde_data.generators.KINDS["poisson"].defaults
+    add_common_options(p, n_default=1024, seed_default=pde_data.generators.SEEDS["poisson"])
+    p.add_argument("--K", type=positive_int, default=defaults["K"],
+                   help="modes per axis (16 in distribution, 20 out; default %(default)s)")
+    p.add_argument("--n-grid", type=positive_int, default=defaults["n_grid"],
+                   help="points per axis, boundaries included (default %(default)s)")
     p.set_defaults(func=run)
     report_options(p)
 

@@ -1,7 +1,8 @@
 """The model registry: an explicit table from names to (config class, builder), and ``build``.
 
 A model is fully described by ``{"name", "in_channels", "out_channels", "config"}`` (plain Python
-values), which is what checkpoints store and :func:`rebuild` turns back into a module.
+values): :func:`model_spec` writes it, :func:`rebuild` turns it back into a module. A run stores the same
+in its spec's ``model`` part (``operators.training.spec.ModelSpec``), in ``run.json`` and checkpoints.
 """
 
 from __future__ import annotations
@@ -133,7 +134,9 @@ def build(name: str, in_channels: int, out_channels: int, **config: Any) -> nn.M
 
 
 def model_spec(name: str, in_channels: int, out_channels: int, **config: Any) -> dict:
-    """Plain-value description of a model (validated), as stored in checkpoints and run folders."""
+    """``{"name", "in_channels", "out_channels", "config"}`` of a model, its config validated and every default
+    written out (a resolved run spec's ``model.config`` holds this config less the values the data derive);
+    :func:`rebuild` builds it."""
     cfg = make_config(name, **config)
     return {"name": name, "in_channels": in_channels, "out_channels": out_channels,
             "config": dataclasses.asdict(cfg)}

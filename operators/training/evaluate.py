@@ -46,7 +46,7 @@ from operators.training.spec import SpecError
 from operators.training.tasks import EvalOptions
 from pde_data.model import SAMPLE, spatial_dims
 
-__all__ = ["evaluate_run", "predict_run", "evaluation_folder", "FEW_SAMPLES", "SAMPLE_CHOICES"]
+__all__ = ["evaluate_run", "predict_run", "evaluation_folder", "json_safe", "FEW_SAMPLES", "SAMPLE_CHOICES"]
 
 #: below this many scored samples a result says it cannot separate models
 FEW_SAMPLES = 10
@@ -118,11 +118,12 @@ def _staged(out: Path, overwrite: bool):
     os.rename(tmp, out)
 
 
-def _json_safe(value):
+def json_safe(value):
+    """``value`` with its floats as plain floats and NaN as None (JSON has no NaN), through dicts and lists."""
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     if isinstance(value, (float, np.floating)):
         return None if math.isnan(value) else float(value)
     return value
@@ -165,7 +166,7 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = No
         options = EvalOptions(staging, name=Path(run_dir).name, steps=steps, batch_size=batch_size,
                               device=run.device, write=write, plots=plots)
         scored, files = run.task.evaluate(run.model, source, idx, options)
-        result = _json_safe({**header, "epoch": run.epoch, **scored, "out": str(folder)})
+        result = json_safe({**header, "epoch": run.epoch, **scored, "out": str(folder)})
         names = [f.name for f in files[:1]] + (["metrics.json"] if write else []) + [f.name for f in files[1:]]
         result["files"] = [str(folder / name) for name in names]
         if write:

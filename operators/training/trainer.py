@@ -294,7 +294,7 @@ class Trainer:
     def state_dict(self) -> dict:
         """Everything needed to resume, as plain values and tensors (``weights_only``-loadable)."""
         return {
-            "format": 1, "model": ckpt.tensor_state(unwrap(self.model)), "optimizer": self.optimizer.state_dict(),
+            "model": ckpt.tensor_state(unwrap(self.model)), "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "epoch": self.epoch, "best": self.best,
             "best_epoch": self.best_epoch, "first_loss": self.first_loss,
             "history": self.history, "rng": ckpt.rng_state(), "spec": self.task.spec.to_dict(),
