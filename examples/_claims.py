@@ -12,14 +12,20 @@ standard deviation over the training seeds).
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
-__all__ = ["SPREAD", "REPRODUCED", "NOT_REPRODUCED", "Equivalence", "compare", "stat_of", "lowest_beyond",
+__all__ = ["SPREAD", "REPRODUCED", "NOT_REPRODUCED", "NOT_MEASURED", "Equivalence", "compare", "stat_of", "lowest_beyond",
            "lowest_line", "equivalent", "no_difference"]
 
 SPREAD = "within the seed spread"
 REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced at this scale"
+NOT_MEASURED = "not measured"  # a mean or spread that is NaN: no verdict either way
+
+
+def _measured(*stats: dict) -> bool:
+    return all(not math.isnan(s["mean"]) and not math.isnan(s["std"]) for s in stats)
 
 
 def stat_of(values: list[float]) -> dict:
@@ -30,8 +36,10 @@ def stat_of(values: list[float]) -> dict:
 
 
 def compare(ours: dict, other: dict) -> str:
-    """"lower" / "higher" (``ours`` against ``other``), or :data:`SPREAD` when the means differ by no more than
-    the two standard deviations added."""
+    """"lower" / "higher" (``ours`` against ``other``), :data:`SPREAD` when the means differ by no more than
+    the two standard deviations added, or :data:`NOT_MEASURED` when either is NaN."""
+    if not _measured(ours, other):
+        return NOT_MEASURED
     gap = ours["mean"] - other["mean"]
     if abs(gap) <= ours["std"] + other["std"]:
         return SPREAD
@@ -39,14 +47,19 @@ def compare(ours: dict, other: dict) -> str:
 
 
 def lowest_beyond(stats: dict[str, dict]) -> str | None:
-    """The label whose mean is lower than every other's beyond the seed spread, or None (no such label)."""
+    """The label whose mean is lower than every other's beyond the seed spread, or None (no such label, or a
+    NaN among them)."""
+    if not _measured(*stats.values()):
+        return None
     best = min(stats, key=lambda k: stats[k]["mean"])
     return best if all(compare(stats[best], s) == "lower" for k, s in stats.items() if k != best) else None
 
 
 def lowest_line(stats: dict[str, dict], what: str) -> str:
     """``- Lowest mean <what>: X`` and whether it is lower than every other beyond the seed spread (naming
-    those within it)."""
+    those within it); a NaN among them: not measured."""
+    if not _measured(*stats.values()):
+        return f"- Lowest mean {what}: {NOT_MEASURED} (a seed statistic is NaN)."
     best = min(stats, key=lambda k: stats[k]["mean"])
     close = [k for k, s in stats.items() if k != best and compare(stats[best], s) == SPREAD]
     tail = ("lower than every other beyond the seed spread" if not close
@@ -74,7 +87,9 @@ def equivalent(claim: Equivalence, a: dict, b: dict) -> bool:
 def no_difference(claim: Equivalence, pairs: list[tuple[dict, dict]]) -> str:
     """The verdict on ``claim`` over ``pairs``: "reproduced" when every pair is :func:`equivalent`; "not reproduced
     at this scale" when a pair differs beyond the seed spread (for a one-sided claim: the first higher);
-    otherwise "no difference detected (n = …, spread …)"."""
+    otherwise "no difference detected (n = …, spread …)"; "not measured" when a statistic is NaN."""
+    if not all(_measured(a, b) for a, b in pairs):
+        return NOT_MEASURED
     if all(equivalent(claim, a, b) for a, b in pairs):
         return REPRODUCED
     found = [compare(a, b) for a, b in pairs]

@@ -46,7 +46,10 @@ def generate_navier_stokes(
     Args:
         n_samples: number of samples; they are samples ``first_sample … first_sample + n_samples − 1``.
         visc, dt: viscosity ν and largest time step of the solver.
-        n_sim, n_out: simulation and output grid sizes (``n_out`` must divide ``n_sim``).
+        n_sim, n_out: simulation and output grid sizes (``n_out`` must divide ``n_sim``). The defaults of
+            every parameter are the generator registry's (``pde_data.generators.KINDS["ns"]``), as ``circuitop
+            generate ns`` has them; the FNO benchmark's own settings are ``n_sim=256, t_final=50, dt=1e-4``
+            (this function's defaults before they were defined once).
         t_final: final time; records at ``t_final·k/n_records`` (default ``n_records``: one per time unit).
         record_initial: also store the initial vorticity at t = 0.
         seed: seed of the set (sample i's initial field depends only on ``seed`` and i).

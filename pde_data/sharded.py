@@ -38,6 +38,7 @@ from pde_data.io import atomic_path
 from pde_data.manifest import (MANIFEST, Manifest, ShardRecord, moments_json, moments_of,
                                package_versions, read_manifest, sha256_of, shard_name, write_manifest)
 from pde_data.model import SAMPLE
+from pde_data.verification import STAMP
 from pde_data.moments import Moments
 from pde_data.pdebench_write import PdebenchGroupWriter
 from pde_data.prediction_writer import PredictionWriter
@@ -179,7 +180,7 @@ def _refuse_other(where: Path, spec: GenerationSpec, theirs: GenerationSpec, cou
 
 def _clear(folder: Path) -> None:
     """Remove what earlier calls wrote in ``folder``: shards, records, the manifest, stale temporary files."""
-    for pattern in ("shard-*-of-*.nc", "shard-*-of-*.json", MANIFEST):
+    for pattern in ("shard-*-of-*.nc", "shard-*-of-*.json", MANIFEST, STAMP):
         for path in folder.glob(pattern):
             path.unlink()
     _clear_temporaries(folder)

@@ -103,3 +103,13 @@ def test_an_at_most_claim_is_met_only_beyond_the_spread() -> None:
     for seed in results["runs"].values():
         seed["chonn_fno"]["test_rel_l2"] = 0.05
     assert "**met**" in medium.render("darcy16_equal_time", results).splitlines()[-2]
+
+
+def test_a_nan_statistic_gives_no_verdict() -> None:
+    nan = _stat(float("nan"), 0.1)
+    assert claims.compare(_stat(1.0, 0.1), nan) == claims.NOT_MEASURED
+    assert claims.compare(nan, _stat(1.0, 0.1)) == claims.NOT_MEASURED
+    assert claims.lowest_beyond({"a": _stat(1.0, 0.0), "b": nan}) is None
+    assert "not measured" in claims.lowest_line({"a": _stat(1.0, 0.0), "b": nan}, "error")
+    margin = claims.Equivalence("no difference", 1.0, "pp")
+    assert claims.no_difference(margin, [(_stat(1.0, 0.1), nan)]) == claims.NOT_MEASURED

@@ -21,11 +21,15 @@ def register(problems: argparse._SubParsersAction) -> None:
                             description=__doc__.split("\n", 2)[2].strip())
     add_common_options(p, n_default=200, seed_default=0)
     add_device_options(p)
-    p.add_argument("--n-grid", type=positive_int, default=128, help="cells per side on [-2.5, 2.5]^2 (default 128)")
-    p.add_argument("--t-final", type=positive_float, default=1.0, help="final time (default 1)")
-    p.add_argument("--frames", type=positive_int, default=101, help="frames including t=0 (default 101)")
+    defaults = pde_data.generators.KINDS["swe"].defaults
+    p.add_argument("--n-grid", type=positive_int, default=defaults["n_grid"],
+                   help="cells per side on [-2.5, 2.5]^2 (default %(default)s)")
+    p.add_argument("--t-final", type=positive_float, default=defaults["t_final"], help="final time (default %(default)s)")
+    p.add_argument("--frames", type=positive_int, default=defaults["n_frames"],
+                   help="frames including t=0 (default %(default)s)")
     p.add_argument("--momenta", action="store_true", help="also store hu and hv")
-    p.add_argument("--batch-size", type=positive_int, default=8, help="samples simulated together (default 8)")
+    p.add_argument("--batch-size", type=positive_int, default=defaults["batch_size"],
+                   help="samples simulated together (default %(default)s)")
     add_pdebench_option(p, "rdb", variables=["h"])
     p.set_defaults(func=run)
     report_options(p, h="n_grid")  # the depth h is made at --n-grid

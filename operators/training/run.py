@@ -120,13 +120,14 @@ def _claimed(out: Path, info: distributed.DistInfo, *, resume: bool, overwrite: 
     fails. Yields the :class:`runfolder.RunFolder` (``None`` on other ranks)."""
     with contextlib.ExitStack() as stack:
         yield _on_main(info, lambda: stack.enter_context(runfolder.claim(out, resume=resume, overwrite=overwrite)),
-                       lambda: runfolder.RunFolderError(f"{out}: rank 0 could not claim the run folder"))
+                       lambda: runfolder.RunFolderError(f"{out}: expected rank 0 to claim the run folder, found its claim failed"))
 
 
 def _check_room(folder: runfolder.RunFolder | None, trainer: Trainer, info: distributed.DistInfo) -> None:
     """Rank 0 checks that the run folder has room for the run's checkpoints; every rank fails if not."""
     _on_main(info, lambda: folder.check_room(trainer.checkpoint_bytes(), copies=CHECKPOINT_COPIES, margin=LOG_BYTES),
-             lambda: NoRoomError(f"{trainer.out}: rank 0 found no room for the run's checkpoints", trainer.out))
+             lambda: NoRoomError(f"{trainer.out}: expected room for the run's checkpoints, found too little (rank 0's "
+                                 "check)", trainer.out))
 
 
 def _prepared(spec: RunSpec, data: RunData, state: dict | None, out: Path) -> tuple[RunSpec, Task]:
