@@ -2,7 +2,7 @@
 
 PDEBench reached the steady state of ``-∇·(a∇u) = beta`` by stepping ``u_t = ∇·(a∇u) + beta`` (CHONN,
 Eq. 54) explicitly to t = 1.75 with ``dt = 0.25 · 0.5 · dx² / max a``; at 128² and max a = 1 that is
-229,376 steps. The stepper below uses the same finite-volume operator as ``pde_data.darcy`` (face
+229,376 steps. The stepper below uses the same finite-volume operator as ``pde_data.generate.darcy`` (face
 coefficient = mean of the two cells, ghost cell ``-u`` beyond each wall, i.e. u = 0 at half a cell),
 vectorized in torch; a fraction of its steps is timed and the full run **extrapolated** linearly.
 A check row confirms the direct solution is a fixed point of the stepper (its right-hand side ~ 0,
@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 
 from bench._util import Row, best_time, print_table
-from pde_data.darcy import cell_centres, darcy_coefficient, solve_darcy
-
+from pde_data.generate.darcy import darcy_coefficient
+from pde_data.solvers.darcy import cell_centres, solve_darcy
 __all__ = ["run", "explicit_rhs", "explicit_steps"]
 
 _T_FINAL = 1.75

@@ -1,11 +1,11 @@
 """PDE solvers: Navier–Stokes steps/s against a straightforward twin, shallow-water cell updates/s.
 
 Navier–Stokes, a batch of 16 GRF samples at 64², float64 and float32, 1 and 2 threads:
-``pde_data.navier_stokes.make_step`` against :class:`NumpyPort` below (the same CNAB2 step, a loop over
+``pde_data.solvers.navier_stokes.make_step`` against :class:`NumpyPort` below (the same CNAB2 step, a loop over
 samples with numpy FFTs) and against the FFT floor (the step's five FFTs alone on preallocated buffers),
 interleaved in one process; a check row gives the two trajectories' largest difference (round-off).
 
-Shallow water: SSP-RK2 steps of ``pde_data.shallow_water`` at 128² (two MUSCL + HLL evaluations),
+Shallow water: SSP-RK2 steps of ``pde_data.solvers.shallow_water`` at 128² (two MUSCL + HLL evaluations),
 reported as cell updates per second, float32 and float64, 1 and 2 threads: the fused C++ kernel
 (``shallow_water.step`` on CPU) against the eager torch step it replaced (``ssp_rk2_step``, its
 reference twin; issue #21: ≥ 3×), interleaved in one process, each with its distance from a
@@ -29,15 +29,15 @@ import torch
 
 from bench._util import Row, best_time, best_times_interleaved, print_table
 from pde_data import retain_freed_memory
-from pde_data.grf import gaussian_random_field_2d
-from pde_data.navier_stokes import fno_forcing, make_step
-from pde_data.shallow_water import SWE_KERNEL, make_rhs, ssp_rk2_step, step
+from pde_data.solvers.grf import gaussian_random_field_2d
+from pde_data.solvers.navier_stokes import fno_forcing, make_step
+from pde_data.solvers.shallow_water import SWE_KERNEL, make_rhs, ssp_rk2_step, step
 
 __all__ = ["run", "NumpyPort"]
 
 
 class NumpyPort:
-    """The same CNAB2 step (``pde_data.navier_stokes``), ported plainly to numpy as a user would write it
+    """The same CNAB2 step (``pde_data.solvers.navier_stokes``), ported plainly to numpy as a user would write it
     from the FNO generator: a loop over samples, ``numpy.fft.rfft2``/``irfft2`` per sample, the
     wavenumber arrays built once. The baseline the solver must beat (issue: ≥ 2× in float64, ≥ 5× in
     float32). ``w_hat`` (batch, n, n//2+1) complex is advanced in place by :meth:`step`."""

@@ -1,4 +1,4 @@
-"""circuitop's native (C++) CPU kernels, built by :mod:`pde_data.native` (the project's one builder).
+"""circuitop's native (C++) CPU kernels, built by :mod:`pde_data.core.native` (the project's one builder).
 
 Two extensions: ``kirchhoff.cpp`` (the Kirchhoff cell's fused ZOH scan, the block's convolution stage
 and gate) and ``resample.cpp`` (the exact 2× pooling and upsampling on which ``operators`` hosts run
@@ -6,7 +6,7 @@ their blocks).
 
 :func:`build_native_kernels` (``circuitop build``, ``make install``) compiles both with a progress line
 each; a kernel used first is compiled at that call. Build cache, locks, compiler flags, the
-one-warning-then-torch fallback and the ``CIRCUITOP_NATIVE=0`` switch are :mod:`pde_data.native`'s.
+one-warning-then-torch fallback and the ``CIRCUITOP_NATIVE=0`` switch are :mod:`pde_data.core.native`'s.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from pde_data.native import NativeKernel, NativeKernelWarning, build_kernels, compiler_kind
-from pde_data.native import native_enabled
+from pde_data.core.native import NativeKernel, NativeKernelWarning, build_kernels, compiler_kind
+from pde_data.core.native import native_enabled
 
 __all__ = [
     "NativeKernelWarning", "KERNELS", "STEMS", "build_native_kernels",

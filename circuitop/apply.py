@@ -1,6 +1,6 @@
 """Apply a circuitop module to xarray sequences and fields, keeping their coordinates.
 
-All conversion goes through :mod:`pde_data.model` (``to_tensor`` / ``from_tensor`` / ``time_steps``).
+All conversion goes through :mod:`pde_data.core.model` (``to_tensor`` / ``from_tensor`` / ``time_steps``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 import xarray as xr
 from torch import nn
 
-from pde_data.model import TIME, from_tensor, kind_of, time_steps, to_tensor
+from pde_data.core.model import TIME, from_tensor, kind_of, time_steps, to_tensor
 
 __all__ = ["apply"]
 
@@ -28,7 +28,7 @@ def apply(
 
     - sequences ``(sample, time[, feature])`` become ``(batch, time, channels)``; if ``module.forward``
       takes ``dt`` and ``use_time`` is set, the step sizes from the ``time`` coordinate
-      (:func:`pde_data.model.time_steps`) are passed as ``dt (batch, time)`` — irregular sampling.
+      (:func:`pde_data.core.model.time_steps`) are passed as ``dt (batch, time)`` — irregular sampling.
     - fields ``(sample, [time], x[, y])`` become ``(batch, channels, x[, y])``; a ``time`` dim is
       folded into the batch (each frame is mapped on its own).
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pde_data.model import time_steps
+from pde_data.core.model import time_steps
 from circuitop.nac_ode import MODES, PairTimeMap, nac_logits
 from circuitop.nac_topk import CANDIDATE_MODES, gather_keys, select_topk
 from circuitop.ncp import NCPBackbone, NCPProjection

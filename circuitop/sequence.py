@@ -110,7 +110,7 @@ def steps_from_timestamps(timestamps: torch.Tensor) -> torch.Tensor:
     """Step sizes ``(batch, time)`` from strictly increasing ``timestamps`` ``(batch, time)``.
 
     ``dt[:, k] = t[:, k] - t[:, k-1]``; the first step repeats the second (1 for length 1), as
-    :func:`pde_data.model.time_steps` does without an origin.
+    :func:`pde_data.core.model.time_steps` does without an origin.
     """
     if timestamps.dim() != 2:
         raise ValueError(f"timestamps: expected shape (batch, time), found {tuple(timestamps.shape)}")

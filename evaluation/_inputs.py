@@ -4,7 +4,7 @@ Metrics take ``pred`` and ``true`` as numpy arrays, torch tensors or xarray obje
 axis first, and compute in torch: a tensor stays where it is (same device, same graph, so the relative
 errors can serve as training losses); numpy and xarray inputs become float64 CPU tensors, and their
 results come back as Python floats (or numpy arrays for ``reduce="none"``). xarray objects go through
-:func:`pde_data.model.to_tensor`, so fields arrive as ``(batch, [time], channels, *spatial)``.
+:func:`pde_data.core.model.to_tensor`, so fields arrive as ``(batch, [time], channels, *spatial)``.
 """
 
 from __future__ import annotations

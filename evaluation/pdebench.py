@@ -152,7 +152,7 @@ def pdebench_metrics(pred, true, *, initial_step: int = 0, lengths: Sequence[flo
 
     Args:
         pred, true: ``(sample, time, channel, *spatial)`` with 1-3 spatial axes (channel-first, the
-            torch layout of :func:`pde_data.model.to_tensor`), or xarray objects (a Dataset's data
+            torch layout of :func:`pde_data.core.model.to_tensor`), or xarray objects (a Dataset's data
             variables are the channels; dims ``(sample, [time], x[, y])``).
         initial_step: the first ``initial_step`` frames were model inputs and are excluded.
         lengths: domain length per spatial axis (default 1 each, as PDEBench passes).

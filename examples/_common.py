@@ -40,7 +40,7 @@ from evaluation import metrics
 from operators.provenance import code_version
 from operators.training import RunSpec, Splits, evaluate_run, load_run, train_run
 from pde_data import atomic_path
-from pde_data.model import SAMPLE, TIME
+from pde_data.core.model import SAMPLE, TIME
 
 __all__ = ["parser", "setup", "settings", "start", "training_seeds", "seed_summary", "summary_means", "mean_curves",
            "mean_predictor",
@@ -169,7 +169,7 @@ def mean_predictor(data: Path, splits: Splits, variable: str, *, frames: int | N
     samples (CHONN Eq. 48), "rel_l1_median": median (Eq. 55)}``, with ``"rel_l2_derivative"`` (Eq. 50,
     periodic, along space only) when ``derivative``. It is the bar a trained model must clear: a model
     whose error is near it has not learned the task."""
-    with pde_data.open_data(data) as ds:
+    with pde_data.open_source(data).dataset as ds:
         field = ds[variable]
         if frames is not None and TIME in field.dims:
             field = field.isel({TIME: slice(field.sizes[TIME] - frames, None)})
@@ -260,7 +260,7 @@ def evaluate(trained: Trained, data: Path, **options) -> dict:
 def fields(result: dict, data: Path, variable: str) -> tuple[np.ndarray, np.ndarray]:
     """Predicted and true ``variable`` of the first sample an evaluation (:func:`evaluate`'s ``result``)
     scored (the last frame of a rollout): from its ``pred.nc`` and from ``data``."""
-    with pde_data.open_data(Path(result["out"]) / "pred.nc") as predictions, pde_data.open_data(data) as ds:
+    with pde_data.open_source(Path(result["out"]) / "pred.nc").dataset as predictions, pde_data.open_source(data).dataset as ds:
         pred = predictions[variable].isel({SAMPLE: 0})
         true = ds[variable].isel({SAMPLE: int(pred[SAMPLE])})
         if TIME in pred.dims:  # the given frames and the rollout: the data's first frames

@@ -1,7 +1,7 @@
 """Darcy flow at 16²: ``fno`` against ``chonn_fno`` (order 2; full and 2× coarsened grid) at equal wall time.
 
 Data: neuraloperator 0.3.0's ``darcy_train_16.pt`` (1,000 samples: the first 800 train, the next 100
-validate) and ``darcy_test_16.pt`` (50 samples), read with :func:`pde_data.open_data`. All models have
+validate) and ``darcy_test_16.pt`` (50 samples), read with :func:`pde_data.open_source`. All models have
 width 32 and 8 modes (the whole 16² spectrum), 4 layers; AdamW, the same learning rate, batch 20; the loss is
 the relative L2 error of the prediction in physical units (inputs standardised, targets scaled by the
 training mean and standard deviation).
@@ -46,7 +46,7 @@ N_TRAIN, N_VAL, BATCH = 800, 100, 20
 
 def load_fields(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
     """``(input, target)`` of a neuraloperator Darcy file, each ``(sample, 1, x, y)`` float32."""
-    ds = pde_data.open_data(path)
+    ds = pde_data.open_source(path).dataset
     try:
         x, y = (torch.from_numpy(np.asarray(ds[name].values, dtype=np.float32)) for name in ("input", "target"))
     finally:

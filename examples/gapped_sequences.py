@@ -54,7 +54,7 @@ def write_digits(cfg: dict, seed: int, out) -> tuple:
     """``data.nc`` (every digit as a sequence) and the split: a ``seed``-ed permutation's first fifth is the
     test split, the rest (at most ``train_limit`` of it, in permutation order) the training split."""
     data = pde_data.save(pde_data.generate_gapped_digits(seed=seed, gap=0.0), out / "data.nc")
-    with pde_data.open_data(data) as ds:
+    with pde_data.open_source(data).dataset as ds:
         n = ds.sizes["sample"]
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
     test, train = order[:n // 5], order[n // 5:][:cfg["train_limit"]]

@@ -84,7 +84,7 @@ def models(cfg: dict) -> dict[str, tuple[str, dict]]:
 
 def mean_predictor(data, splits: Splits) -> float:
     """Test RMSE of the training-mean predictor: every test trajectory's RUL predicted by the mean training RUL."""
-    with pde_data.open_data(data) as ds:
+    with pde_data.open_source(data).dataset as ds:
         rul = np.asarray(ds["rul"].values, dtype=np.float64)
     return float(np.sqrt(np.mean((rul[list(splits.test)] - rul[list(splits.train)].mean()) ** 2)))
 

@@ -48,7 +48,7 @@ import _common
 import pde_data
 from evaluation import plots
 from operators.training import DataSpec, OptimSpec, RunSpec, TaskSpec
-from pde_data.model import TIME
+from pde_data.core.model import TIME
 
 SCRIPT = "navier_stokes_rollout"
 SCALES = {

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from operators.provenance import code_version  # noqa: E402
 from operators.training import RunSpec, evaluate_run, load_checkpoint, train_run  # noqa: E402
-from pde_data.generators import GenerationSpec, make_samples  # noqa: E402
+from pde_data.generate.registry import GenerationSpec, make_samples  # noqa: E402
 
 #: scale -> generator parameters, samples of the file, samples per online epoch, budget (s), test samples
 SCALES = {

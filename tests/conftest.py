@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from circuitop import _native
-from pde_data import native
-from pde_data.shallow_water import SWE_KERNEL
+from pde_data.core import native
+from pde_data.solvers.shallow_water import SWE_KERNEL
 
 
 @pytest.fixture(autouse=True)
@@ -47,5 +47,5 @@ def resample_native():
 
 @pytest.fixture
 def swe_native():
-    """The fused shallow-water step (``pde_data/csrc/swe.cpp``); skips the test unless enabled and built."""
+    """The fused shallow-water step (``pde_data/solvers/csrc/swe.cpp``); skips the test unless enabled and built."""
     return _skip_unless_built(SWE_KERNEL, SWE_KERNEL.load)

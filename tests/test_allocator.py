@@ -1,4 +1,4 @@
-"""pde_data._allocator: with freed blocks retained, the Navier–Stokes step (whose inverse real FFT
+"""pde_data.core.allocator: with freed blocks retained, the Navier–Stokes step (whose inverse real FFT
 allocates a few megabytes every call, inside torch) stops page-faulting. Counted with the kernel's
 minor-fault counter in fresh subprocesses: one where the solver's call is replaced by a no-op (malloc's
 defaults, as before) and one as shipped."""
@@ -10,11 +10,11 @@ import sys
 
 import pytest
 
-from pde_data._allocator import retain_freed_memory
+from pde_data.core.allocator import retain_freed_memory
 
 _STEPS = """
 import resource, sys, torch
-import pde_data.navier_stokes as ns
+import pde_data.solvers.navier_stokes as ns
 if sys.argv[1] == "default":
     ns.retain_freed_memory = lambda: False
 torch.set_num_threads(1)

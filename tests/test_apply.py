@@ -12,7 +12,7 @@ from circuitop import (
     KirchhoffCell,
     apply,
 )
-from pde_data.model import from_tensor, time_steps, to_tensor
+from pde_data.core.model import from_tensor, time_steps, to_tensor
 
 
 def _sequence(times, n_feature=3, seed=0):

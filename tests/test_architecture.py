@@ -1,6 +1,9 @@
-"""The four packages depend one way: pde_data <- circuitop <- evaluation <- operators (README)."""
+"""The four packages depend one way: pde_data <- circuitop <- evaluation <- operators (README); inside pde_data,
+its layers depend one way too (core <- solvers, formats <- generate, datasets)."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -196,3 +199,81 @@ def test_no_import_cycles_between_modules_of_a_package():
                      and not m.startswith(d + ".") and not d.startswith(m + ".")}  # a package and its modules
                  for m, p in paths.items()}
         assert not _has_cycle(graph), f"an import cycle among the modules of {package}"
+
+
+#: ``pde_data``'s layers and what each may import of the others (pde_data/__init__.py draws them)
+LAYERS = {
+    "core": set(),
+    "solvers": {"core"},
+    "formats": {"core"},
+    "generate": {"core", "solvers", "formats"},
+    "datasets": {"core", "formats"},
+}
+
+
+def _pde_data_imports(path: Path) -> set[str]:
+    """The ``pde_data`` modules ``path`` imports, dotted (``pde_data.core.io``; ``pde_data`` for the facade)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "pde_data"}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and \
+                node.module.split(".")[0] == "pde_data":
+            found.add(node.module)
+    return found
+
+
+def layer_violations(root: Path = ROOT / "pde_data") -> list[str]:
+    """``"path imports module"`` for each import across ``pde_data``'s layers against :data:`LAYERS` (the
+    facade ``pde_data`` itself counts as every layer), and each module outside a layer."""
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts
+        if len(parts) == 1:
+            if parts[0] != "__init__.py":
+                bad.append(f"{path.name} lies outside the layers {sorted(LAYERS)}")
+            continue
+        layer = parts[0]
+        allowed = {"pde_data." + name for name in LAYERS.get(layer, set()) | {layer}}
+        for module in _pde_data_imports(path):
+            if not any(module == a or module.startswith(a + ".") for a in allowed):
+                bad.append(f"pde_data/{'/'.join(parts)} ({layer}) imports {module}")
+    return bad
+
+
+def test_pde_data_layers_import_downward_only():
+    assert not layer_violations(), "\n".join(layer_violations())
+
+
+def test_layer_check_fails_on_an_upward_import(tmp_path):
+    for layer in LAYERS:
+        (tmp_path / layer).mkdir()
+        (tmp_path / layer / "__init__.py").write_text("")
+    (tmp_path / "core" / "bad.py").write_text("from pde_data.formats.source import Source\n")
+    (tmp_path / "solvers" / "worse.py").write_text("import pde_data\nfrom pde_data.generate import registry\n")
+    (tmp_path / "stray.py").write_text("")
+    assert sorted(layer_violations(tmp_path)) == [
+        "pde_data/core/bad.py (core) imports pde_data.formats.source",
+        "pde_data/solvers/worse.py (solvers) imports pde_data",
+        "pde_data/solvers/worse.py (solvers) imports pde_data.generate",
+        "stray.py lies outside the layers ['core', 'datasets', 'formats', 'generate', 'solvers']"]
+
+
+def test_solvers_import_no_xarray():
+    for path in (ROOT / "pde_data" / "solvers").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not any(n.split(".")[0] == "xarray" for n in names), f"{path.name} imports xarray"
+
+
+def test_cells_import_only_the_core_of_pde_data():
+    """``circuitop`` names only ``pde_data.core`` modules, and importing it loads no other part of ``pde_data``."""
+    named = set()
+    for path in (ROOT / "circuitop").rglob("*.py"):
+        named |= _pde_data_imports(path)
+    assert named and all(m.startswith("pde_data.core.") for m in named), sorted(named)
+    code = ("import sys, circuitop, circuitop.apply; "
+            "print(sorted(m for m in sys.modules if m.startswith('pde_data.') and not m.startswith('pde_data.core')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -1,11 +1,11 @@
-"""Reused batch memory (:class:`pde_data.batches.BatchBuffers`): a buffer is handed out again only once
+"""Reused batch memory (:class:`pde_data.datasets.batches.BatchBuffers`): a buffer is handed out again only once
 nothing references a tensor over it, so reuse never changes a batch someone still holds."""
 
 import pickle
 
 import torch
 
-from pde_data.batches import BatchBuffers
+from pde_data.datasets.batches import BatchBuffers
 
 
 def address(t: torch.Tensor) -> int:

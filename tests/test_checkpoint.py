@@ -10,7 +10,7 @@ import torch
 import operators
 from operators.training import CheckpointError, RunSpec, load_checkpoint, save_checkpoint
 from operators.training.checkpoint import estimate_bytes, link_checkpoint, state_bytes, tensor_state
-from pde_data.room import NoRoomError
+from pde_data.core.room import NoRoomError
 
 
 class _Payload:

@@ -18,7 +18,7 @@ def _generate(*args):
 
 
 def _values(path, name):
-    with pde_data.open_data(path) as ds:
+    with pde_data.open_source(path).dataset as ds:
         return ds[name].values
 
 
@@ -36,7 +36,7 @@ def test_order_streams_the_full_set(tmp_path):
     assert "wrote" in full.stdout and "100%" in full.stderr  # progress bar on stderr
     expected = pde_data.generate_order_benchmark(5, 3, n_points=128, seed=3)
     assert _values(tmp_path / "full.nc", "target").tobytes() == expected["target"].values.tobytes()
-    with pde_data.open_data(tmp_path / "full.nc") as ds:
+    with pde_data.open_source(tmp_path / "full.nc").dataset as ds:
         assert ds.attrs["seed"] == 3 and ds.attrs["order"] == 3 and ds.sizes == {"sample": 5, "s": 128}
 
 
@@ -44,7 +44,7 @@ def test_darcy_streamed_in_chunks_and_poisson_refusal(tmp_path):
     out = _generate("darcy", "--out", tmp_path / "d.nc", "--n", 11, "--n-grid", 12, "--beta", 2.0)  # chunks of 8
     assert out.returncode == 0, out.stderr
     full = pde_data.generate_darcy(11, n_grid=12, beta=2.0, seed=0)
-    with pde_data.open_data(tmp_path / "d.nc") as ds:
+    with pde_data.open_source(tmp_path / "d.nc").dataset as ds:
         assert ds["u"].values.tobytes() == full["u"].values.tobytes()
         assert ds.attrs["beta"] == 2.0 and list(ds["sample"].values) == list(range(11))
     bad = _generate("poisson", "--out", tmp_path / "x.nc", "--n", 2, "--K", 4, "--n-grid", 5)
@@ -55,7 +55,7 @@ def test_darcy_streamed_in_chunks_and_poisson_refusal(tmp_path):
 
 def test_poisson_command(tmp_path):
     assert _main("poisson", "--out", tmp_path / "p.nc", "--n", 3, "--K", 4, "--n-grid", 16, "--seed", 1) == 0
-    with pde_data.open_data(tmp_path / "p.nc") as ds:
+    with pde_data.open_source(tmp_path / "p.nc").dataset as ds:
         assert ds.attrs["K"] == 4 and ds["coef"].shape == (3, 4, 4)
         assert np.max(np.abs(pde_data.solve_poisson(ds["f"].values) - ds["u"].values)) < 1e-10
         np.testing.assert_array_equal(ds["u"].values, pde_data.generate_poisson(3, K=4, n_grid=16, seed=1)["u"].values)
@@ -66,7 +66,7 @@ def test_order_standard_splits(tmp_path, capsys):
     assert _main(*args) == 0
     files = sorted(p.name for p in (tmp_path / "sets").iterdir())
     assert files == sorted(f"order_T{n}_{s}.nc" for n in range(1, 5) for s in ("train", "val", "test"))
-    with pde_data.open_data(tmp_path / "sets" / "order_T4_val.nc") as ds:
+    with pde_data.open_source(tmp_path / "sets" / "order_T4_val.nc").dataset as ds:
         assert ds.attrs["seed"] == 43 and ds.attrs["order"] == 4 and ds.sizes == {"sample": 2, "s": 128}
     assert "28 samples" in capsys.readouterr().err  # 4 orders x (3 + 2 + 2), announced before computing
     before = (tmp_path / "sets" / "order_T1_train.nc").read_bytes()

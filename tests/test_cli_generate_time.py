@@ -15,8 +15,8 @@ NS = ["generate", "ns", "--n", "3", "--n-sim", "16", "--n-out", "8", "--t-final"
 def test_ns_streamed_and_sharded_sets_equal_the_library_set(tmp_path, capsys):
     assert main([*NS, "--out", str(tmp_path / "full.nc"), "--record-initial"]) == 0
     assert main([*NS, "--out", str(tmp_path / "set"), "--record-initial", "--shards", "2", "--workers", "1"]) == 0
-    full = pde_data.open_data(tmp_path / "full.nc").load()
-    xr.testing.assert_identical(full, pde_data.open_data(tmp_path / "set").load())
+    full = pde_data.open_source(tmp_path / "full.nc").dataset.load()
+    xr.testing.assert_identical(full, pde_data.open_source(tmp_path / "set").dataset.load())
     library = pde_data.generate_navier_stokes(3, n_sim=16, n_out=8, t_final=0.5, n_records=2, dt=0.05,
                                               batch_size=2, seed=5, record_initial=True)
     assert full.vorticity.values.tobytes() == library.vorticity.values.tobytes()
@@ -26,7 +26,7 @@ def test_ns_streamed_and_sharded_sets_equal_the_library_set(tmp_path, capsys):
 
 def test_ns_float64_and_bad_options_give_one_line_errors(tmp_path, capsys):
     assert main([*NS, "--out", str(tmp_path / "d.nc"), "--dtype", "float64"]) == 0
-    ds = pde_data.open_data(tmp_path / "d.nc")
+    ds = pde_data.open_source(tmp_path / "d.nc").dataset
     assert ds.vorticity.dtype == np.float64 and ds.attrs["simulation_dtype"] == "float64"
     capsys.readouterr()
     assert main([*NS, "--out", str(tmp_path / "e.nc"), "--n-out", "6"]) == 1
@@ -48,7 +48,7 @@ SWE = ["generate", "swe", "--n", "3", "--n-grid", "12", "--t-final", "0.2", "--f
 
 def test_swe_streams_the_library_set(tmp_path, capsys):
     assert main([*SWE, "--out", str(tmp_path / "full.nc"), "--momenta"]) == 0
-    full = pde_data.open_data(tmp_path / "full.nc").load()
+    full = pde_data.open_source(tmp_path / "full.nc").dataset.load()
     library = pde_data.generate_dam_break(3, n_grid=12, t_final=0.2, n_frames=3, batch_size=2, seed=4, momenta=True)
     for name in ("h", "hu", "hv", "dam_radius"):
         assert full[name].values.tobytes() == library[name].values.tobytes()
@@ -58,7 +58,7 @@ def test_swe_streams_the_library_set(tmp_path, capsys):
 
 def test_swe_writes_the_pdebench_layout(tmp_path, capsys):
     assert main([*SWE, "--out", str(tmp_path / "rdb.h5"), "--pdebench"]) == 0
-    ds = pde_data.open_pdebench(tmp_path / "rdb.h5")
+    ds = pde_data.open_source(tmp_path / "rdb.h5").dataset
     assert ds.h.sizes["sample"] == 3 and ds.h.sizes["time"] == 3
     assert main([*SWE, "--out", str(tmp_path / "bad.nc"), "--frames", "1"]) == 1
     assert "error: --frames: expected an integer >= 2" in capsys.readouterr().err.strip().splitlines()[-1]
@@ -69,7 +69,7 @@ def test_ns_writes_the_pdebench_layout_the_readme_trains_on(tmp_path, capsys):
     it back with the same vorticity as the NetCDF output."""
     assert main([*NS, "--out", str(tmp_path / "ns.h5"), "--pdebench", "--record-initial"]) == 0
     assert main([*NS, "--out", str(tmp_path / "ns.nc"), "--record-initial"]) == 0
-    source, nc = pde_data.open_source(tmp_path / "ns.h5"), pde_data.open_data(tmp_path / "ns.nc")
+    source, nc = pde_data.open_source(tmp_path / "ns.h5"), pde_data.open_source(tmp_path / "ns.nc").dataset
     h5 = source.dataset
     assert source.format == "pdebench:group"
     np.testing.assert_array_equal(h5.vorticity.values, nc.vorticity.values)

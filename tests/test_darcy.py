@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from pde_data.darcy import cell_centres, darcy_coefficient, darcy_matrix, generate_darcy, solve_darcy
+from pde_data.generate.darcy import darcy_coefficient, generate_darcy
 
-
+from pde_data.solvers.darcy import cell_centres, darcy_matrix, solve_darcy
 def _manufactured(n):
     """u = sin(pi x) sin(pi y) (zero on the walls), a = 1 + sin(2 pi x) sin(2 pi y) / 2, f = -div(a grad u)."""
     x = cell_centres(n)

@@ -72,7 +72,7 @@ def test_missing_dims_are_named():
 def test_netcdf_round_trip_is_identical(tmp_path):
     ds = _field_dataset()
     path = pde_data.save(ds, tmp_path / "set.nc")
-    with pde_data.open_data(path) as back:
+    with pde_data.open_source(path).dataset as back:
         xr.testing.assert_identical(back.load(), ds)
 
 
@@ -93,24 +93,24 @@ def test_save_replaces_existing_file_atomically(tmp_path):
     target = tmp_path / "set.nc"
     pde_data.save(_field_dataset(seed=1), target)
     pde_data.save(_field_dataset(seed=2), target)
-    with pde_data.open_data(target) as back:
+    with pde_data.open_source(target).dataset as back:
         xr.testing.assert_identical(back.load(), _field_dataset(seed=2))
     assert [p.name for p in tmp_path.iterdir()] == ["set.nc"]
 
 
 def test_open_refuses_missing_and_foreign_files(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file"):
-        pde_data.open_data(tmp_path / "absent.nc")
+        pde_data.open_source(tmp_path / "absent.nc").dataset
     (tmp_path / "text.nc").write_text("hello")
     with pytest.raises(ValueError, match="text.nc: expected a NetCDF, HDF5 .*, found leading bytes b.hello."):
-        pde_data.open_data(tmp_path / "text.nc")
+        pde_data.open_source(tmp_path / "text.nc").dataset
 
 
 def test_shards_open_lazily_as_one_dataset(tmp_path):
     ds = _field_dataset(n=5)
     for i, part in enumerate((slice(0, 2), slice(2, 5))):
         pde_data.save(ds.isel(sample=part), tmp_path / f"set-{i:05d}.nc")
-    combined = pde_data.open_data(str(tmp_path / "set-*.nc"))
+    combined = pde_data.open_source(str(tmp_path / "set-*.nc")).dataset
     assert combined.h.chunks is not None  # dask-backed, not loaded
     xr.testing.assert_allclose(combined.load(), ds)
 

@@ -8,9 +8,9 @@ import torch
 import xarray as xr
 from torch.utils.data import DataLoader
 
-from pde_data import open_pdebench, to_tensor, write_pdebench
-from pde_data.datasets import PairDataset, WindowDataset, split_indices
-from pde_data.normalize import Normalizer, fit_normalizer
+from pde_data import open_source, to_tensor, write_pdebench
+from pde_data.datasets.fields import PairDataset, WindowDataset, split_indices
+from pde_data.datasets.normalize import Normalizer, fit_normalizer
 
 F32 = np.float32
 
@@ -81,7 +81,7 @@ def test_normalizer_checkpoint_weights_only(tmp_path):
 def test_pair_dataset_over_lazy_file(tmp_path):
     ds = _steady()
     path = write_pdebench(ds, tmp_path / "2D_DarcyFlow_beta1.0_Train.hdf5", layout="darcy")
-    lazy = open_pdebench(path)
+    lazy = open_source(path).dataset
     splits = split_indices(10, sizes=(6, 2, 2), seed=0)
     norm = fit_normalizer(lazy, ["a"], indices=splits["train"])
     data = PairDataset(lazy, ["a"], ["u"], indices=splits["val"], input_normalizer=norm)
@@ -105,7 +105,7 @@ def test_pair_dataset_over_lazy_file(tmp_path):
 @pytest.mark.parametrize("m", [1, 3, 5])
 def test_window_dataset(tmp_path, m):
     ds = _unsteady()
-    lazy = open_pdebench(write_pdebench(ds, tmp_path / "2D_diff-react_NA_NA.h5", layout="diff-react"))
+    lazy = open_source(write_pdebench(ds, tmp_path / "2D_diff-react_NA_NA.h5", layout="diff-react")).dataset
     data = WindowDataset(lazy, ["u", "v"], m=m, indices=[0, 2], stride=1)
     assert len(data) == 2 * (7 - m)
     x, y = data[len(data) - 1]  # sample 2, last window

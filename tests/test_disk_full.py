@@ -18,12 +18,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import pde_data.room
+import pde_data.core.room
 from operators.cli import main
 from operators.training import load_checkpoint
 from operators.training import trainer as trainer_module
 from operators.training.runfolder import claim
-from pde_data.room import NoRoomError
+from pde_data.core.room import NoRoomError
 from test_trainer import write_poisson
 
 EPOCHS = 3
@@ -102,7 +102,7 @@ def test_a_folder_without_room_is_refused_before_the_first_epoch(data, tmpfs, ca
 
 
 def test_too_little_free_space_is_refused_before_the_first_epoch(data, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(pde_data.room.shutil, "disk_usage", lambda folder: SimpleNamespace(free=10**6))
+    monkeypatch.setattr(pde_data.core.room.shutil, "disk_usage", lambda folder: SimpleNamespace(free=10**6))
     monkeypatch.setattr(trainer_module.Trainer, "fit", lambda self: pytest.fail("trained without room"))
     needed, free = _refused(data, tmp_path / "run", capsys, *TINY)
     assert needed > 10**6 and free == "1 MB"
@@ -196,7 +196,7 @@ def test_room_counts_the_checkpoints_a_resumed_run_keeps_and_the_files_an_overwr
     """3 checkpoints and the margin are needed: a resumed run's distinct last.pt and best.pt are two of them
     (one when best.pt is a hard link to last.pt); an overwritten run's files count as free."""
     size, margin = 1 << 20, 1 << 16
-    monkeypatch.setattr(pde_data.room.shutil, "disk_usage", lambda folder: SimpleNamespace(free=size + margin))
+    monkeypatch.setattr(pde_data.core.room.shutil, "disk_usage", lambda folder: SimpleNamespace(free=size + margin))
     run, linked, new = tmp_path / "run", tmp_path / "linked", tmp_path / "new"
     for folder in (run, linked):
         folder.mkdir()

@@ -57,7 +57,7 @@ def test_two_evaluations_keep_their_results_and_a_third_needs_overwrite(steady, 
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     for folder, n in ((evaluation_dir(run, data), 4), (evaluation_dir(run, other, "all"), 10)):
         assert json.loads((folder / "metrics.json").read_text())["n_samples"] == n
-        assert pde_data.open_data(folder / "pred.nc").sizes["sample"] == n
+        assert pde_data.open_source(folder / "pred.nc").dataset.sizes["sample"] == n
         _listed(folder)
     before = (evaluation_dir(run, data) / "metrics.json").read_text()
     again = run_cli("evaluate", "--run", run, "--data", data, "--steps", "3")
@@ -112,7 +112,7 @@ def test_predict_from_inputs_alone_at_another_resolution(steady, tmp_path):
     done = run_cli("predict", "--run", run, "--data", path, "--out", tmp_path / "pred.nc", "--device", "cpu")
     assert done.returncode == 0, done.stderr
     assert "the run was trained on" in done.stderr and "runs at the file's resolution" in done.stderr
-    pred = pde_data.open_data(tmp_path / "pred.nc")
+    pred = pde_data.open_source(tmp_path / "pred.nc").dataset
     assert set(pred.data_vars) == {"u", "v"} and pred["u"].dims == ("sample", "x", "y")
     np.testing.assert_array_equal(pred["x"].values, inputs["x"].values)
     in_python = load_run(run).predict(inputs)  # the README's Python equivalent
@@ -149,7 +149,7 @@ def test_predict_a_rollout_past_the_files_frames(tmp_path):
     done = run_cli("predict", "--run", tmp_path / "run", "--data", given, "--out", tmp_path / "p.nc", "--steps", "4",
                    "--device", "cpu")  # as load_run below
     assert done.returncode == 0, done.stderr
-    pred = pde_data.open_data(tmp_path / "p.nc")
+    pred = pde_data.open_source(tmp_path / "p.nc").dataset
     assert pred["u"].dims == ("sample", "time", "x", "y") and pred.sizes["time"] == 6
     np.testing.assert_array_equal(pred["time"].values, np.arange(6.0))  # extrapolated at the given spacing
     np.testing.assert_array_equal(pred["u"].values[:, :2], waves["u"].values[:3, :2])

@@ -97,7 +97,7 @@ def test_mean_predictor_scores_the_training_mean_on_the_test_split(tmp_path: Pat
     common = _common_module()
     rng = np.random.default_rng(0)
     u = rng.normal(size=(7, 3, 16))  # sample, time, s
-    from pde_data.model import SAMPLE, TIME
+    from pde_data.core.model import SAMPLE, TIME
     ds = xr.Dataset({"u": ((SAMPLE, TIME, "s"), u)},
                     coords={SAMPLE: np.arange(7), TIME: np.arange(3.0), "s": np.linspace(0, 1, 16, endpoint=False)})
     path = pde_data.save(ds, tmp_path / "d.nc")

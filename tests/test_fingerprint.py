@@ -24,7 +24,7 @@ def _data(n=5, t=4, nx=6, ny=3, seed=0) -> xr.Dataset:
 
 
 def _fingerprint_of(path) -> Fingerprint:
-    with pde_data.open_data(path) as ds:
+    with pde_data.open_source(path).dataset as ds:
         return fingerprint(ds)
 
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 import pde_data
-from pde_data.generators import sample_bytes
+from pde_data.generate.registry import sample_bytes
 from cli_run import run_cli
 from operators.cli import _generation, build_parser, main
 
@@ -131,7 +131,7 @@ def test_check_output_proves_writing_with_the_writers_temporary_file(tmp_path, m
 
 
 def test_a_set_larger_than_the_free_disk_is_refused_before_computing(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(pde_data.room.shutil, "disk_usage", lambda path: SimpleNamespace(free=1000))
+    monkeypatch.setattr(pde_data.core.room.shutil, "disk_usage", lambda path: SimpleNamespace(free=1000))
     monkeypatch.setattr(pde_data, "generate_darcy", lambda *a, **k: pytest.fail("computed before the disk check"))
     assert main(["generate", "darcy", "--out", str(tmp_path / "d.nc"), "--n", "5", "--n-grid", "16"]) == 1
     line = capsys.readouterr().err.strip().splitlines()[-1]
@@ -156,7 +156,7 @@ def test_the_announced_size_is_the_sets_size(tmp_path, capsys, problem):
     ``sample`` in the set written."""
     args = ["generate", problem, "--out", str(tmp_path / "x.nc"), *map(str, TINY[problem])]
     assert main(args) == 0
-    with pde_data.open_data(tmp_path / "x.nc") as ds:
+    with pde_data.open_source(tmp_path / "x.nc").dataset as ds:
         nbytes = sum(v.nbytes for v in ds.variables.values() if "sample" in v.dims)
     assert f"x.nc: 3 samples, {_generation._size(nbytes)} before compression" in capsys.readouterr().err
     module = __import__(f"operators.cli.gen_{problem}", fromlist=["spec"])

@@ -1,4 +1,4 @@
-"""Every generator's defaults agree in its three descriptions: the registry (``pde_data.generators``), the
+"""Every generator's defaults agree in its three descriptions: the registry (``pde_data.generate.registry``), the
 library function's signature and the ``circuitop generate`` options (issue 42)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import torch
 
 import pde_data
 from operators.cli import build_parser
-from pde_data.generators import DEFAULTS, KINDS, SEEDS
-from pde_data.order_benchmark import order_inputs, transfer
+from pde_data.generate.registry import DEFAULTS, KINDS, SEEDS
+from pde_data.generate.order import order_inputs, transfer
 
 #: the functions that take each generator's parameters (the first makes its sets; the others share parameters)
 FUNCTIONS = {

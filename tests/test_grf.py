@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import pde_data
-from pde_data.grf import grf_sqrt_eig
+from pde_data.solvers.grf import grf_sqrt_eig
 
 
 def test_spectrum_matches_the_fno_amplitude():

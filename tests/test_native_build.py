@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from circuitop import _native
-from pde_data import native
+from pde_data.core import native
 
 ROOT = Path(__file__).resolve().parents[1]
 _BUILD = "from circuitop._native import build_native_kernels; build_native_kernels(('resample',))"

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import pde_data
-from pde_data.navier_stokes import advective_cfl, simulate_navier_stokes, velocity
+from pde_data.solvers.navier_stokes import advective_cfl, simulate_navier_stokes, velocity
 
 
 def _grid(n):
@@ -141,7 +141,7 @@ def test_generator_dataset_downsamples_and_reproduces_shards():
 
 
 def test_unbatched_input_array_forcing_and_callback():
-    from pde_data.navier_stokes import fno_forcing
+    from pde_data.solvers.navier_stokes import fno_forcing
 
     w0 = pde_data.gaussian_random_field_2d(1, 16, seed=8)[0]
     times = []

@@ -6,7 +6,7 @@ import torch
 import xarray as xr
 
 import pde_data
-from pde_data.normalize import fit_normalizer
+from pde_data.datasets.normalize import fit_normalizer
 
 EPS = 1e-8
 DIMS = ("sample", "time", "x", "y")
@@ -43,7 +43,7 @@ def _check(norm, ds, indices, kind):
 def test_streaming_fit_equals_in_memory_fit(tmp_path, kind, max_bytes):
     """Blocks of 2 frames (5 per sample), of 2 whole samples, or the whole split in one block."""
     ds = _fields()
-    lazy = pde_data.open_data(pde_data.save(ds, tmp_path / "fields.nc"))
+    lazy = pde_data.open_source(pde_data.save(ds, tmp_path / "fields.nc")).dataset
     _check(fit_normalizer(lazy, ["u", "v"], kind=kind, max_bytes=max_bytes), ds, np.arange(6), kind)
     lazy.close()
 
@@ -53,7 +53,7 @@ def test_training_subset_only(tmp_path, kind):
     ds = _fields(n=8)
     ds["u"][[1, 6]] = 1e6  # samples outside the training split must not move the statistics
     train = [0, 2, 3, 5, 7]
-    lazy = pde_data.open_data(pde_data.save(ds, tmp_path / "fields.nc"))
+    lazy = pde_data.open_source(pde_data.save(ds, tmp_path / "fields.nc")).dataset
     norm = fit_normalizer(lazy, ["u", "v"], indices=[7, 0, 3, 2, 5], kind=kind, max_bytes=8 * 2 * 40 * 3)
     _check(norm, ds, train, kind)
     lazy.close()
@@ -62,7 +62,7 @@ def test_training_subset_only(tmp_path, kind):
 def test_large_offset_has_no_cancellation(tmp_path):
     """Values 1e4 + N(0, 1e-2): E[x²] - E[x]² in float32 loses every digit of the variance; M2 does not."""
     ds = _fields(n=4, t=16, nx=16, ny=16, offset=1e4, spread=1e-2, seed=3)
-    lazy = pde_data.open_data(pde_data.save(ds, tmp_path / "offset.nc"))
+    lazy = pde_data.open_source(pde_data.save(ds, tmp_path / "offset.nc")).dataset
     norm = fit_normalizer(lazy, ["u", "v"], max_bytes=8 * 2 * 256 * 3)
     _check(norm, ds, np.arange(4), "gaussian")
     x = torch.from_numpy(ds["u"].values).flatten()  # float32

@@ -13,7 +13,7 @@ from operators.training import load_checkpoint, load_run, stored_spec
 from operators.training.distributed import DistInfo
 from operators.training.online import Stream, completed, epoch_set, rank_samples
 from operators.training.spec import RunSpec
-from pde_data.generators import KINDS, GenerationSpec, make_samples
+from pde_data.generate.registry import KINDS, GenerationSpec, make_samples
 
 NS = ["--generate", "ns", "--gen", "n_sim=32", "n_out=16", "t_final=1", "n_records=4", "batch_size=4",
       "--samples-per-epoch", "8"]

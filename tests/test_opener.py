@@ -1,4 +1,4 @@
-"""``pde_data.open_source`` / ``open_data``: the reader chosen by content (never the suffix), clear
+"""``pde_data.open_source``: the reader chosen by content (never the suffix), clear
 errors, and the per-sample / per-frame chunks of the files circuitop writes; ``circuitop info`` on a
 PDEBench file."""
 
@@ -13,7 +13,7 @@ import torch
 import xarray as xr
 
 import pde_data
-from pde_data import open_data, open_source, write_pdebench
+from pde_data import open_source, write_pdebench
 
 F32 = np.float32
 
@@ -34,7 +34,7 @@ def test_netcdf_named_h5_opens_as_netcdf(tmp_path):
     with open_source(tmp_path / "x.h5") as source:
         assert source.format == "netcdf" and source.path == str(tmp_path / "x.h5")
         xr.testing.assert_identical(source.dataset.load(), ds)  # no attrs added by the opener
-    with open_data(tmp_path / "x.h5") as opened:
+    with open_source(tmp_path / "x.h5").dataset as opened:
         xr.testing.assert_identical(opened.load(), ds)
 
 
@@ -86,22 +86,22 @@ def _one_line(err: pytest.ExceptionInfo, *fragments: str) -> None:
 
 def test_missing_file_and_empty_glob(tmp_path):
     with pytest.raises(FileNotFoundError) as err:
-        open_data(tmp_path / "missing.h5")
+        open_source(tmp_path / "missing.h5").dataset
     _one_line(err, "missing.h5")
     with pytest.raises(FileNotFoundError) as err:
-        open_data(tmp_path / "none-*.nc")
+        open_source(tmp_path / "none-*.nc").dataset
     _one_line(err, "none-*.nc")
 
 
 def test_not_hdf5_and_truncated(tmp_path):
     (tmp_path / "notes.h5").write_text("hello\nworld\n")
     with pytest.raises(ValueError) as err:
-        open_data(tmp_path / "notes.h5")
+        open_source(tmp_path / "notes.h5").dataset
     _one_line(err, "notes.h5", "expected a NetCDF, HDF5 (PDEBench, The Well), torch .pt (neuraloperator) or MATLAB .mat")
     good = write_pdebench(field(), tmp_path / "good.h5", layout="group")
     (tmp_path / "cut.h5").write_bytes(good.read_bytes()[:64])
     with pytest.raises(ValueError) as err:
-        open_data(tmp_path / "cut.h5")
+        open_source(tmp_path / "cut.h5").dataset
     _one_line(err, "cut.h5", "unreadable")
 
 
@@ -109,13 +109,13 @@ def test_hdf5_in_no_layout(tmp_path):
     with h5py.File(tmp_path / "other.h5", "w") as f:
         f["whatever"] = np.zeros(3)
     with pytest.raises(ValueError) as err:
-        open_data(tmp_path / "other.h5")
+        open_source(tmp_path / "other.h5").dataset
     assert "other.h5" in str(err.value)
 
 
 def test_sniffing_handle_is_closed(tmp_path):
     pde_data.save(field(), tmp_path / "a.h5")
-    open_data(tmp_path / "a.h5").close()
+    open_source(tmp_path / "a.h5").dataset.close()
     with h5py.File(tmp_path / "a.h5", "a") as f:  # no read handle left open (HDF5 would refuse to write)
         f.attrs["touched"] = 1
 
@@ -134,7 +134,7 @@ def test_pdebench_single_file_chunks(tmp_path):
     with h5py.File(path) as f:
         for key in ("density", "pressure", "Vx", "Vy"):
             assert f[key].shape == (2, 5, 8, 6) and f[key].chunks == (1, 1, 8, 6), key
-    with open_data(path) as opened:
+    with open_source(path).dataset as opened:
         xr.testing.assert_equal(opened.load(), cfd)
 
 
@@ -164,7 +164,7 @@ def test_netcdf_save_chunks(tmp_path):
         assert f["steady"].chunks == (1, 8, 6)
         assert f["seq"].chunks == (1, 4, 2)  # a sequence keeps its time axis in one chunk
         assert f["per_time"].chunks != (1,)
-    xr.testing.assert_identical(pde_data.open_data(tmp_path / "a.nc").load(), ds)
+    xr.testing.assert_identical(pde_data.open_source(tmp_path / "a.nc").dataset.load(), ds)
 
 
 # circuitop info

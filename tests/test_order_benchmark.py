@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pde_data.order_benchmark import generate_order_benchmark, generate_order_splits, transfer
+from pde_data.generate.order import generate_order_benchmark, generate_order_splits, transfer
 
 TAU = 0.08
 

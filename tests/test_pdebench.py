@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from pde_data import open_pdebench, write_pdebench
-from pde_data.pdebench_config import format_config, parse_config
+from pde_data import open_source, write_pdebench
+from pde_data.formats.pdebench_config import format_config, parse_config
 from h5_reads import counting_reads
 
 F32 = np.float32
@@ -51,7 +51,7 @@ def _cases(rng):
 def test_round_trip(tmp_path, rng, case):
     (layout, name), ds = next((k, v) for k, v in _cases(rng).items() if k[0] == case)
     path = write_pdebench(ds, tmp_path / name, layout=layout)
-    with open_pdebench(path) as opened:
+    with open_source(path).dataset as opened:
         xr.testing.assert_identical(opened.load().drop_attrs(deep=False), ds.drop_attrs(deep=False))
         for key, value in ds.attrs.items():
             assert opened.attrs[key] == value
@@ -87,7 +87,7 @@ def test_config_yaml():
 def test_reads_one_slice(tmp_path, rng, monkeypatch, case):
     (layout, name), ds = next((k, v) for k, v in _cases(rng).items() if k[0] == case)
     path = write_pdebench(ds, tmp_path / name, layout=layout)
-    opened = open_pdebench(path)
+    opened = open_source(path).dataset
     var = next(iter(ds.data_vars))
     counts = counting_reads(monkeypatch)
     values = opened[var].isel(sample=1).values
@@ -114,7 +114,7 @@ def test_iterating_large_file_bounded_memory(tmp_path):
     path = write_pdebench(ds, tmp_path / "2D_rdb_NA_NA.h5", layout="rdb")
     del ds, chunk
     before = _resident_mb()
-    opened = open_pdebench(path)
+    opened = open_source(path).dataset
     total, growth = 0.0, 0.0
     for i in range(n):
         total += float(opened["h"].isel(sample=i).values.sum())
@@ -132,26 +132,26 @@ def _write(path, **arrays):
 
 def test_bad_files(tmp_path, rng):
     with pytest.raises(FileNotFoundError, match="no such file"):
-        open_pdebench(tmp_path / "missing.h5")
+        open_source(tmp_path / "missing.h5").dataset
     (tmp_path / "text.h5").write_text("not hdf5 at all")
-    with pytest.raises(ValueError, match="text.h5.*expected a NetCDF or HDF5 file"):
-        open_pdebench(tmp_path / "text.h5")
+    with pytest.raises(ValueError, match="text.h5.*expected a NetCDF, HDF5"):
+        open_source(tmp_path / "text.h5").dataset
     good = tmp_path / "good.hdf5"
     _write(good, nu=np.ones((2, 4, 4), F32), tensor=np.ones((2, 1, 4, 4), F32))
     truncated = tmp_path / "truncated.hdf5"
     truncated.write_bytes(good.read_bytes()[:600])
     with pytest.raises(ValueError, match="truncated.hdf5.*unreadable"):
-        open_pdebench(truncated)
+        open_source(truncated).dataset
     _write(tmp_path / "shape.hdf5", nu=np.ones((2, 4, 4), F32), tensor=np.ones((2, 1, 4, 5), F32),
            **{"x-coordinate": np.ones(4, F32), "y-coordinate": np.ones(4, F32)})
     with pytest.raises(ValueError, match=r"shape.hdf5: key 'tensor': expected shape \(2, 1, 4, 4\).*found \(2, 1, 4, 5\)"):
-        open_pdebench(tmp_path / "shape.hdf5")
+        open_source(tmp_path / "shape.hdf5").dataset
     _write(tmp_path / "nokey.hdf5", nu=np.ones((2, 4, 4), F32), tensor=np.ones((2, 1, 4, 4), F32))
     with pytest.raises(ValueError, match="nokey.hdf5: expected key 'x-coordinate'"):
-        open_pdebench(tmp_path / "nokey.hdf5")
+        open_source(tmp_path / "nokey.hdf5").dataset
     _write(tmp_path / "cfd.hdf5", density=np.ones((2, 3, 4), F32), Vx=np.ones((2, 3, 4), F32))
     with pytest.raises(ValueError, match="cfd.hdf5: expected key 'pressure'"):
-        open_pdebench(tmp_path / "cfd.hdf5")
+        open_source(tmp_path / "cfd.hdf5").dataset
 
 
 def test_nan_reported_per_slice(tmp_path):
@@ -159,7 +159,7 @@ def test_nan_reported_per_slice(tmp_path):
     u[2, 1, 1] = np.nan
     grid = {"x-coordinate": _grid(4), "y-coordinate": _grid(4)}
     _write(tmp_path / "nan.hdf5", nu=np.ones((3, 4, 4), F32), tensor=u[:, None], **grid)
-    ds = open_pdebench(tmp_path / "nan.hdf5")
+    ds = open_source(tmp_path / "nan.hdf5").dataset
     assert ds["u"].isel(sample=1).values.sum() == 16  # clean samples read fine
     with pytest.raises(ValueError, match="nan.hdf5: key 'tensor', sample 2: expected finite values, found NaN"):
         ds["u"].values
@@ -170,7 +170,7 @@ def test_group_channel_mismatch(tmp_path, rng):
     ds = _cases(rng)[("diff-react", "2D_diff-react_NA_NA.h5")]
     path = write_pdebench(ds, tmp_path / "g.h5", layout="group")
     with pytest.raises(ValueError, match=r"g.h5: key '0000/data': expected 1 channels \('h',\), found 2"):
-        open_pdebench(path, variables=("h",))
+        open_source(path, variables=("h",)).dataset
     with pytest.raises(ValueError, match="layout: expected one of"):
         write_pdebench(ds, tmp_path / "z.h5", layout="zarr")
 
@@ -181,14 +181,14 @@ def test_group_channel_mismatch(tmp_path, rng):
 ])
 def test_lazy_indexing_matches_loaded(tmp_path, rng, sel):
     ds = _cases(rng)[("diff-react", "2D_diff-react_NA_NA.h5")]
-    with open_pdebench(write_pdebench(ds, tmp_path / "2D_diff-react_NA_NA.h5", layout="diff-react")) as lazy:
+    with open_source(write_pdebench(ds, tmp_path / "2D_diff-react_NA_NA.h5", layout="diff-react")).dataset as lazy:
         xr.testing.assert_equal(lazy.isel(sel).load().drop_attrs(deep=False), ds.isel(sel))
 
 
 def test_sparse_sample_list_reads_only_those(tmp_path, rng, monkeypatch):
     ds = _cases(rng)[("darcy", "2D_DarcyFlow_beta1.0_Train.hdf5")]
     path = write_pdebench(ds, tmp_path / "d.hdf5", layout="darcy")
-    with open_pdebench(path) as lazy:
+    with open_source(path).dataset as lazy:
         counts = counting_reads(monkeypatch)
         values = lazy["a"].isel(sample=[0, 2]).values
         assert len(counts) == 2 and sum(counts) == 2 * 8 * 6  # sample 1 is skipped, not read
@@ -198,15 +198,15 @@ def test_sparse_sample_list_reads_only_those(tmp_path, rng, monkeypatch):
 def test_rewritten_file_is_read_afresh(tmp_path, rng):
     ds = _cases(rng)[("darcy", "2D_DarcyFlow_beta1.0_Train.hdf5")]
     path = write_pdebench(ds, tmp_path / "d.hdf5", layout="darcy")
-    first = open_pdebench(path)
+    first = open_source(path).dataset
     np.testing.assert_array_equal(first["a"].values, ds["a"].values)
     write_pdebench(ds.assign(a=ds["a"] + 1), path, layout="darcy")  # atomic replace, first still open
-    with open_pdebench(path) as second:
+    with open_source(path).dataset as second:
         np.testing.assert_array_equal(second["a"].values, ds["a"].values + 1)
     np.testing.assert_array_equal(first["a"].values, ds["a"].values)  # the old handle reads the old file
     first.close()
     with pytest.raises(ValueError, match="layout: expected one of"):
-        open_pdebench(path, layout="zarr")
+        open_source(path, layout="zarr").dataset
 
 
 def test_bad_group_files(tmp_path, rng):
@@ -216,19 +216,19 @@ def test_bad_group_files(tmp_path, rng):
         del f["0001/data"]
         f.create_dataset("0001/data", data=np.zeros((5, 8, 7, 1), F32))
     with pytest.raises(ValueError, match=r"key '0001/data': expected shape \(5, 8, 6, 1\).*found \(5, 8, 7, 1\)"):
-        open_pdebench(path)
+        open_source(path).dataset
     path = write_pdebench(ds, tmp_path / "2D_rdb_NA_NA.h5", layout="rdb")
     with h5py.File(path, "a") as f:
         del f["0000/grid/t"]
     with pytest.raises(ValueError, match=r"2D_rdb_NA_NA.h5:0000: expected key 'grid/t'"):
-        open_pdebench(path)
+        open_source(path).dataset
 
 
 def test_wrong_axes_named(tmp_path):
     _write(tmp_path / "1D_Burgers_Sols_Nu0.1.hdf5", tensor=np.ones((2, 3, 4, 5), F32))
     with pytest.raises(ValueError, match=r"key 'tensor': expected 3 axes, found shape \(2, 3, 4, 5\)"):
-        open_pdebench(tmp_path / "1D_Burgers_Sols_Nu0.1.hdf5", layout="1d")
+        open_source(tmp_path / "1D_Burgers_Sols_Nu0.1.hdf5", layout="1d").dataset
     _write(tmp_path / "1D_t.hdf5", tensor=np.ones((2, 3, 4), F32), **{"x-coordinate": _grid(4),
                                                                         "t-coordinate": np.arange(3, dtype=F32)})
     with pytest.raises(ValueError, match=r"key 't-coordinate': expected shape \(4,\), found \(3,\)"):
-        open_pdebench(tmp_path / "1D_t.hdf5")
+        open_source(tmp_path / "1D_t.hdf5").dataset

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from pde_data import open_pdebench, write_pdebench
-from pde_data.pdebench_read import LAYOUTS
+from pde_data import open_source, write_pdebench
+from pde_data.formats.pdebench_read import LAYOUTS
 from h5_reads import counting_reads
 
 F32 = np.float32
@@ -48,7 +48,7 @@ def test_ns_incom_round_trip_and_file_layout(tmp_path):
         assert {f[k].dtype for k in f} == {np.dtype(F32)}
         np.testing.assert_array_equal(f["velocity"][1, 2, :, :, 1], ds["vy"].values[1, 2])
         np.testing.assert_array_equal(f["force"][2, :, :, 0], ds["force_x"].values[2])
-    with open_pdebench(path) as opened:  # auto-detected from the keys
+    with open_source(path).dataset as opened:  # auto-detected from the keys
         assert opened.attrs["pdebench_layout"] == "ns_incom"
         xr.testing.assert_identical(opened.load().drop_attrs(deep=False), ds)
         assert "time_note" not in opened.attrs
@@ -61,7 +61,7 @@ def test_ns_incom_reads_one_block_of_one_sample(tmp_path, monkeypatch):
     ds = ns_incom()
     path = write_pdebench(ds, tmp_path / "ns.h5", layout="ns_incom")
     counts = counting_reads(monkeypatch)
-    opened = open_pdebench(path)
+    opened = open_source(path).dataset
     assert sum(counts) == 3 * 4  # opening reads the (N, T) 't' only
     for name, other, channels in (("vy", "vx", 2), ("particles", None, 1), ("force_y", "force_x", 2)):
         counts.clear()
@@ -84,7 +84,7 @@ def test_ns_incom_time_per_sample(tmp_path):
     t = np.stack([ds["time"].values + k for k in range(3)])
     ds = ds.assign_coords(time=(("sample", "time"), t))
     path = write_pdebench(ds, tmp_path / "ns.h5", layout="ns_incom")
-    with open_pdebench(path) as opened:
+    with open_source(path).dataset as opened:
         assert opened["time"].dims == ("sample", "time") and "differs between samples" in opened.attrs["time_note"]
         np.testing.assert_array_equal(opened["time"].values, t)
 
@@ -96,20 +96,20 @@ def test_ns_incom_errors(tmp_path):
         del f["force"]
     with pytest.raises(ValueError,
                        match=r"ns.h5: expected key 'force' \(a dataset\); found keys \['particles', 't', 'velocity'\]"):
-        open_pdebench(path)
+        open_source(path).dataset
     path = write_pdebench(ds, tmp_path / "ns.h5", layout="ns_incom")
     with h5py.File(path, "a") as f:
         del f["particles"]
         f.create_dataset("particles", data=np.zeros((3, 4, 8, 7, 1), F32))
     with pytest.raises(ValueError, match=r"key 'particles': expected shape \(3, 4, 8, 8, 1\) \(from 'velocity'\), "
                                          r"found \(3, 4, 8, 7, 1\)"):
-        open_pdebench(path)
+        open_source(path).dataset
     path = write_pdebench(ds, tmp_path / "ns.h5", layout="ns_incom")
     with h5py.File(path, "a") as f:
         del f["velocity"]
         f.create_dataset("velocity", data=np.zeros((3, 4, 8, 8, 3), F32))
     with pytest.raises(ValueError, match=r"key 'velocity': expected shape \(N, T, X, Y, 2\), found \(3, 4, 8, 8, 3\)"):
-        open_pdebench(path)
+        open_source(path).dataset
     with pytest.raises(ValueError,
                        match=r"write_pdebench\(layout='ns_incom'\): expected variables.*missing \['force_y'\]"):
         write_pdebench(ds.drop_vars("force_y"), tmp_path / "bad.h5", layout="ns_incom")
@@ -123,7 +123,7 @@ def test_cno_poisson_round_trip_order_and_laziness(tmp_path, monkeypatch):
         assert f["Sample_10/input"].shape == (8, 8) and f["min_out"][()] == F32(-0.25)
         np.testing.assert_array_equal(f["Sample_10/output"][()], ds["u"].values[10])
     counts = counting_reads(monkeypatch)
-    opened = open_pdebench(path)  # auto-detected from the Sample_* groups (not the generic "group" layout)
+    opened = open_source(path).dataset  # auto-detected from the Sample_* groups (not the generic "group" layout)
     assert sum(counts) == 4  # opening reads the four scalars only
     assert opened.attrs["pdebench_layout"] == "cno_poisson"
     assert {k: opened.attrs[k] for k in ds.attrs} == ds.attrs
@@ -139,7 +139,7 @@ def test_cno_poisson_scalars_from_data_and_sample_ids(tmp_path):
     ds = cno_poisson(n=3).assign_coords(sample_id=("sample", [4, 7, 20]))
     ds.attrs = {}
     path = write_pdebench(ds, tmp_path / "PoissonData_64x64_OUT.h5", layout="cno_poisson")
-    with open_pdebench(path) as opened:
+    with open_source(path).dataset as opened:
         assert opened.attrs["min_inp"] == float(ds["f"].min()) and opened.attrs["max_out"] == float(ds["u"].max())
         xr.testing.assert_identical(opened.load().drop_attrs(deep=False), ds)
 
@@ -149,21 +149,21 @@ def test_cno_poisson_errors(tmp_path):
     with h5py.File(path, "a") as f:
         del f["max_out"]
     with pytest.raises(ValueError, match=r"p.h5: expected key 'max_out' \(a dataset\)"):
-        open_pdebench(path)
+        open_source(path).dataset
     path = write_pdebench(cno_poisson(n=3), tmp_path / "p.h5", layout="cno_poisson")
     with h5py.File(path, "a") as f:
         del f["Sample_2/output"]
         f.create_dataset("Sample_2/output", data=np.zeros((8, 9), F32))
     with pytest.raises(ValueError,
                        match=r"key 'Sample_2/output': expected shape \(8, 8\) \(as 'Sample_0/input'\), found \(8, 9\)"):
-        open_pdebench(path)
+        open_source(path).dataset
     path = write_pdebench(cno_poisson(n=3), tmp_path / "p.h5", layout="cno_poisson")
     with h5py.File(path, "a") as f:
         del f["Sample_1/input"]
     with pytest.raises(ValueError, match=r"p.h5:Sample_1: expected key 'input'"):
-        open_pdebench(path)
+        open_source(path).dataset
     with pytest.raises(ValueError, match=r"expected per-sample groups 'Sample_0'"):
-        open_pdebench(write_pdebench(ns_incom(), tmp_path / "ns.h5", layout="ns_incom"), layout="cno_poisson")
+        open_source(write_pdebench(ns_incom(), tmp_path / "ns.h5", layout="ns_incom"), layout="cno_poisson").dataset
 
 
 def test_train_on_ns_incom_file(tmp_path, capsys):
@@ -172,7 +172,7 @@ def test_train_on_ns_incom_file(tmp_path, capsys):
 
     path = write_pdebench(ns_incom(n=6, nt=4), tmp_path / "ns_incom_inhom_2d_512-0.h5", layout="ns_incom")
     spec = RunSpec(data=DataSpec(str(path)), task=TaskSpec(window=2), model=ModelSpec("fno"))
-    with open_pdebench(path) as ds:  # by default windows use the time-dependent variables only
+    with open_source(path).dataset as ds:  # by default windows use the time-dependent variables only
         assert resolve(spec, ds).data.inputs == ("vx", "vy", "particles")
     args = ["train", "--data", str(path), "--model", "fno", "--out", str(tmp_path / "run"), "--window", "2",
             "--input", "vx", "vy", "--epochs", "1", "--batch-size", "4", "--split", "4,1,1",

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import scipy.fft
 
-from pde_data.poisson import generate_poisson, generate_poisson_splits, poisson_grid, solve_poisson
+from pde_data.generate.poisson import generate_poisson, generate_poisson_splits
 
-
+from pde_data.solvers.poisson import poisson_grid, solve_poisson
 @pytest.mark.parametrize("K", [16, 20])
 def test_solver_reproduces_analytic_u(K):
     ds = generate_poisson(3, K=K, n_grid=64, seed=1)

@@ -34,7 +34,7 @@ def test_batches_equal_the_whole(tmp_path, steady):
     truth = _truth(steady=steady)
     path = tmp_path / "pred" / "pred.nc"
     _write_in_batches(path, truth, [0, 3, 4, 7])
-    with pde_data.open_data(path) as back:
+    with pde_data.open_source(path).dataset as back:
         xr.testing.assert_identical(back[["u", "h"]].drop_attrs(deep=False), truth[["u", "h"]].drop_attrs(deep=False))
         assert back["u"].encoding["chunksizes"] == ((1, 6, 4) if steady else (1, 1, 6, 4))
         assert back["u"].encoding["zlib"]
@@ -47,7 +47,7 @@ def test_attrs_and_default_sample_ids(tmp_path):
     with PredictionWriter(tmp_path / "p.nc", like, ["u"], 3, attrs={"model": "fno"}) as out:
         out.write(0, truth[["u"]].isel(sample=[0, 1]).drop_vars("sample"))
         out.write(2, truth[["u"]].isel(sample=[2]))
-    with pde_data.open_data(tmp_path / "p.nc") as back:
+    with pde_data.open_source(tmp_path / "p.nc").dataset as back:
         assert back.attrs == {"model": "fno"}
         np.testing.assert_array_equal(back.sample.values, [0, 1, 102])  # rows, then the batch's own ids
         np.testing.assert_array_equal(back.u.values, truth.u.values)
@@ -103,10 +103,10 @@ def test_a_pdebench_template_writes_without_warnings(tmp_path):
 
     ds = xr.Dataset({"h": (("sample", "time", "x", "y"), np.random.default_rng(0).random((3, 2, 4, 4), dtype="f4"))})
     path = pde_data.write_pdebench(ds, tmp_path / "rdb.h5", layout="rdb")
-    like = pde_data.open_data(path)[["h"]].isel(sample=[0])
+    like = pde_data.open_source(path).dataset[["h"]].isel(sample=[0])
     assert like.h.dtype.byteorder == "<"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pde_data.PredictionWriter(tmp_path / "pred.nc", like, ["h"], 1) as out:
             out.write(0, like.load(), sample_ids=[0])
-    np.testing.assert_array_equal(pde_data.open_data(tmp_path / "pred.nc").h.values, like.h.values)
+    np.testing.assert_array_equal(pde_data.open_source(tmp_path / "pred.nc").dataset.h.values, like.h.values)

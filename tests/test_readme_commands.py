@@ -88,18 +88,18 @@ def _readme_commands() -> list[str]:
 def _prepare(command: str, folder: Path) -> None:
     """Files a command reads that no earlier README line writes."""
     if "darcy_test.pt" in command:  # neuraloperator's layout of the same physics: a dict of x and y tensors
-        darcy = pde_data.open_data(folder / "darcy.nc")
+        darcy = pde_data.open_source(folder / "darcy.nc").dataset
         torch.save({"x": torch.from_numpy(darcy["a"].values), "y": torch.from_numpy(darcy["u"].values)},
                    folder / "darcy_test.pt")
     if "new_inputs.nc" in command:  # inputs alone
-        pde_data.save(pde_data.open_data(folder / "darcy.nc")[["a"]].load(), folder / "new_inputs.nc")
+        pde_data.save(pde_data.open_source(folder / "darcy.nc").dataset[["a"]].load(), folder / "new_inputs.nc")
     if "digits.nc" in command:  # a tiny image set: images (sample, x, y) and integer labels (sample,)
         images = xr.Dataset({"image": (("sample", "x", "y"), np.random.default_rng(0).random((10, 16, 16))),
                              "label": (("sample",), np.arange(10) % 3)})
         pde_data.save(images, folder / "digits.nc")
     if command.startswith("circuitop evaluate --pred"):  # a run's predictions, and the data as NetCDF
         shutil.copy(folder / "runs" / "ns" / "evaluations" / "ns.h5-test" / "pred.nc", folder / "pred.nc")
-        pde_data.save(pde_data.open_data(folder / "ns.h5").load(), folder / "true.nc")
+        pde_data.save(pde_data.open_source(folder / "ns.h5").dataset.load(), folder / "true.nc")
 
 
 def test_the_readme_block_is_the_tested_one():

@@ -12,7 +12,7 @@ from sklearn.datasets import load_digits
 import pde_data
 from cli_run import run_cli
 from evaluation.gapped import gap_mask
-from pde_data.model import LENGTH, padded_time, time_steps, to_tensor, valid_mask
+from pde_data.core.model import LENGTH, padded_time, time_steps, to_tensor, valid_mask
 
 INPUTS = ["health", "gap"]
 
@@ -126,7 +126,7 @@ def test_gapped_digits_are_seeded(digits):
 def test_netcdf_round_trip(tmp_path, which, degradation, digits):
     ds = {"degradation": degradation, "digits": digits, "whole digits": pde_data.generate_gapped_digits()}[which]
     path = pde_data.save(ds, tmp_path / "set.nc")
-    with pde_data.open_data(path) as back:
+    with pde_data.open_source(path).dataset as back:
         xr.testing.assert_identical(back.load(), ds)
 
 
@@ -242,7 +242,7 @@ def test_generate_degradation_command(tmp_path):
             "--seed", "3"]
     done = run_cli(*args)
     assert done.returncode == 0, done.stderr
-    with pde_data.open_data(out) as ds:
+    with pde_data.open_source(out).dataset as ds:
         expected = pde_data.generate_degradation(12, min_length=4, max_length=7, seed=3)
         written = ds.load()
         spec = pde_data.GenerationSpec.from_json(json.loads(written.attrs.pop("circuitop_generator")))
@@ -258,7 +258,7 @@ def test_generate_digits_command(tmp_path, capsys):
     out = tmp_path / "digits.nc"
     done = run_cli("generate", "digits", "--out", out, "--gap", "0.3", "--seed", "1")
     assert done.returncode == 0, done.stderr
-    with pde_data.open_data(out) as ds:
+    with pde_data.open_source(out).dataset as ds:
         assert ds["pixels"].dims == ("sample", "time", "feature") and LENGTH in ds
         x, y, dt, mask = pde_data.SequenceDataset(out, ["pixels"], ["label"]).read_batch([0, 1])
         assert mask.sum(1).tolist() == ds[LENGTH].values[:2].tolist()

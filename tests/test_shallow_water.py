@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.optimize import brentq
 
-from pde_data.shallow_water import cell_centres, simulate_shallow_water
+from pde_data.solvers.shallow_water import cell_centres, simulate_shallow_water
 
 
 def _radial(n, radius=0.5, length=5.0):
@@ -151,7 +151,7 @@ def test_dam_break_dataset_round_trips_through_the_pdebench_layout(tmp_path):
     part = pde_data.generate_dam_break(1, n_grid=16, n_frames=6, seed=2, first_sample=2)
     np.testing.assert_array_equal(part.h.values, ds.h[2:].values)
     path = pde_data.write_pdebench(ds, tmp_path / "2D_rdb_NA_NA.h5", layout="rdb", variables=["h"])
-    back = pde_data.open_pdebench(path)
+    back = pde_data.open_source(path).dataset
     np.testing.assert_allclose(back.h.transpose("sample", "time", "x", "y").values, ds.h.values)
     np.testing.assert_allclose(back.x.values, ds.x.values, rtol=1e-6)
     import h5py
@@ -162,7 +162,7 @@ def test_dam_break_dataset_round_trips_through_the_pdebench_layout(tmp_path):
 
 
 def test_hll_flux_is_consistent_and_limited_faces_stay_between_neighbours():
-    from pde_data._swe_flux import face_states, hll_flux
+    from pde_data.solvers._swe_flux import face_states, hll_flux
 
     gen = torch.Generator().manual_seed(0)
     q = torch.stack([1 + torch.rand(2, 6, 5, generator=gen, dtype=torch.float64),
@@ -181,7 +181,7 @@ def test_hll_flux_is_consistent_and_limited_faces_stay_between_neighbours():
 
 
 def test_a_non_finite_state_names_the_time_and_sample():
-    from pde_data.shallow_water import _check_frame
+    from pde_data.solvers.shallow_water import _check_frame
 
     q = torch.ones(3, 3, 4, 4, dtype=torch.float64)
     q[2, 1, 0, 0] = float("nan")

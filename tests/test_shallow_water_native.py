@@ -1,4 +1,4 @@
-"""The fused shallow-water kernel (``pde_data/csrc/swe.cpp``) against its torch twin (``make_rhs`` +
+"""The fused shallow-water kernel (``pde_data/solvers/csrc/swe.cpp``) against its torch twin (``make_rhs`` +
 ``ssp_rk2_step``, ``_swe_flux.max_rate``): one step and the CFL rate on random states with momenta and
 dry patches, both limiters, odd grids, samples with dt = 0; whole runs; threads; the dispatch of
 ``step``/``cfl_rate`` and the fallback after a failed build. The solver's physics tests
@@ -12,9 +12,9 @@ import warnings
 import pytest
 import torch
 
-from pde_data.native import NativeKernelWarning
-from pde_data._swe_flux import max_rate
-from pde_data.shallow_water import SWE_KERNEL, cfl_rate, make_rhs, simulate_shallow_water, ssp_rk2_step, step
+from pde_data.core.native import NativeKernelWarning
+from pde_data.solvers._swe_flux import max_rate
+from pde_data.solvers.shallow_water import SWE_KERNEL, cfl_rate, make_rhs, simulate_shallow_water, ssp_rk2_step, step
 
 TOL = {torch.float32: dict(rtol=1e-6, atol=1e-6), torch.float64: dict(rtol=1e-12, atol=1e-12)}
 

@@ -21,9 +21,9 @@ import pytest
 import pde_data
 from cli_run import ENV, ROOT, run_cli
 from operators.cli import main
-from pde_data import verification
-from pde_data.manifest import ManifestError, read_manifest, sha256_of
-from pde_data.verification import STAMP, stamp_paths, verify_set
+from pde_data.formats import verification
+from pde_data.formats.manifest import ManifestError, read_manifest, sha256_of
+from pde_data.formats.verification import STAMP, stamp_paths, verify_set
 
 pytest.importorskip("distributed")
 
@@ -185,8 +185,8 @@ def test_hashing_keeps_memory_flat(data):
     manifest = read_manifest(data)
     shards = tuple(dataclasses.replace(s, bytes=shard.stat().st_size, sha256=sha256_of(shard)) if s.file == SHARD
                    else s for s in manifest.shards)
-    pde_data.manifest.write_manifest(data, dataclasses.replace(manifest, shards=shards))
-    code = ("import sys; from pde_data.verification import verify_set\n"
+    pde_data.generate.manifest.write_manifest(data, dataclasses.replace(manifest, shards=shards))
+    code = ("import sys; from pde_data.formats.verification import verify_set\n"
             "def kib(key): return int(open('/proc/self/status').read().split(key + ':')[1].split()[0])\n"
             "open('/proc/self/clear_refs', 'w').write('5'); before = kib('VmRSS')\n"
             "print(verify_set(sys.argv[1]).hashed, kib('VmHWM') - before)")

@@ -21,9 +21,10 @@ import torch
 import pde_data
 from cli_run import ENV, ROOT, run_cli
 from operators.cli import main
-from pde_data.generators import GenerationSpec, make_samples
-from pde_data.manifest import ManifestError, read_manifest, verify_manifest
-from pde_data.sharded import PROGRESS_TOPIC, generate_sharded, write_samples
+from pde_data.generate.registry import GenerationSpec, make_samples
+from pde_data.formats.manifest import ManifestError, read_manifest
+from pde_data.formats.verification import DamagedShards, verify_set
+from pde_data.generate.sharded import PROGRESS_TOPIC, generate_sharded, write_samples
 
 distributed = pytest.importorskip("distributed")
 
@@ -59,7 +60,7 @@ def _flip_a_byte(path: Path) -> None:
 
 
 def _bytes(folder) -> dict[str, bytes]:
-    with pde_data.open_data(folder) as ds:
+    with pde_data.open_source(folder).dataset as ds:
         return {str(k): v.values.tobytes() for k, v in ds.data_vars.items()}
 
 
@@ -88,8 +89,8 @@ def test_manifest_records_the_set_and_its_statistics_equal_a_full_fit(tmp_path, 
     assert [(s["start"], s["stop"]) for s in saved["shards"]] == [(0, 2), (2, 6), (6, 8), (8, 12), (12, 16)]
     for shard in manifest.shards:  # bytes and sha256 of the files
         assert shard.bytes == (tmp_path / "set" / shard.file).stat().st_size
-        assert shard.sha256 == pde_data.manifest.sha256_of(tmp_path / "set" / shard.file)
-    with pde_data.open_data(tmp_path / "set") as ds:
+        assert shard.sha256 == pde_data.formats.manifest.sha256_of(tmp_path / "set" / shard.file)
+    with pde_data.open_source(tmp_path / "set").dataset as ds:
         values = ds["vorticity"].values.astype(np.float64)
     stats = manifest.statistics["vorticity"]
     assert stats["count"] == values.size
@@ -110,20 +111,22 @@ def test_corrupt_and_foreign_shards_are_named_and_a_rerun_repairs_them(tmp_path,
     with open(shard, "ab") as fh:  # a shard that grew
         fh.write(b"junk")
     with pytest.raises(ManifestError, match=r"shard-00002-of-00004.nc: expected \d+ bytes as the manifest records"):
-        pde_data.open_data(tmp_path / "set")
+        pde_data.open_source(tmp_path / "set").dataset
     # another set's shard 1 in its place
     import dataclasses
     generate_sharded(dataclasses.replace(spec, seed=1), tmp_path / "other", shards=4, device="cpu", scheduler=clusters[1])
     shutil.copy(tmp_path / "other" / "shard-00001-of-00004.nc", tmp_path / "set" / "shard-00001-of-00004.nc")
     with pytest.raises(ManifestError, match="shard-00001-of-00004.nc: expected"):
-        pde_data.open_data(tmp_path / "set")
+        pde_data.open_source(tmp_path / "set").dataset
     _flip_a_byte(tmp_path / "set" / "shard-00003-of-00004.nc")  # same size, other content: only sha256 tells
-    problems = verify_manifest(tmp_path / "set")
+    with pytest.raises(DamagedShards) as damaged:
+        verify_set(tmp_path / "set", full=True)
+    problems = damaged.value.problems
     assert len(problems) == 3 and [p.split(": ")[0].rsplit("/", 1)[-1][:11] for p in problems] == [
         "shard-00001", "shard-00002", "shard-00003"]
     generate_sharded(spec, tmp_path / "set", shards=4, device="cpu", scheduler=clusters[1])  # the same call again
     assert {s.file: s.sha256 for s in read_manifest(tmp_path / "set").shards} == good
-    assert verify_manifest(tmp_path / "set") == []
+    assert verify_set(tmp_path / "set", full=True).hashed == 4
 
 
 def test_a_folder_of_other_parameters_is_refused_unless_overwrite(tmp_path, capsys, clusters):
@@ -135,9 +138,9 @@ def test_a_folder_of_other_parameters_is_refused_unless_overwrite(tmp_path, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("circuitop generate: error: ") and "made with other parameters" in err[-1]
     assert "n_grid: 16 here, 12 there" in err[-1] and "--overwrite" in err[-1]
-    assert read_manifest(tmp_path / "set").spec.params["n_grid"] == 12
+    assert read_manifest(tmp_path / "set").generator["params"]["n_grid"] == 12
     assert main([*args[:5], "16", *args[6:], "--overwrite"]) == 0
-    assert read_manifest(tmp_path / "set").spec.params["n_grid"] == 16
+    assert read_manifest(tmp_path / "set").generator["params"]["n_grid"] == 16
     assert main([*args[:5], "16", *args[6:9], "3", *args[10:]]) == 1  # another shard count: refused too
     assert "shards: 3 here, 2 there" in capsys.readouterr().err
 
@@ -181,10 +184,10 @@ _BLOCK_THE_FIRST_SHARD = '''
 import functools, inspect, json, os, time
 from pathlib import Path
 
-import pde_data.sharded
+import pde_data.generate.sharded
 
 _HANDSHAKE = Path({handshake!r})
-_write_samples = inspect.unwrap(pde_data.sharded.write_samples)  # Dask may run a preload twice
+_write_samples = inspect.unwrap(pde_data.generate.sharded.write_samples)  # Dask may run a preload twice
 
 
 @functools.wraps(_write_samples)
@@ -199,7 +202,7 @@ def _block_the_first(spec, samples, path, **kwargs):
         time.sleep(1)
 
 
-pde_data.sharded.write_samples = _block_the_first
+pde_data.generate.sharded.write_samples = _block_the_first
 '''
 
 #: a set of 4 shards, small enough that the rerun of the killed task is quick
@@ -262,7 +265,7 @@ def test_a_real_scheduler_and_two_workers_survive_a_killed_worker(tmp_path):
     try:  # each shard as a run without the kill writes it: the same bytes
         manifest = read_manifest(out)
         for shard in manifest.shards:
-            again = write_samples(manifest.spec, range(shard.start, shard.stop), tmp_path / shard.file, device="cpu")
+            again = write_samples(GenerationSpec.from_json(manifest.generator), range(shard.start, shard.stop), tmp_path / shard.file, device="cpu")
             assert again.sha256 == shard.sha256, shard.file
     finally:
         torch.set_num_threads(threads)

@@ -15,7 +15,7 @@ import yaml
 from torch.utils.data import DataLoader
 
 import pde_data
-import pde_data.source as source_module
+import pde_data.formats.source as source_module
 from h5_reads import counting_reads
 
 F32 = np.float32
@@ -129,7 +129,7 @@ class OsOpens:
 
 
 def counting_probes(monkeypatch) -> list[str]:
-    """From now on, append the path of every format probe (:func:`pde_data.opener.probe`) to the returned list."""
+    """From now on, append the path of every format probe (:func:`pde_data.formats.opener.probe`) to the returned list."""
     probes, original = [], source_module.probe
     monkeypatch.setattr(source_module, "probe", lambda path: probes.append(path) or original(path))
     return probes
@@ -274,7 +274,7 @@ def test_open_data_is_the_sources_dataset_without_side_channels(tmp_path):
     source = pde_data.open_source(pde_data.save(odd, tmp_path / "odd.nc"))
     torch.testing.assert_close(source.read(["u"], [1]), pde_data.to_tensor(odd.isel(sample=[1]), ["u"]))
     path = write_well(tmp_path / "flow.hdf5", stats=STATS)
-    with pde_data.open_data(path) as ds:
+    with pde_data.open_source(path).dataset as ds:
         assert "source_file" not in ds.attrs and "source_format" not in ds.attrs and "well_stats" not in ds.attrs
         assert all(not var.encoding for var in ds.variables.values())
     with pytest.raises(TypeError, match="data: expected a Source, a path or an xarray.Dataset, found int"):

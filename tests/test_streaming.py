@@ -21,7 +21,7 @@ from operators.training import (DataSpec, Loader, LoadingSpec, ModelSpec, OptimS
 from operators.training import loader as loader_module
 from operators.training.data import make_loaders
 from operators.training.distributed import DistInfo
-from pde_data.batches import BatchReads
+from pde_data.datasets.batches import BatchReads
 from test_trainer import write_poisson
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -77,7 +77,7 @@ def test_window_batches_are_the_same_from_every_layout(cfd_file, tmp_path, layou
 
 
 def test_cached_items_equal_streamed_items(cfd_file):
-    norm = pde_data.fit_normalizer(pde_data.open_data(cfd_file), list(CFD), indices=[0, 2, 3])
+    norm = pde_data.fit_normalizer(pde_data.open_source(cfd_file).dataset, list(CFD), indices=[0, 2, 3])
     common = dict(m=2, horizon=1, indices=[0, 2, 3, 5], normalizer=norm, dtype=torch.float64)
     streamed = pde_data.WindowDataset(cfd_file, list(CFD), **common)
     cached = pde_data.WindowDataset(cfd_file, list(CFD), cache=True, **common)
@@ -207,7 +207,7 @@ def test_evaluation_of_a_copy_scores_the_stored_split_and_another_file_is_refuse
     copy = evaluate_run(tmp_path / "run", moved)
     assert copy["samples"] == "test" and copy["n_samples"] == 4 and copy["metrics"] == first["metrics"]
     folder = tmp_path / "run" / "evaluations" / "renamed.nc-test"
-    predictions = pde_data.open_data(folder / "pred.nc")
+    predictions = pde_data.open_source(folder / "pred.nc").dataset
     assert predictions.sizes["sample"] == 4 and "u" in predictions
     assert copy["out"] == str(folder) and str(folder / "pred.nc") in copy["files"]
     other = write_poisson(tmp_path / "other.nc", n_samples=18, seed=1)

@@ -138,7 +138,7 @@ def test_a_flattened_tensor_field_reads_by_component(tmp_path):
         f["t2_fields"].create_dataset("stress", data=data).attrs.update(
             {"dim_varying": [True, True], "sample_varying": True, "time_varying": True})
         f["t2_fields"].attrs["field_names"] = ["stress"]
-    ds = pde_data.open_data(path)
+    ds = pde_data.open_source(path).dataset
     np.testing.assert_array_equal(ds["stress_xy"].values, STRESS[..., 0, 1])
 
 

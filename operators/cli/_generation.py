@@ -20,10 +20,10 @@ import xarray as xr
 from tqdm import tqdm
 
 import pde_data
-import pde_data.generators
-import pde_data.manifest
-import pde_data.sharded
-from pde_data.room import check_room, format_bytes as _size
+import pde_data.generate.registry
+import pde_data.formats.manifest
+import pde_data.generate.sharded
+from pde_data.core.room import check_room, format_bytes as _size
 
 __all__ = ["positive_int", "non_negative_int", "positive_float", "non_negative_float", "add_common_options",
            "add_pdebench_option", "report_options", "check_out", "announce", "write", "progress_bar",
@@ -123,7 +123,7 @@ def _check_folder(folder: Path) -> Path:
     """The shards' folder: created, and a file can be written there (else one line naming ``--out``)."""
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--out: expected a folder for the shards with --shards, found a file {folder}")
-    check_out(folder / pde_data.manifest.MANIFEST, overwrite=True)
+    check_out(folder / pde_data.formats.manifest.MANIFEST, overwrite=True)
     return folder
 
 
@@ -172,7 +172,7 @@ def run_generation(spec: pde_data.GenerationSpec, args: argparse.Namespace, *, d
             if getattr(args, option) is not None:
                 raise ValueError(f"--{option}: expected with --shards (the Dask options shard the set), found it alone")
         path = check_out(args.out, overwrite=args.overwrite)
-        announce(path, spec.n, sample_bytes=pde_data.generators.sample_bytes(spec))
+        announce(path, spec.n, sample_bytes=pde_data.generate.registry.sample_bytes(spec))
         with progress_bar(spec.n, unit="sample", desc=spec.kind) as bar:
             pde_data.write_samples(spec, range(spec.n), path, pdebench_layout=layout,
                                    pdebench_variables=getattr(args, "pdebench_variables", None), device=device,
@@ -184,9 +184,9 @@ def run_generation(spec: pde_data.GenerationSpec, args: argparse.Namespace, *, d
         raise ValueError("--pdebench: expected one output file; shards are NetCDF (leave out --shards, or --pdebench)")
     if args.workers is not None and args.scheduler is not None:
         raise ValueError("--workers: expected either --workers (a local cluster) or --scheduler, found both")
-    pde_data.sharded.plan_shards(spec, args.shards)  # the shard count checked before the folder is made
+    pde_data.generate.sharded.plan_shards(spec, args.shards)  # the shard count checked before the folder is made
     folder = _check_folder(args.out)
-    announce(folder / "shard-*.nc", spec.n, sample_bytes=pde_data.generators.sample_bytes(spec))
+    announce(folder / "shard-*.nc", spec.n, sample_bytes=pde_data.generate.registry.sample_bytes(spec))
     with progress_bar(spec.n, unit="sample", desc=f"{spec.kind} on Dask") as bar:
         def show(info) -> None:
             bar.update(info["done"] - bar.n)
@@ -199,7 +199,7 @@ def run_generation(spec: pde_data.GenerationSpec, args: argparse.Namespace, *, d
         except FileExistsError as exc:  # the library names its parameter
             raise FileExistsError(f"--out: {exc}".replace("overwrite=True", "--overwrite")) from None
     print(f"wrote {folder}: {spec.n} samples in {len(manifest.shards)} shards "
-          f"({_size(manifest.bytes)}), manifest {folder / pde_data.manifest.MANIFEST}")
+          f"({_size(manifest.bytes)}), manifest {folder / pde_data.formats.manifest.MANIFEST}")
     return 0
 
 

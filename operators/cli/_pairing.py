@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from pde_data.model import SAMPLE, TIME
+from pde_data.core.model import SAMPLE, TIME
 
 __all__ = ["align", "check_coords"]
 

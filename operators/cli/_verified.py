@@ -1,5 +1,5 @@
 """``--no-verify`` and the check every reading command (``train``, ``evaluate``, ``predict``) makes first: a
-generated set's shards against their manifest's sha256 (:func:`pde_data.verification.verify_set`, hashed once,
+generated set's shards against their manifest's sha256 (:func:`pde_data.formats.verification.verify_set`, hashed once,
 then trusted by its stamp). Other files have no manifest and are not checked.
 
 Under ``torchrun`` only local rank 0 of each node verifies; the node's other processes wait for it where the
@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from pde_data.manifest import MANIFEST, is_manifest_folder
+from pde_data.formats.manifest import MANIFEST, is_manifest_folder
 
 __all__ = ["add_no_verify", "verify_data", "verified_set", "summary"]
 
@@ -43,14 +43,14 @@ def verify_data(path: str | os.PathLike | None, *, skip: bool = False) -> None:
 
 
 def verified_set(path: str | os.PathLike, *, full: bool = False):
-    """:func:`pde_data.verification.verify_set` with one line on stderr before hashing a GiB or more (minutes on
+    """:func:`pde_data.formats.verification.verify_set` with one line on stderr before hashing a GiB or more (minutes on
     a slow disk), and a damaged shard's remedy given as the command that remakes it.
 
     Raises:
         ManifestError: the shards that differ from the manifest, and the generate command to re-run.
     """
-    from pde_data.manifest import ManifestError
-    from pde_data.verification import DamagedShards, verify_set
+    from pde_data.formats.manifest import ManifestError
+    from pde_data.formats.verification import DamagedShards, verify_set
 
     def announce(shards: int, size: int) -> None:
         if size >= 1 << 30:

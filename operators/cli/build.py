@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 import circuitop
-from pde_data.native import build_kernels
-from pde_data.shallow_water import SWE_KERNEL
+from pde_data.core.native import build_kernels
+from pde_data.solvers.shallow_water import SWE_KERNEL
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--initial-step: expected a non-negative integer, found {args.initial_step}")
     for path in (args.pred, args.true):
         verify_data(path, skip=args.no_verify)
-    pred, true = pde_data.open_data(args.pred), pde_data.open_data(args.true)
+    pred, true = pde_data.open_source(args.pred).dataset, pde_data.open_source(args.true).dataset
     try:
         true = align(pred, true)
         if args.ignore_coords:

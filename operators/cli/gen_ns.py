@@ -11,7 +11,7 @@ import argparse
 import torch
 
 import pde_data
-import pde_data.generators
+import pde_data.generate.registry
 from operators.cli._generation import (add_common_options, add_pdebench_option, non_negative_float, positive_float,
                                        positive_int, report_options, run_generation)
 from operators.training import distributed
@@ -24,7 +24,7 @@ def add_device_options(p: argparse.ArgumentParser) -> None:
     """``--device`` (default: cuda when available, else cpu) and ``--dtype`` (float32 or float64)."""
     if "--device" not in p._option_string_actions:  # the shared options may add it one day
         p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
-    p.add_argument("--dtype", choices=sorted(pde_data.generators.DTYPES), default="float32",
+    p.add_argument("--dtype", choices=sorted(pde_data.generate.registry.DTYPES), default="float32",
                    help="simulation dtype (default %(default)s)")
 
 
@@ -46,8 +46,8 @@ def device_of(args: argparse.Namespace) -> str | None:
 def register(problems: argparse._SubParsersAction) -> None:
     p = problems.add_parser("ns", help="2D Navier-Stokes vorticity (FNO benchmark, CHONN Eqs. 66-70)",
                             description=__doc__.split("\n", 2)[2].strip())
-    defaults = pde_data.generators.KINDS["ns"].defaults
-    add_common_options(p, n_default=32, seed_default=pde_data.generators.SEEDS["ns"])
+    defaults = pde_data.generate.registry.KINDS["ns"].defaults
+    add_common_options(p, n_default=32, seed_default=pde_data.generate.registry.SEEDS["ns"])
     add_device_options(p)
     p.add_argument("--visc", type=non_negative_float, default=defaults["visc"], help="viscosity (default %(default)s)")
     p.add_argument("--n-sim", type=positive_int, default=defaults["n_sim"],

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 import pde_data
-import pde_data.generators
+import pde_data.generate.registry
 from operators.cli._generation import (add_common_options, announce, check_out, positive_float, positive_int,
                                        report_options, run_generation)
 
@@ -17,8 +17,8 @@ _ORDERS = (1, 2, 3, 4)
 
 def register(problems: argparse._SubParsersAction) -> None:
     p = problems.add_parser("order", help="1D order benchmark (I - tau^2 d_ss)^n y = x (CHONN Eqs. 39-43)")
-    defaults = pde_data.generators.KINDS["order"].defaults
-    add_common_options(p, n_default=12_000, seed_default=pde_data.generators.SEEDS["order"])
+    defaults = pde_data.generate.registry.KINDS["order"].defaults
+    add_common_options(p, n_default=12_000, seed_default=pde_data.generate.registry.SEEDS["order"])
     p.add_argument("--order", type=positive_int, default=defaults["order"],
                    help="operator order n (T1-T4; default %(default)s)")
     p.add_argument("--tau", type=positive_float, default=defaults["tau"], help="length scale tau (default %(default)s)")
@@ -27,7 +27,7 @@ def register(problems: argparse._SubParsersAction) -> None:
     p.add_argument("--splits", action="store_true",
                    help="write the standard train/val/test sets (seeds 42/43/44) for orders 1-4 into the "
                         "folder --out as order_T<n>_<split>.nc (--n, --seed, --order are not used)")
-    sizes = tuple(size for size, _ in pde_data.order_benchmark.SPLITS.values())
+    sizes = tuple(size for size, _ in pde_data.generate.order.SPLITS.values())
     p.add_argument("--sizes", type=positive_int, nargs=3, default=sizes, metavar=("TRAIN", "VAL", "TEST"),
                    help=f"split sizes with --splits (default {' '.join(map(str, sizes))})")
     p.set_defaults(func=run)
@@ -49,13 +49,13 @@ def run(args: argparse.Namespace) -> int:
 def _run_splits(args: argparse.Namespace) -> int:
     if args.shards is not None:
         raise ValueError("--shards: expected one set to shard, found --splits (shard one set at a time)")
-    seeds = [s for _, s in pde_data.order_benchmark.SPLITS.values()]
+    seeds = [s for _, s in pde_data.generate.order.SPLITS.values()]
     splits = {name: (size, seed) for name, size, seed in zip(("train", "val", "test"), args.sizes, seeds)}
     folder = Path(args.out)
     paths = {(name, order): check_out(folder / f"order_T{order}_{name}.nc", overwrite=args.overwrite)
              for name in splits for order in _ORDERS}
     announce(folder / "order_T{1-4}_{train,val,test}.nc", len(_ORDERS) * sum(args.sizes),
-             sample_bytes=pde_data.generators.sample_bytes(spec(args)))
+             sample_bytes=pde_data.generate.registry.sample_bytes(spec(args)))
     sets = pde_data.generate_order_splits(orders=_ORDERS, n_points=args.n_points, tau=args.tau, splits=splits)
     for key, ds in sets.items():
         path = pde_data.save(ds, paths[key])

@@ -21,7 +21,7 @@ def register(problems: argparse._SubParsersAction) -> None:
                             description=__doc__.split("\n", 2)[2].strip())
     add_common_options(p, n_default=200, seed_default=0)
     add_device_options(p)
-    defaults = pde_data.generators.KINDS["swe"].defaults
+    defaults = pde_data.generate.registry.KINDS["swe"].defaults
     p.add_argument("--n-grid", type=positive_int, default=defaults["n_grid"],
                    help="cells per side on [-2.5, 2.5]^2 (default %(default)s)")
     p.add_argument("--t-final", type=positive_float, default=defaults["t_final"], help="final time (default %(default)s)")

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 import pde_data
-import pde_data.manifest
+import pde_data.formats.manifest
 from pde_data import model
 
 _PACKAGES = ("circuitop", "torch", "neuraloperator", "ncps", "numpy", "scipy", "xarray", "h5py",
@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def environment() -> dict[str, str]:
     """Versions, the torch device that would be used and the thread count."""
     info = {name: version or "not installed"
-            for name, version in pde_data.manifest.package_versions(_PACKAGES).items()}
+            for name, version in pde_data.core.versions.package_versions(_PACKAGES).items()}
     info["device"] = f"cuda ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else "cpu"
     info["torch threads"] = str(torch.get_num_threads())
     return info
@@ -54,19 +54,19 @@ def describe(path: str) -> list[str]:
 
 
 def describe_set(folder: Path, *, verify: bool = False) -> list[str]:
-    """One line per fact about a generated set's folder (:mod:`pde_data.manifest`), after its shards are checked
-    against the manifest's sha256 (:func:`pde_data.verification.verify_set`: those its stamp does not vouch for;
+    """One line per fact about a generated set's folder (:mod:`pde_data.formats.manifest`), after its shards are checked
+    against the manifest's sha256 (:func:`pde_data.formats.verification.verify_set`: those its stamp does not vouch for;
     with ``verify``, every one).
 
     Raises:
         ManifestError: a shard disagrees with the manifest (every one that does, in one line).
     """
     from operators.cli._verified import summary, verified_set
-    from pde_data.manifest import read_manifest
+    from pde_data.formats.manifest import read_manifest
 
     verified = verified_set(folder, full=verify)
     manifest = read_manifest(folder)
-    spec = manifest.spec
+    spec = pde_data.generate.registry.GenerationSpec.from_json(manifest.generator)
     with pde_data.open_source(folder) as source:  # checks each shard's bytes, samples and variables
         sizes = dict(source.sizes)
     lines = [f"set: {folder}", f"generator: {spec.kind}, {spec.n} samples, seed {spec.seed}",
@@ -155,11 +155,11 @@ def _evaluations(run_dir: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.verify and not (args.path and pde_data.manifest.is_manifest_folder(args.path)):
+    if args.verify and not (args.path and pde_data.formats.manifest.is_manifest_folder(args.path)):
         raise ValueError(f"--verify: expected a generated set's folder (with manifest.json), found {args.path}")
     if not args.path:
         lines = [f"{k}: {v}" for k, v in environment().items()]
-    elif pde_data.manifest.is_manifest_folder(args.path):
+    elif pde_data.formats.manifest.is_manifest_folder(args.path):
         lines = describe_set(Path(args.path), verify=args.verify)
     elif Path(args.path).is_dir() or Path(args.path).suffix == ".pt" and _is_checkpoint(Path(args.path)):
         lines = describe_run(Path(args.path))

@@ -79,7 +79,7 @@ def _up_axis_adjoint(grad: torch.Tensor, axis: int) -> torch.Tensor:
 def _native_or(name: str, torch_fn):
     """The map ``name`` of ``circuitop/csrc/resample.cpp`` on CPU float32/float64 fields with 1 or 2
     spatial axes (one pass over the data), else its torch formulation ``torch_fn``; further tensor
-    arguments are passed to either. (The kernel is ``circuitop``'s, built by ``pde_data.native``, the
+    arguments are passed to either. (The kernel is ``circuitop``'s, built by ``pde_data.core.native``, the
     project's one builder of native kernels.)"""
 
     def apply(x: torch.Tensor, *more: torch.Tensor) -> torch.Tensor:

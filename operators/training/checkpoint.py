@@ -5,7 +5,7 @@ statistics, the resolved run spec as plain values (:meth:`operators.training.Run
 RNG states as tensors. Nothing in it needs a custom class to be unpickled, and a file that does is refused.
 
 A write that fills the disk removes its temporary file, so the checkpoint it was to replace stays whole, and
-raises a :class:`~pde_data.room.NoRoomError` naming the folder, the bytes needed and the bytes free.
+raises a :class:`~pde_data.core.room.NoRoomError` naming the folder, the bytes needed and the bytes free.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from pde_data import atomic_path
-from pde_data.room import NoRoomError, format_bytes, free_bytes, is_disk_full
+from pde_data.core.room import NoRoomError, format_bytes, free_bytes, is_disk_full
 
 __all__ = ["save_checkpoint", "link_checkpoint", "load_checkpoint", "rng_state", "set_rng_state", "tensor_state",
            "state_bytes", "estimate_bytes", "CheckpointError"]

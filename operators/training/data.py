@@ -26,7 +26,7 @@ from operators.training import online
 from operators.training.distributed import DistInfo
 from operators.training.loader import Loader
 from operators.training.spec import RunSpec
-from pde_data.room import format_bytes
+from pde_data.core.room import format_bytes
 
 __all__ = ["make_loaders", "default_workers", "RunData", "MemoryPlan", "memory_plan"]
 
@@ -79,7 +79,7 @@ class MemoryPlan:
     ``set_bytes``: the train and validation splits; held in this process when ``cached``, else streamed.
     ``batch_bytes``: one training batch (every tensor of it). Each of ``workers`` loader processes of each of
     ``loaders`` loaders keeps up to ``kept`` batches of shared memory for reuse
-    (:class:`pde_data.batches.BatchBuffers`); this process maps a worker's batch while it uses it.
+    (:class:`pde_data.datasets.batches.BatchBuffers`); this process maps a worker's batch while it uses it.
     """
 
     set_bytes: int

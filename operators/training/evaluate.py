@@ -44,7 +44,7 @@ from operators.training.run import LoadedRun, check_source, load_run, trained_da
 from operators.training.runfolder import EVALUATIONS
 from operators.training.spec import SpecError
 from operators.training.tasks import EvalOptions
-from pde_data.model import SAMPLE, spatial_dims
+from pde_data.core.model import SAMPLE, spatial_dims
 
 __all__ = ["evaluate_run", "predict_run", "evaluation_folder", "json_safe", "FEW_SAMPLES", "SAMPLE_CHOICES"]
 

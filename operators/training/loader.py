@@ -9,7 +9,7 @@ the file (sample-major, frames in order).
 Worker processes (``workers > 0``) are persistent and prefetch ``prefetch`` batches each; every worker
 opens its own file handle after it starts (the datasets hold a path, not a handle) and runs one torch
 thread. A read error in a worker comes back as one line naming the file and sample. A worker reads a
-``pde_data`` dataset's batches into shared memory it reuses (:class:`pde_data.batches.BatchBuffers`): the
+``pde_data`` dataset's batches into shared memory it reuses (:class:`pde_data.datasets.batches.BatchBuffers`): the
 tensors handed out here release their buffer back to the worker when nothing here references them any
 more. On a CUDA device the main process reads into page-locked memory, copied to the device without
 blocking.
@@ -30,8 +30,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from operators.training.distributed import DistInfo
 from pde_data import DataReadError
-from pde_data.batches import pinned_batches, release
-from pde_data.reading import one_line
+from pde_data.datasets.batches import pinned_batches, release
+from pde_data.core.errors import one_line
 
 __all__ = ["Loader", "Batch", "epoch_order", "global_batches"]
 
@@ -84,7 +84,7 @@ class _ReadFailure:
 
 
 class _Lent:
-    """A batch read by a worker into its reused shared memory (:class:`pde_data.batches.BatchBuffers`), with
+    """A batch read by a worker into its reused shared memory (:class:`pde_data.datasets.batches.BatchBuffers`), with
     the flags the main process sets once it holds no copy of a buffer (the worker then reads into it again)."""
 
     def __init__(self, tensors: tuple[torch.Tensor, ...], flags: torch.Tensor, slots: list[int]):
@@ -155,7 +155,7 @@ class Loader:
 
     Args:
         dataset: a map-style dataset with ``read_batch(items) -> tuple of stacked tensors`` (every
-            ``pde_data`` dataset; :class:`pde_data.batches.BatchReads`).
+            ``pde_data`` dataset; :class:`pde_data.datasets.batches.BatchReads`).
         batch_size: global batch size (split over processes).
         seed: seed of the per-epoch order. shuffle: ``False`` keeps the item order (validation).
         dist: this process's place; ``world_size`` processes split every global batch.

@@ -1,5 +1,5 @@
 """Training on samples generated as it goes, with no files: the data of a run whose ``data.generate`` names a
-generator (:data:`pde_data.generators.KINDS`; the torch solvers run on the training device).
+generator (:data:`pde_data.generate.registry.KINDS`; the torch solvers run on the training device).
 
 ==================  ==========================================================================================
 set                 samples
@@ -10,7 +10,7 @@ validation, test    the ``data.split`` sizes of a fixed set: ``data.path`` if gi
 ==================  ==========================================================================================
 
 Sample ``i`` of a stream is a function of the seed, ``i`` and the generator's parameters alone
-(:func:`pde_data.generators.make_samples`), so every epoch sees new samples, a resumed run sees the very samples
+(:func:`pde_data.generate.registry.make_samples`), so every epoch sees new samples, a resumed run sees the very samples
 an uninterrupted one does, and ``evaluate`` makes the fixed set again bit for bit (its fingerprint is stored).
 The normalizers are fitted on epoch 0's samples (the training data, as a file run's are on its training split).
 An epoch's samples are read like a cached file's (:meth:`~operators.training.tasks.Task.dataset` over an
@@ -41,8 +41,8 @@ from operators.training.distributed import DistInfo, all_gather_rows, all_reduce
 from operators.training.loader import Batch, Loader, global_batches
 from operators.training.spec import RunSpec, SpecError, Splits
 from operators.training.tasks import Normalizers, Task, make_task, resolve
-from pde_data.generators import KINDS, GenerationSpec, block_size, make_samples
-from pde_data.model import SAMPLE
+from pde_data.generate.registry import KINDS, GenerationSpec, block_size, make_samples
+from pde_data.core.model import SAMPLE
 
 __all__ = ["completed", "fixed_set", "epoch_set", "rank_samples", "open_fixed", "resolve_run", "Stream", "StreamLoader",
            "fit_stream_normalizers", "typed_params"]

@@ -38,8 +38,8 @@ from operators.training.spec import RunSpec, SpecError, conflicts, resumed
 from operators.training.tasks import Normalizers, Task, make_task
 from operators.training.trainer import CHECKPOINT_COPIES, LOG_BYTES, Trainer
 from pde_data import atomic_path
-from pde_data.model import SAMPLE
-from pde_data.room import NoRoomError
+from pde_data.core.model import SAMPLE
+from pde_data.core.room import NoRoomError
 
 __all__ = ["train_run", "load_run", "stored_spec", "LoadedRun", "check_source", "trained_data", "CONFIG_FILE",
            "RUN_FILE"]

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from pde_data.room import check_room, format_bytes
+from pde_data.core.room import check_room, format_bytes
 
 __all__ = ["claim", "RunFolder", "RunFolderError", "Holder", "RUN_FILES", "EVALUATIONS", "LOCK"]
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from operators.training.spec_values import SpecError, Splits, check, plain, typed
-from pde_data.fingerprint import Fingerprint
+from pde_data.core.fingerprint import Fingerprint
 
 __all__ = ["RunSpec", "DataSpec", "TaskSpec", "ModelSpec", "OptimSpec", "LoadingSpec", "Splits", "SpecError",
            "SPEC_VERSION", "RESUMABLE", "conflicts", "resumed"]
@@ -53,7 +53,7 @@ RESUMABLE = ("optim.epochs", "optim.patience", "data.path", "loading.")
 class DataSpec:
     """The source and what is read from it. Empty ``inputs``/``targets``: chosen from the data.
 
-    A run trains on generated data when ``generate`` names a generator (:data:`pde_data.generators.KINDS`):
+    A run trains on generated data when ``generate`` names a generator (:data:`pde_data.generate.registry.KINDS`):
     epoch ``e`` trains on samples ``[e·N, (e+1)·N)`` (``N = samples_per_epoch``) of the stream of seed
     ``generate_seeds[0]``, made as it goes (:mod:`operators.training.online`), with the generator's
     ``generator`` parameters (completed with their defaults once resolved); validation and test read the

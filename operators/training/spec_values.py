@@ -10,7 +10,7 @@ import types
 import typing
 from dataclasses import dataclass
 
-from pde_data.fingerprint import Fingerprint
+from pde_data.core.fingerprint import Fingerprint
 
 __all__ = ["check", "CHOICES", "SpecError", "Splits", "plain", "typed"]
 
@@ -185,5 +185,5 @@ def _splits(value):
 
 def _describe(hint) -> str:
     text = str(hint).replace("typing.", "").replace("NoneType", "None")
-    return text.replace("<class '", "").replace("'>", "").replace("pde_data.fingerprint.", "").replace(
+    return text.replace("<class '", "").replace("'>", "").replace("pde_data.core.fingerprint.", "").replace(
         "operators.training.spec.", "")

@@ -40,7 +40,7 @@ from operators.training.loader import Loader, epoch_order
 from operators.training.optim import clip_gradients, make_optimizer, make_scheduler
 from operators.training.tasks.base import MetricSums
 from pde_data import atomic_path
-from pde_data.room import NoRoomError, format_bytes, free_bytes, is_disk_full
+from pde_data.core.room import NoRoomError, format_bytes, free_bytes, is_disk_full
 
 __all__ = ["Trainer", "NonFiniteLossError", "epoch_order", "CHECKPOINT_COPIES", "LOG_BYTES"]
 

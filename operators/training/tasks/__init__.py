@@ -17,7 +17,7 @@ from operators.training.tasks.base import EvalOptions, Normalizers, Task
 from operators.training.tasks.classify import Classify, label_target
 from operators.training.tasks.fields import Steady, Window
 from operators.training.tasks.sequence import Sequence
-from pde_data.model import SAMPLE, kind_of
+from pde_data.core.model import SAMPLE, kind_of
 
 __all__ = ["Task", "Steady", "Window", "Classify", "Sequence", "TASKS", "Normalizers", "EvalOptions", "resolve",
            "make_task", "default_sizes"]

@@ -21,7 +21,7 @@ import pde_data
 from operators.training.augment import random_shift
 from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, MetricSums, Normalizers, Task, fit_variables
-from pde_data.model import SAMPLE, TIME, spatial_dims
+from pde_data.core.model import SAMPLE, TIME, spatial_dims
 
 __all__ = ["Classify", "CLASS_METRICS", "label_target", "check_labels", "classes_dataset", "label_metrics", "label_score",
            "majority_baseline"]

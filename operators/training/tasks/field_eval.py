@@ -22,7 +22,7 @@ import pde_data
 from operators.rollout import rollout
 from operators.training.spec import SpecError
 from pde_data import atomic_path
-from pde_data.model import SAMPLE, TIME
+from pde_data.core.model import SAMPLE, TIME
 
 __all__ = ["evaluate_fields", "infer_fields"]
 

@@ -18,7 +18,7 @@ import pde_data
 from operators.rollout import rollout
 from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, Normalizers, Task, fit_variables, standing_in
-from pde_data.model import TIME, spatial_dims
+from pde_data.core.model import TIME, spatial_dims
 
 __all__ = ["Steady", "Window", "FIELD_LOSSES", "FIELD_METRICS"]
 

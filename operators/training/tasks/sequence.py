@@ -35,7 +35,7 @@ from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, MetricSums, Normalizers, Task
 from operators.training.tasks.classify import (check_labels, classes_dataset, label_metrics, label_score, label_target,
                                               majority_baseline)
-from pde_data.model import FEATURE, LENGTH, ROLE, SAMPLE, TARGET, TIME
+from pde_data.core.model import FEATURE, LENGTH, ROLE, SAMPLE, TARGET, TIME
 
 __all__ = ["Sequence", "RUL"]
 

@@ -1,0 +1,2 @@
+"""Torch datasets over a :class:`pde_data.Source`: windows, pairs, samples, labels, sequences, the
+normalizers and the loader's shared batch buffers. Imports ``pde_data.core`` and ``pde_data.formats``."""

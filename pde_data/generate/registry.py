@@ -1,0 +1,188 @@
+"""One entry point for every benchmark generator: what a set is (:class:`GenerationSpec`) and how any contiguous
+range of its samples is made (:func:`make_samples`).
+
+Sample ``i`` of a set depends on ``(seed, i)`` and the parameters alone: the order, Poisson, Darcy and
+shallow-water generators seed each sample from ``np.random.default_rng([seed, i])``; Navier–Stokes draws each
+initial field from ``(seed, i)`` too, and simulates samples in blocks aligned at multiples of ``batch_size``
+by absolute index, since a batched FFT may round differently for other batch compositions (a range that cuts
+a block simulates the whole block and keeps its part). So a set made in one piece, in shards of any size, by
+any number of workers in any order, is the same bit for bit; :func:`block_size` says how to cut ranges so no
+work is repeated.
+
+Example:
+    >>> spec = GenerationSpec("darcy", n=100, seed=0, params={"n_grid": 32})
+    >>> part = make_samples(spec, range(40, 48))          # samples 40..47 of the set
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import torch
+import xarray as xr
+
+from pde_data.generate.defaults import DEFAULTS, SEEDS
+from pde_data.generate.dam_break import generate_dam_break
+from pde_data.generate.darcy import generate_darcy
+from pde_data.generate.navier_stokes import generate_navier_stokes
+from pde_data.generate.order import generate_order_benchmark
+from pde_data.generate.poisson import generate_poisson
+from pde_data.generate.sequence_sets import generate_degradation
+
+__all__ = ["GenerationSpec", "KINDS", "DEFAULTS", "SEEDS", "make_samples", "block_size", "chunk_size", "sample_bytes",
+           "DTYPES"]
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+#: a progress callback: samples completed so far in the current call (fractions while a block simulates)
+Progress = Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class GenerationSpec:
+    """A generated set: the generator ``kind``, its size ``n``, its ``seed`` and the generator's other
+    parameters (JSON values, the library's keyword names, e.g. ``{"n_grid": 64}``; defaults filled by
+    :meth:`complete`). Two specs are the same set exactly when they are equal."""
+
+    kind: str
+    n: int
+    seed: int
+    params: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind: expected one of {sorted(KINDS)}, found {self.kind!r}")
+        if self.n < 1 or self.seed < 0:
+            raise ValueError(f"n, seed: expected >= 1 and >= 0, found {self.n}, {self.seed}")
+        unknown = sorted(set(self.params) - set(KINDS[self.kind].defaults))
+        if unknown:
+            raise ValueError(f"params: expected names among {sorted(KINDS[self.kind].defaults)} for "
+                             f"{self.kind}, found {unknown}")
+
+    def complete(self) -> "GenerationSpec":
+        """This spec with every parameter the generator takes, defaults filled in (what a manifest records)."""
+        return dataclasses.replace(self, params={**KINDS[self.kind].defaults, **self.params})
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "n": self.n, "seed": self.seed, "params": dict(self.params)}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "GenerationSpec":
+        return cls(str(data["kind"]), int(data["n"]), int(data["seed"]), dict(data.get("params", {})))
+
+    def differences(self, other: "GenerationSpec") -> list[str]:
+        """``["n: 64 here, 128 there", ...]`` for every field or parameter that differs (both completed)."""
+        a, b = self.complete(), other.complete()
+        mine = {"kind": a.kind, "n": a.n, "seed": a.seed, **a.params}
+        theirs = {"kind": b.kind, "n": b.n, "seed": b.seed, **b.params}
+        return [f"{k}: {mine.get(k)!r} here, {theirs.get(k)!r} there"
+                for k in dict.fromkeys([*mine, *theirs]) if mine.get(k) != theirs.get(k)]
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """How one generator makes a sample range: ``make(spec_params, n, seed, samples, device, progress)``; its
+    parameters' defaults; the block its samples are simulated in (a parameter's name, or 1); the samples per
+    written chunk; the bytes of one sample."""
+
+    make: Callable[..., xr.Dataset]
+    defaults: Mapping[str, object]
+    block: str | None
+    chunk: int
+    sample_bytes: Callable[[Mapping[str, object]], int]
+
+
+def _order(p, n, seed, samples, device, progress) -> xr.Dataset:
+    return generate_order_benchmark(n, p["order"], n_points=p["n_points"], tau=p["tau"], seed=seed, samples=samples)
+
+
+def _poisson(p, n, seed, samples, device, progress) -> xr.Dataset:
+    return generate_poisson(n, K=p["K"], n_grid=p["n_grid"], seed=seed, samples=samples)
+
+
+def _darcy(p, n, seed, samples, device, progress) -> xr.Dataset:
+    return generate_darcy(n, n_grid=p["n_grid"], beta=p["beta"], seed=seed, samples=samples)
+
+
+def _degradation(p, n, seed, samples, device, progress) -> xr.Dataset:
+    return generate_degradation(n, min_length=p["min_length"], max_length=p["max_length"], seed=seed, samples=samples)
+
+
+def _timed_progress(samples: range, block: int, t_final: float, progress: Progress | None):
+    """The solvers' ``callback(block_start, t)`` as samples done: each block's kept samples times t / t_final."""
+    if progress is None:
+        return None
+    done: dict[int, float] = {}
+
+    def callback(start: int, t: float) -> None:
+        kept = max(0, min(samples.stop, start + block) - max(samples.start, start))
+        done[start] = kept * min(t / t_final, 1.0)
+        progress(sum(done.values()))
+
+    return callback
+
+
+def _ns(p, n, seed, samples, device, progress) -> xr.Dataset:
+    return generate_navier_stokes(
+        len(samples), visc=p["visc"], n_sim=p["n_sim"], n_out=p["n_out"], t_final=p["t_final"],
+        n_records=p["n_records"], record_initial=p["record_initial"], dt=p["dt"], seed=seed,
+        first_sample=samples.start, batch_size=p["batch_size"], dtype=DTYPES[p["dtype"]], device=device,
+        callback=_timed_progress(samples, p["batch_size"], p["t_final"], progress))
+
+
+def _swe(p, n, seed, samples, device, progress) -> xr.Dataset:
+    return generate_dam_break(
+        len(samples), n_grid=p["n_grid"], seed=seed, first_sample=samples.start, t_final=p["t_final"],
+        n_frames=p["n_frames"], momenta=p["momenta"], batch_size=p["batch_size"], dtype=DTYPES[p["dtype"]],
+        device=device, callback=_timed_progress(samples, p["batch_size"], p["t_final"], progress))
+
+
+def _ns_bytes(p) -> int:
+    records = p["n_records"] if p["n_records"] is not None else int(p["t_final"])
+    return (records + bool(p["record_initial"])) * p["n_out"] ** 2 * DTYPES[p["dtype"]].itemsize
+
+
+#: the generators by name (the ``circuitop generate`` problems, but the gapped-digits image set); their
+#: parameters' defaults are :data:`DEFAULTS`, the only place they are defined
+KINDS: dict[str, _Kind] = {
+    "order": _Kind(_order, DEFAULTS["order"], None, 1024, lambda p: 2 * p["n_points"] * 8),
+    "poisson": _Kind(_poisson, DEFAULTS["poisson"], None, 128, lambda p: (2 * p["n_grid"] ** 2 + p["K"] ** 2) * 8),
+    "darcy": _Kind(_darcy, DEFAULTS["darcy"], None, 8, lambda p: 2 * p["n_grid"] ** 2 * 8),
+    "degradation": _Kind(_degradation, DEFAULTS["degradation"], None, 4096, lambda p: (4 * p["max_length"] + 4) * 8),
+    "ns": _Kind(_ns, DEFAULTS["ns"], "batch_size", 0, _ns_bytes),
+    "swe": _Kind(_swe, DEFAULTS["swe"], "batch_size", 0,
+                 lambda p: (3 if p["momenta"] else 1) * p["n_frames"] * p["n_grid"] ** 2
+                 * DTYPES[p["dtype"]].itemsize + 8),
+}
+
+
+def block_size(spec: GenerationSpec) -> int:
+    """The samples simulated together (Navier–Stokes and shallow water: ``batch_size``; else 1): ranges cut at
+    its multiples repeat no work."""
+    kind = KINDS[spec.kind]
+    return int(spec.complete().params[kind.block]) if kind.block else 1
+
+
+def chunk_size(spec: GenerationSpec) -> int:
+    """Samples made (and written) at a time: a block of the simulated generators, else the generator's own."""
+    return KINDS[spec.kind].chunk or block_size(spec)
+
+
+def sample_bytes(spec: GenerationSpec) -> int:
+    """Bytes of one sample's variables as generated (before compression)."""
+    return KINDS[spec.kind].sample_bytes(spec.complete().params)
+
+
+def make_samples(spec: GenerationSpec, samples: range, *, device: torch.device | str | None = None,
+                 progress: Progress | None = None) -> xr.Dataset:
+    """Samples ``samples`` (a non-empty step-1 range within ``[0, spec.n)``) of the set ``spec``, on ``device``
+    (the torch solvers; the others run on the CPU), with ``progress(samples_done)`` as they complete."""
+    if samples.step != 1 or not samples or samples.start < 0 or samples.stop > spec.n:
+        raise ValueError(f"samples: expected a non-empty contiguous range within [0, {spec.n}), found {samples}")
+    full = spec.complete()
+    ds = KINDS[spec.kind].make(full.params, spec.n, spec.seed, samples, device, progress)
+    if progress is not None:
+        progress(len(samples))
+    return ds
