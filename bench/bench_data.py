@@ -250,7 +250,7 @@ def _loader_epoch(path: Path, sizes: Sizes, cache: str) -> dict:
     total, windows, first_s = 0.0, 0, None
     start = time.perf_counter()
     for batch in train.epoch(0):
-        x = batch.tensors[0]
+        x = batch.inputs
         total += float(x.sum())
         windows += len(x)
         if first_s is None:
@@ -356,8 +356,8 @@ def _loader_rate(source, task, workers: int, n_batches: int) -> float:
     next(batches)
     start = time.perf_counter()
     for _, batch in zip(range(n_batches), batches):
-        total += float(batch.tensors[0].sum())
-        windows += len(batch.tensors[0])
+        total += float(batch.inputs.sum())
+        windows += len(batch.inputs)
     rate = windows / (time.perf_counter() - start)
     del batches, train  # ends the persistent workers
     return rate
@@ -511,7 +511,7 @@ def _well_rows(folder: Path, quick: bool) -> list[Row]:
         train, _ = make_loaders(task, source, batch_size=16, seed=0)
         start, ours = time.perf_counter(), 0
         for batch in train.epoch(0):
-            ours += len(batch.tensors[0])
+            ours += len(batch.inputs)
         ours_s = time.perf_counter() - start
         del train
         theirs_set = WellDataset(path=str(well_dir), n_steps_input=4, n_steps_output=1, use_normalization=False)

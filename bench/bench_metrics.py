@@ -29,7 +29,7 @@ def _data(n_samples: int, n_time: int, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _streamed(pred: torch.Tensor, true: torch.Tensor, *, batch: int) -> dict[str, float]:
-    acc = PDEBenchAccumulator(initial_step=10)
+    acc = PDEBenchAccumulator(window=10)
     for i in range(0, pred.shape[0], batch):
         acc.update(pred[i:i + batch], true[i:i + batch])
     return acc.result()
@@ -41,9 +41,9 @@ def run(quick: bool = False) -> list[Row]:
     pred, true = _data(n_samples, n_time, n)
     shape = f"{n_samples}x{n_time}x{n}x{n}"
     repeat = 3 if quick else 2
-    t_numpy = best_time(lambda: pdebench_metrics(pred, true, initial_step=10), repeat=repeat)
+    t_numpy = best_time(lambda: pdebench_metrics(pred, true, window=10), repeat=repeat)
     p32, t32 = torch.from_numpy(pred), torch.from_numpy(true)
-    t_torch = best_time(lambda: pdebench_metrics(p32, t32, initial_step=10), repeat=repeat)
+    t_torch = best_time(lambda: pdebench_metrics(p32, t32, window=10), repeat=repeat)
     t_stream = best_time(lambda: _streamed(p32, t32, batch=10), repeat=repeat)
     t_l2 = best_time(lambda: rel_l2(p32, t32), repeat=repeat)
     return [

@@ -110,7 +110,7 @@ def cases(quick: bool) -> dict[str, Case]:
 
 def _build(name: str, case: Case) -> nn.Module:
     torch.manual_seed(0)
-    return operators.build(name, 3, 10 if operators.MODELS[name].task == "classify" else 1, **case.config)
+    return operators.build(name, 3, 10 if operators.MODELS[name].domain == "images" else 1, **case.config)
 
 
 def _forward(model: nn.Module, inputs: tuple) -> Callable[[], object]:

@@ -74,10 +74,10 @@ def _relative(value: torch.Tensor, reference: torch.Tensor) -> float:
     return float((value - reference).abs().max() / reference.abs().max().clamp_min(1e-30))
 
 
-def _inputs(task: str, n_dim: int) -> tuple[torch.Tensor, ...]:
+def _inputs(domain: str, n_dim: int) -> tuple[torch.Tensor, ...]:
     """A model's inputs: fields or images ``(2, 3, *[16] * n_dim)``; sequences ``(2, 16, 3)`` with step sizes
     ``(2, 16)`` and a padding mask ``(2, 16)`` (lengths 16 and 9)."""
-    if task != "sequence":
+    if domain != "sequences":
         return (torch.randn(2, 3, *([16] * n_dim)),)
     return torch.randn(2, 16, 3), torch.rand(2, 16) + 0.1, torch.arange(16) < torch.tensor([[16], [9]])
 
@@ -94,8 +94,8 @@ def _model_checks(name: str, config: dict, n_dim: int, device: str) -> list[Chec
     model = operators.build(name, 3, 2, **config)
     reference = copy.deepcopy(model)._apply(_wide)  # the float64 reference (Module.double() skips complex weights)
     model = model.to(device)
-    inputs = _inputs(operators.MODELS[name].task, n_dim)
-    classify = operators.MODELS[name].task == "classify"  # logits (batch, classes): cross-entropy
+    inputs = _inputs(operators.MODELS[name].domain, n_dim)
+    classify = operators.MODELS[name].domain == "images"  # logits (batch, classes): cross-entropy
     target = torch.tensor([0, 1]) if classify else torch.randn(2, 2, *([16] * n_dim))
     loss_fn = evaluation.cross_entropy if classify else evaluation.rel_l2
     outputs, losses = [], []

@@ -11,7 +11,7 @@ from ._native import NativeKernelWarning, build_native_kernels, kirchhoff_ops as
 from ._native import resample_for as resample_kernels
 from .apply import apply
 from .ckb import CascadedKirchhoffBlock, CascadedKirchhoffBlock1d, CascadedKirchhoffBlock2d
-from .knc import KirchhoffCell, zoh_coefficients
+from .knc import KirchhoffCell, zoh_coefficients, zoh_scan_ref
 from .routing import ROUTINGS, ChannelNorm, KirchhoffRouting2d
 from .scan import selective_scan, selective_scan_ref
 from .cfc import CfC, CfCCell
@@ -20,7 +20,7 @@ from .pdna import PDNA
 from .sequence import SequenceModel, steps_from_timestamps
 
 __all__: list[str] = []
-__all__ += ["selective_scan", "selective_scan_ref", "KirchhoffCell", "zoh_coefficients"]
+__all__ += ["selective_scan", "selective_scan_ref", "KirchhoffCell", "zoh_coefficients", "zoh_scan_ref"]
 __all__ += ["CascadedKirchhoffBlock", "CascadedKirchhoffBlock1d", "CascadedKirchhoffBlock2d", "apply"]
 __all__ += ["KirchhoffRouting2d", "ROUTINGS", "ChannelNorm"]
 __all__ += ["NeuronalAttentionCircuit", "sequence_timestamps", "nac_attention_ref",

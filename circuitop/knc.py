@@ -16,8 +16,8 @@ The cell computes one step (:meth:`KirchhoffCell.step`); :meth:`KirchhoffCell.fo
 fused with the discretisation and the readout (unless ``v0`` or ``return_state`` is asked for): on CPU
 in the native kernel ``csrc/kirchhoff.cpp`` (``_NativeZohScanFn``: no ``(batch, time, d_inner, d_state)``
 tensor at all — one state per sequence in cache, chunk checkpoints, recomputation in the backward),
-elsewhere in ``_ZohScanFn`` (the chunked scan of :mod:`circuitop.scan`, analytic gradients, only the
-states saved). :meth:`KirchhoffCell.forward_ref` loops ``step`` (the reference twin for the tests).
+elsewhere in :func:`zoh_scan_ref` (the chunked scan of :mod:`circuitop.scan`, analytic gradients, only the
+states saved: the kernels' reference twin). :meth:`KirchhoffCell.forward_ref` loops ``step`` (the cell's twin).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from torch.nn import functional as F
 from . import _native
 from .scan import chunk_length, forward_scan, reverse_scan, selective_scan
 
-__all__ = ["KirchhoffCell", "zoh_coefficients", "LAMBDA_MIN", "check_input", "check_steps"]
+__all__ = ["KirchhoffCell", "zoh_coefficients", "zoh_scan_ref", "LAMBDA_MIN", "check_input", "check_steps"]
 
 #: the smallest decay rate λ of a cell with ``positive_decay`` (a time scale of 10⁴ steps of Δ = 1)
 LAMBDA_MIN = 1e-4
@@ -164,7 +164,7 @@ class KirchhoffCell(nn.Module):
         kernels assume λ > 0 (their exponentials are written for -Δλ <= 0)."""
         lam = self.lam
         if not self.positive_decay and bool((lam <= 0).any()):
-            return _torch_zoh_scan(u, self._projections(u), dt, lam, self.d)
+            return zoh_scan_ref(u, self._projections(u), dt, lam, self.d)
         return _fused_zoh_scan(u, self._projections(u), dt, lam, self.d)
 
     def _projections(self, u: torch.Tensor) -> torch.Tensor:
@@ -230,7 +230,7 @@ def _fused_zoh_scan(u, proj, dt, lam, skip):
         from .knc_triton import TritonZohScanFn
 
         return TritonZohScanFn.apply(u, proj, dt, lam, skip)
-    return _torch_zoh_scan(u, proj, dt, lam, skip)
+    return zoh_scan_ref(u, proj, dt, lam, skip)
 
 
 @functools.cache
@@ -239,8 +239,10 @@ def _triton_available() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-def _torch_zoh_scan(u, proj, dt, lam, skip):
-    """The torch path of :func:`_fused_zoh_scan` (GPU, other dtypes, native kernels unavailable)."""
+def zoh_scan_ref(u, proj, dt, lam, skip):
+    """Reference twin of the fused kernels (native, Triton) of :func:`_fused_zoh_scan`, also their fallback: the
+    torch formulation. ``u (batch, time, d_inner)``, ``proj = [z | b | c] (batch, time, d_inner + 2 d_state)``,
+    ``dt (batch, time)`` or None, ``lam (d_inner, d_state)``, ``skip (d_inner,)`` → ``y (batch, time, d_inner)``."""
     z, b, c = _split_projections(proj, lam.shape[-1])
     return _ZohScanFn.apply(u, _step_sizes(z, dt), lam, b, c) + skip * u
 

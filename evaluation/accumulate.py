@@ -36,21 +36,21 @@ class MetricAccumulator:
     agree in every other dim and in their data variables.
 
     Args:
-        initial_step: number of leading input frames to exclude, as in :func:`evaluation.summarize`.
+        window: number of leading input frames to exclude, as in :func:`evaluation.summarize`.
 
     Example:
-        >>> acc = MetricAccumulator(initial_step=10)
+        >>> acc = MetricAccumulator(window=10)
         >>> for pred, true in batches: acc.update(pred, true)
         >>> table, (per_step, mean) = acc.result(), acc.per_step()
     """
 
-    def __init__(self, *, initial_step: int = 0):
-        self.initial_step = initial_step
+    def __init__(self, *, window: int = 0):
+        self.window = window
         self.n_samples = 0
         self._signature: tuple | None = None
         self._values: dict[str, list[np.ndarray]] = {}      # metric name -> per-batch (batch,) values
         self._steps: list[np.ndarray] = []                   # per-batch (batch, scored time) rel L2
-        self._pdebench = PDEBenchAccumulator(initial_step=initial_step)
+        self._pdebench = PDEBenchAccumulator(window=window)
 
     def update(self, pred: xr.Dataset, true: xr.Dataset) -> None:
         """Add one batch: data-model Datasets ``(sample, ...)`` with the same dims and variables.
@@ -64,8 +64,8 @@ class MetricAccumulator:
             raise ValueError(f"true: expected batches with (kind, dims, variables) {self._signature} like "
                              f"the first, found {signature}")
         kind = signature[0]
-        p = scored_frames(pred, self.initial_step, "pred")
-        t = scored_frames(true, self.initial_step, "true")
+        p = scored_frames(pred, self.window, "pred")
+        t = scored_frames(true, self.window, "true")
         values = {}
         for _, metric, _ in per_sample_metrics(kind):
             if metric.__name__ not in values:  # per sample: The Well's metrics averaged over time and variables
@@ -101,7 +101,7 @@ class MetricAccumulator:
     def per_step(self) -> tuple[np.ndarray, float]:
         """Mean over samples of the rel L2 error of every scored step ``(time,)``, and its mean over steps.
 
-        Equal to :func:`evaluation.rollout_errors` on the scored frames (``time ≥ initial_step``).
+        Equal to :func:`evaluation.rollout_errors` on the scored frames (``time ≥ window``).
         """
         self._check_started()
         if not self._steps:

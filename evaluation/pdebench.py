@@ -1,7 +1,7 @@
 """The PDEBench metric suite, computed over a whole test set (``docs/specs/metrics.md``), at once or streamed.
 
 PDEBench averages per-batch means, so its numbers depend on the batch size, and it once scored the
-``initial_step`` input frames as predictions (its issue #41), making errors look up to 2x smaller.
+``initial_step`` input frames (our ``window``) as predictions (its issue #41), making errors look up to 2x smaller.
 Here the input frames are excluded and every quantity is computed over all samples together: each
 batch adds its partial sums over samples (:class:`PDEBenchAccumulator`), and the metrics are formed
 from the sums at the end, so a test set streamed batch by batch gives the whole-set numbers.
@@ -66,20 +66,20 @@ class PDEBenchAccumulator:
     summed radial power spectrum, so memory does not grow with the number of samples.
 
     Args:
-        initial_step: the first ``initial_step`` frames were model inputs and are excluded.
+        window: the first ``window`` frames were model inputs and are excluded.
         lengths: domain length per spatial axis (default 1 each, as PDEBench passes).
         bands: the two fRMSE band edges.
 
     Example:
-        >>> acc = PDEBenchAccumulator(initial_step=10)
+        >>> acc = PDEBenchAccumulator(window=10)
         >>> for pred, true in batches: acc.update(pred, true)
         >>> acc.result()["nRMSE"]
     """
 
-    def __init__(self, *, initial_step: int = 0, lengths: Sequence[float] | None = None,
+    def __init__(self, *, window: int = 0, lengths: Sequence[float] | None = None,
                  bands: Sequence[int] = (4, 12)):
         check_bands(bands)
-        self.initial_step, self.bands = initial_step, tuple(bands)
+        self.window, self.bands = window, tuple(bands)
         self.lengths = tuple(lengths) if lengths is not None else None
         self.n_samples = 0
         self._shape: tuple[int, ...] | None = None
@@ -93,9 +93,9 @@ class PDEBenchAccumulator:
                                  f"found shape {tuple(p.shape)}")
             return
         n_time = shape[0]
-        if not isinstance(self.initial_step, int) or not 0 <= self.initial_step < n_time:
-            raise ValueError(f"initial_step: expected an integer in [0, {n_time}) for {n_time} time steps, "
-                             f"found {self.initial_step!r}")
+        if not isinstance(self.window, int) or not 0 <= self.window < n_time:
+            raise ValueError(f"window: expected an integer in [0, {n_time}) for {n_time} time steps, "
+                             f"found {self.window!r}")
         if self.lengths is None:
             self.lengths = (1.0,) * n_spatial
         if len(self.lengths) != n_spatial:
@@ -109,7 +109,7 @@ class PDEBenchAccumulator:
         self._check(p, n_spatial)
         step = max(1, _CHUNK_VALUES // max(1, p[:, :1].numel()))
         chunks = [_partial_sums(p[:, i:i + step] - t[:, i:i + step], t[:, i:i + step], n_spatial)
-                  for i in range(self.initial_step, p.shape[1], step)]
+                  for i in range(self.window, p.shape[1], step)]
         sums, worst, power = zip(*chunks)                                   # chunks along time
         sums, worst, power = torch.cat(sums, dim=1), torch.cat(worst), torch.cat(power)
         if self._sums is None:
@@ -132,12 +132,12 @@ class PDEBenchAccumulator:
         return dict(zip(PDEBENCH_KEYS, rows.mean(dim=(1, 2)).tolist()))
 
 
-def pdebench_metrics(pred, true, *, initial_step: int = 0, lengths: Sequence[float] | None = None,
+def pdebench_metrics(pred, true, *, window: int = 0, lengths: Sequence[float] | None = None,
                      bands: Sequence[int] = (4, 12)) -> dict[str, float]:
     """PDEBench's RMSE, nRMSE, CSV, Max, bRMSE and fRMSE bands over a whole test set.
 
     With ``e = pred − true``, N spatial points, each metric is computed per (channel c, time t ≥
-    ``initial_step``) and then averaged over (c, t):
+    ``window``) and then averaged over (c, t):
 
     - ``RMSE  = mean_b sqrt(mean_s e²)``;  ``nRMSE = mean_b sqrt(mean_s e²) / sqrt(mean_s true²)``
     - ``CSV   = sqrt(mean_b (Σ_s e)²) / N`` (error of the conserved total, PDEBench's cRMSE)
@@ -154,7 +154,7 @@ def pdebench_metrics(pred, true, *, initial_step: int = 0, lengths: Sequence[flo
         pred, true: ``(sample, time, channel, *spatial)`` with 1-3 spatial axes (channel-first, the
             torch layout of :func:`pde_data.core.model.to_tensor`), or xarray objects (a Dataset's data
             variables are the channels; dims ``(sample, [time], x[, y])``).
-        initial_step: the first ``initial_step`` frames were model inputs and are excluded.
+        window: the first ``window`` frames were model inputs and are excluded.
         lengths: domain length per spatial axis (default 1 each, as PDEBench passes).
         bands: the two fRMSE band edges.
 
@@ -162,8 +162,8 @@ def pdebench_metrics(pred, true, *, initial_step: int = 0, lengths: Sequence[flo
         a dict with keys ``PDEBENCH_KEYS``, Python floats (tensors are reduced where they are).
 
     Example:
-        >>> pdebench_metrics(pred, true, initial_step=10)["nRMSE"]   # pred (n, T, C, 64, 64)
+        >>> pdebench_metrics(pred, true, window=10)["nRMSE"]   # pred (n, T, C, 64, 64)
     """
-    acc = PDEBenchAccumulator(initial_step=initial_step, lengths=lengths, bands=bands)
+    acc = PDEBenchAccumulator(window=window, lengths=lengths, bands=bands)
     acc.update(pred, true)
     return acc.result()

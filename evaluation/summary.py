@@ -45,41 +45,41 @@ def per_sample_metrics(kind: str) -> tuple:
     return _POINTWISE + _FIELD_ONLY if kind == "field" else _POINTWISE
 
 
-def scored_frames(ds: xr.Dataset, initial_step: int, name: str) -> xr.Dataset:
-    """``ds`` without its first ``initial_step`` frames (the model's inputs); ``name`` is used in errors."""
+def scored_frames(ds: xr.Dataset, window: int, name: str) -> xr.Dataset:
+    """``ds`` without its first ``window`` frames (the model's inputs); ``name`` is used in errors."""
     if model.TIME in ds.dims:
         n_time = ds.sizes[model.TIME]
-        if not 0 <= initial_step < n_time:
-            raise ValueError(f"initial_step: expected an integer in [0, {n_time}) for {n_time} time steps "
-                             f"in {name}, found {initial_step}")
-        return ds.isel({model.TIME: slice(initial_step, None)})
-    if initial_step:
-        raise ValueError(f"initial_step: {initial_step} input frames were given, but {name} has no "
+        if not 0 <= window < n_time:
+            raise ValueError(f"window: expected an integer in [0, {n_time}) for {n_time} time steps "
+                             f"in {name}, found {window}")
+        return ds.isel({model.TIME: slice(window, None)})
+    if window:
+        raise ValueError(f"window: {window} input frames were given, but {name} has no "
                          f"'{model.TIME}' dim (found dims {dict(ds.sizes)})")
     return ds
 
 
-def summarize(pred: xr.Dataset, true: xr.Dataset, *, initial_step: int = 0) -> dict[str, float]:
+def summarize(pred: xr.Dataset, true: xr.Dataset, *, window: int = 0) -> dict[str, float]:
     """The CHONN metrics (means over samples, plus the median relative L1) and, for fields, PDEBench's.
 
-    The first ``initial_step`` time frames were model inputs and are excluded everywhere. Sequences
+    The first ``window`` time frames were model inputs and are excluded everywhere. Sequences
     (no spatial dims) get the pointwise metrics only. For a test set too large to hold at once,
     :class:`evaluation.MetricAccumulator` gives the same table batch by batch.
 
     Args:
         pred, true: data-model Datasets with the same dims and data variables.
-        initial_step: number of leading input frames to exclude.
+        window: number of leading input frames to exclude.
 
     Returns:
         ``{metric name: value}``, in print order. A frequency band the grid has no radius in (e.g.
         ``fRMSE_high``, radii ≥ 12, on a 16² grid) is absent, not NaN.
     """
     kind = model.kind_of(true)
-    p = scored_frames(pred, initial_step, "pred")
-    t = scored_frames(true, initial_step, "true")
+    p = scored_frames(pred, window, "pred")
+    t = scored_frames(true, window, "true")
     table = {key: metric(p, t, reduce=reduce) for key, metric, reduce in per_sample_metrics(kind)}
     if kind == "field":
-        table.update(present_bands(pdebench_metrics(pred, true, initial_step=initial_step)))
+        table.update(present_bands(pdebench_metrics(pred, true, window=window)))
     return table
 
 

@@ -10,7 +10,7 @@ Every example runs at one of three scales, chosen on the command line:
 
 - ``full``  (default): the paper's protocol; a GPU run (see each script's docstring).
 - ``--medium``: a CPU run at which every model is clearly trained (each error well below the
-  training-mean predictor's, reported beside it), three training seeds, at most about 45 minutes on two
+  mean-field predictor's, reported beside it), three training seeds, at most about 45 minutes on two
   cores; the scale of the RESULTS.md tables (``examples/results_tables.py``).
 - ``--quick``: a CPU-sized version, a few minutes on two cores.
 - ``--smoke``: a few samples and one epoch, seconds; used by ``tests/test_examples.py``.
@@ -39,11 +39,12 @@ import pde_data
 from evaluation import metrics
 from operators.provenance import code_version
 from operators.training import RunSpec, Splits, evaluate_run, load_run, train_run
+from operators.training.evaluate import json_safe
 from pde_data import atomic_path
 from pde_data.core.model import SAMPLE, TIME
 
 __all__ = ["parser", "setup", "settings", "start", "training_seeds", "seed_summary", "summary_means", "mean_curves",
-           "mean_predictor",
+           "mean_field_predictor",
            "in_order", "save_in_order", "Trained", "train_models", "evaluate",
            "fields", "n_params", "write_results",
            "print_table", "ratios", "finite", "positive_int"]
@@ -161,14 +162,15 @@ def mean_curves(per_seed: dict[int, dict[str, list[float]]]) -> dict[str, list[f
     return {label: np.mean([per_seed[s][label] for s in seeds], axis=0).tolist() for label in per_seed[seeds[0]]}
 
 
-def mean_predictor(data: Path, splits: Splits, variable: str, *, frames: int | None = None,
-                   derivative: bool = False) -> dict[str, float]:
-    """Errors of the training-mean predictor on the test split: every test sample of ``variable`` is
-    predicted by the mean of the training samples (per time step where the field has one; ``frames``: only
+def mean_field_predictor(data: Path, splits: Splits, variable: str, *, frames: int | None = None,
+                         derivative: bool = False) -> dict[str, float]:
+    """Errors of the mean-field predictor on the test split: every test sample of ``variable`` is predicted
+    by the training samples' mean field, point by point (per time step where the field has one; ``frames``: only
     the last ``frames`` time steps, those a rollout predicts). Returns ``{"rel_l2": mean over test
     samples (CHONN Eq. 48), "rel_l1_median": median (Eq. 55)}``, with ``"rel_l2_derivative"`` (Eq. 50,
     periodic, along space only) when ``derivative``. It is the bar a trained model must clear: a model
-    whose error is near it has not learned the task."""
+    whose error is near it has not learned the task. (Not the evaluations' mean predictor, one constant per
+    channel: docs/glossary.md.)"""
     with pde_data.open_source(data).dataset as ds:
         field = ds[variable]
         if frames is not None and TIME in field.dims:
@@ -241,7 +243,7 @@ def train_models(specs: dict[str, tuple[str, dict]], data: Path, runs: Path, *, 
         start = time.perf_counter()
         history = train_run(run_spec, run_dir, device=device, overwrite=True, progress=False)
         seconds = time.perf_counter() - start
-        count = n_params(load_run(run_dir, which="last").model)
+        count = n_params(load_run(run_dir, checkpoint="last").model)
         print(f"  {label}: {count:,} parameters, trained in {seconds:.1f} s", flush=True)
         trained[label] = Trained(run_dir, history, seconds, count)
     return trained
@@ -252,7 +254,7 @@ def evaluate(trained: Trained, data: Path, **options) -> dict:
     validation split keep as ``best.pt`` the epoch of lowest training loss) on the run's stored test
     split, or with ``samples="all"`` on every sample of ``data``; writes ``pred.nc`` and ``metrics.json`` into
     the evaluation's folder (``result["out"]``). NaN metrics (``None`` in the result) come back as ``nan``."""
-    result = evaluate_run(trained.run_dir, data, which="last", plots=False, **options)
+    result = evaluate_run(trained.run_dir, data, checkpoint="last", plots=False, **options)
     result["metrics"] = {k: math.nan if v is None else v for k, v in result["metrics"].items()}
     return result
 
@@ -282,23 +284,9 @@ def write_results(out: Path, script: str, args: argparse.Namespace, results: dic
     }
     path = out / "results.json"
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(_plain(payload), indent=1, allow_nan=False))
+        tmp.write_text(json.dumps(json_safe(payload), indent=1, allow_nan=False))
     print(f"wrote {path}", flush=True)
     return path
-
-
-def _plain(value):
-    """JSON-ready copy: tuples as lists, tensors and numpy scalars as floats, NaN/inf as None."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, (bool, int, str)) or value is None:
-        return value
-    number = float(value)
-    return number if math.isfinite(number) else None
 
 
 def print_table(rows: dict[str, dict[str, float]], title: str = "", *, fmt: str = "{:.4g}") -> None:

@@ -84,9 +84,9 @@ def main() -> None:
     n_train, n_val, n_test = cfg["sizes"]
     data = save(generate_darcy(n_train + n_val + n_test, n_grid=cfg["n_grid"], seed=args.seed), out / "data.nc")
     splits = _common.in_order({"train": n_train, "val": n_val, "test": n_test})
-    baseline = _common.mean_predictor(data, splits, "u")
+    baseline = _common.mean_field_predictor(data, splits, "u")
     print(f"data: Darcy beta=1, {cfg['n_grid']}² grid, train/val/test = {n_train}/{n_val}/{n_test}; "
-          f"training-mean predictor rel. L2 {baseline['rel_l2']:.4g}; training seeds {seeds}", flush=True)
+          f"mean-field predictor rel. L2 {baseline['rel_l2']:.4g}; training seeds {seeds}", flush=True)
 
     # Models: the two baselines and CHONN (the U-Net host with CKBs), trained alike.
     specs = {"FNO": ("fno", cfg["fno"]), "U-Net": ("unet", cfg["unet"]),
@@ -101,7 +101,7 @@ def main() -> None:
     plots.plot_metric_bars(_common.finite(rows), log=True, path=out / "metrics.png")
     plots.plot_metric_bars(_common.finite(gains), path=out / "gain.png")
     _common.write_results(out, SCRIPT, args, {
-        "settings": cfg, "seeds": seeds, "mean_predictor": baseline, "metrics": summary, "error_ratios": gains,
+        "settings": cfg, "seeds": seeds, "mean_field_predictor": baseline, "metrics": summary, "error_ratios": gains,
         "per_seed": per_seed,
         "claim": "CHONN lower than FNO and U-Net on every metric (CHONN, Fig. 4c-d)",
         "claim_holds": all(v < 1 for g in _common.finite(gains).values() for v in g.values()),

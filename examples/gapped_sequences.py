@@ -72,11 +72,11 @@ def models(cfg: dict, seed: int) -> dict[str, tuple[str, dict]]:
 @torch.no_grad()
 def gapped(run_dir, data) -> dict[str, float]:
     """The Gapped protocol on the run's test split (the model of the last epoch): accuracy in % per level."""
-    run = load_run(run_dir, which="last")
+    run = load_run(run_dir, checkpoint="last")
     test = list(run.spec.data.splits.test)
     x = pde_data.open_source(data).read(run.spec.data.inputs, test)  # (n, time, features), as in the file
-    _, y, dt, _ = run.task.dataset(str(data), test, cache=True).read_batch(list(range(len(test))))
-    report = gapped_evaluation(run.model, run.task.normalizers.encode(x), y, dt=dt)
+    batch = run.task.dataset(str(data), test, cache=True).read_batch(list(range(len(test))))
+    report = gapped_evaluation(run.model, run.task.normalizers.encode(x), batch.targets, dt=batch.dt)
     return {k: 100 * v for k, v in report.items()}
 
 

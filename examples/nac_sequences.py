@@ -93,10 +93,10 @@ def mean_predictor(data, splits: Splits) -> float:
 def resources(run_dir, data, device: str, batch_size: int) -> dict[str, float]:
     """Of the loaded model (last epoch): milliseconds per test batch (the batches read first, one warm-up
     batch) and the peak live tensor memory of one batch (MB)."""
-    run = load_run(run_dir, which="last", device=device)
+    run = load_run(run_dir, checkpoint="last", device=device)
     test = list(run.spec.data.splits.test)
     dataset = run.task.dataset(str(data), test, cache=True)
-    batches = [tuple(t.to(device) for t in dataset.read_batch(list(range(a, min(a + batch_size, len(test))))))
+    batches = [dataset.read_batch(list(range(a, min(a + batch_size, len(test))))).to(device)
                for a in range(0, len(test), batch_size)]
     predict = lambda batch: run.task.predict(run.model, batch, training=False)  # noqa: E731
     predict(batches[0])  # warm-up: one-time costs stay out of the timing

@@ -115,8 +115,8 @@ def main() -> None:
     n_train, n_test = cfg["sizes"]
     splits = _common.in_order({"train": n_train, "test": n_test})
     # the predicted frames are the same for every window: one bar for all
-    baseline = _common.mean_predictor(files[max(cfg["windows"])], splits, "vorticity", frames=cfg["n_steps"])
-    print(f"training-mean predictor rollout rel. L2 {baseline['rel_l2']:.4g}; training seeds {seeds}", flush=True)
+    baseline = _common.mean_field_predictor(files[max(cfg["windows"])], splits, "vorticity", frames=cfg["n_steps"])
+    print(f"mean-field predictor rollout rel. L2 {baseline['rel_l2']:.4g}; training seeds {seeds}", flush=True)
 
     # Models per window: neuraloperator's FNO, our FNO host without the CKB (order 0) and CHONN (the same host
     # with it), m·C input channels → C, the same optimisation for all; the CKB's effect is CHONN vs the host.
@@ -132,7 +132,7 @@ def main() -> None:
     plots.plot_rollout(curves, path=out / "rollout.png")
     plots.plot_metric_bars(rows, log=True, path=out / "windows.png")
     _common.write_results(out, SCRIPT, args, {
-        "settings": cfg, "seeds": seeds, "viscosity": VISC, "mean_predictor": baseline, "rollout_rel_l2": summary,
+        "settings": cfg, "seeds": seeds, "viscosity": VISC, "mean_field_predictor": baseline, "rollout_rel_l2": summary,
         "per_step_mean": curves, "per_seed": per_seed,
         "fno_paper_rel_l2": FNO_PAPER, "comparable_with_paper": args.scale == "full",
         "claim": "CHONN lower rollout error than FNO for 3->1, 5->1, 10->1 (CHONN, Fig. 5e-f); tested against "

@@ -82,7 +82,7 @@ def _train_for(spec: RunSpec, out: Path, seconds: float) -> list[dict]:
 
 
 def _arm(label: str, history: list[dict], out: Path, test: Path, spent: float, samples_seen: int) -> dict:
-    one, whole = (evaluate_run(out, test, samples="all", which="last", write=False, steps=steps)
+    one, whole = (evaluate_run(out, test, samples="all", checkpoint="last", write=False, steps=steps)
                   for steps in (1, None))
     return {"arm": label, "epochs": len(history), "samples_seen": samples_seen,
             "distinct_samples": samples_seen if label == "online" else None, "generation_s": spent,

@@ -109,8 +109,8 @@ def main() -> None:
     args, out, cfg, seeds = _common.start(__doc__, SCRIPT, SCALES)
 
     data, ood, splits = write_sets(cfg, args.seed, out)
-    baseline = {"in distribution": _common.mean_predictor(data, splits, "u")}
-    print(f"training-mean predictor rel. L2 (in distribution) {baseline['in distribution']['rel_l2']:.4g}; "
+    baseline = {"in distribution": _common.mean_field_predictor(data, splits, "u")}
+    print(f"mean-field predictor rel. L2 (in distribution) {baseline['in distribution']['rel_l2']:.4g}; "
           f"training seeds {seeds}", flush=True)
 
     # Models: the same U-Net with CKBs of each order (order 0 hosts none: the plain U-Net).
@@ -128,7 +128,7 @@ def main() -> None:
                            log=True, path=out / "orders.png")
     base, best = rows[f"order {cfg['orders'][0]}"], min(rows, key=lambda k: rows[k]["rel_l1_median_pct_id"])
     _common.write_results(out, SCRIPT, args, {
-        "settings": cfg, "seeds": seeds, "mean_predictor": baseline, "metrics": summary, "per_seed": per_seed,
+        "settings": cfg, "seeds": seeds, "mean_field_predictor": baseline, "metrics": summary, "per_seed": per_seed,
         "cno_paper_median_rel_l1_pct": CNO_TABLE, "best_order_id_rel_l1": best,
         "claim": "orders 1-4 lower rel. L1 and nRMSE than order 0; order 4 best (CHONN, Fig. 4g)",
         "orders_beating_order0_id": [k for k, r in rows.items() if r["rel_l1_median_pct_id"] < base["rel_l1_median_pct_id"]

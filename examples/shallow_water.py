@@ -9,7 +9,7 @@ channel MLP, soft gating, 2-layer lifting) and the U-Net stay as rows of their o
 Each model maps the last m frames of the water height h to the next frame; the first m frames are
 given (PDEBench's ``initial_step``) and the rest predicted with predictions fed back. Training follows
 PDEBench's autoregressive setting: the loss is the relative L2 of the whole rollout. Metrics exclude the
-given frames (``evaluation.pdebench_metrics(initial_step=m)``).
+given frames (``evaluation.pdebench_metrics(window=m)``).
 
 Claim under test (docs/specs/anchors.md, CHONN claim 4): CHONN beats FNO and U-Net on RMSE, nRMSE, CSV, Max,
 boundary RMSE and the low/mid/high frequency-band errors.
@@ -23,7 +23,7 @@ Scales (data from ``pde_data.generate_dam_break``, our finite-volume solver of P
   steps at 16× the pixels with ≈ 10× larger models — days per model on one GPU; not practical on CPU.
 - ``--medium``: 32², 11 frames, 128 train / 32 test, 2 given frames, the quick models (FNO width 16),
   20 epochs; training seeds 0, 1, 2. (48 / 16 and 10 epochs left FNO and U-Net above half the
-  training-mean predictor's error.)
+  mean-field predictor's error.)
 - ``--quick``: 32², 11 frames (every 0.1), 24 train / 8 test, 2 given frames, small models, 6 epochs.
   Measured: ≈ 6 minutes (FNO 100 s, U-Net 62 s, CHONN 164 s of training) with 1 thread on 2 cores shared
   by ~10 processes.
@@ -102,8 +102,8 @@ def main() -> None:
     args, out, cfg, seeds = _common.start(__doc__, SCRIPT, SCALES)
     data, splits = write_data(cfg, args.seed, out)
     m = cfg["given"]
-    baseline = _common.mean_predictor(data, splits, "h", frames=cfg["frames"] - m)
-    print(f"training-mean predictor rel. L2 {baseline['rel_l2']:.4g}; training seeds {seeds}", flush=True)
+    baseline = _common.mean_field_predictor(data, splits, "h", frames=cfg["frames"] - m)
+    print(f"mean-field predictor rel. L2 {baseline['rel_l2']:.4g}; training seeds {seeds}", flush=True)
     # Models: m frames in, one frame out, trained on whole rollouts (one window of every trajectory).
     specs = {"FNO": ("fno", cfg["fno"]), "FNO host": ("chonn_fno", {**cfg["fno"], "order": 0}),
              "U-Net": ("unet", cfg["unet"]),
@@ -120,7 +120,7 @@ def main() -> None:
     plots.plot_metric_bars(_common.finite(gains), path=out / "gain.png")
     plots.plot_rollout(curves, path=out / "rollout.png")
     _common.write_results(out, SCRIPT, args, {
-        "settings": cfg, "seeds": seeds, "mean_predictor": baseline, "metrics": summary, "error_ratios": gains,
+        "settings": cfg, "seeds": seeds, "mean_field_predictor": baseline, "metrics": summary, "error_ratios": gains,
         "per_step_rel_l2_mean": curves, "per_seed": per_seed,
         "claim": "CHONN lower than FNO and U-Net on every metric (CHONN, Fig. 5b-c); tested against its own host "
                  "without the CKB and the U-Net",

@@ -6,7 +6,7 @@ first use, so ``circuitop --help`` does not pay for importing neuraloperator and
 Example:
     >>> model = operators.build("chonn_fno", 1, 1, n_modes=12, width=20, order=2)
     >>> from operators.rollout import rollout      # the submodule's function (not re-exported:
-    >>> pred = rollout(model, frames, 40)          # ``operators.rollout`` is the module)
+    >>> pred = rollout(model, given, 40)          # ``operators.rollout`` is the module)
 """
 
 from __future__ import annotations

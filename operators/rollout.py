@@ -1,6 +1,6 @@
-"""Autoregressive prediction: ``m`` given frames → the next frame, fed back for any number of steps.
+"""Autoregressive prediction: ``window`` given frames → the next frame, fed back for any number of steps.
 
-A one-step model maps the last ``m`` frames stacked along channels, ``(batch, m·channels, *spatial)``,
+A one-step model maps the last ``window`` frames stacked along channels, ``(batch, window·channels, *spatial)``,
 to the next frame ``(batch, channels, *spatial)``. :func:`rollout` slides that window forward; it is
 vectorized over the batch (one model call per step for the whole batch).
 """
@@ -14,39 +14,39 @@ __all__ = ["step", "rollout"]
 
 
 def step(model: nn.Module, frames: torch.Tensor) -> torch.Tensor:
-    """One step: ``frames (batch, m, channels, *spatial)`` → next frame ``(batch, channels, *spatial)``."""
+    """One step: ``frames (batch, window, channels, *spatial)`` → next frame ``(batch, channels, *spatial)``."""
     if frames.ndim < 4:
-        raise ValueError(f"frames: expected (batch, m, channels, *spatial), found shape {tuple(frames.shape)}")
+        raise ValueError(f"frames: expected (batch, window, channels, *spatial), found shape {tuple(frames.shape)}")
     out = model(frames.flatten(1, 2))
     if out.shape[1:] != frames.shape[2:]:
         raise ValueError(
             f"model: expected a next frame of shape (batch, {', '.join(map(str, frames.shape[2:]))}), "
-            f"found {tuple(out.shape)}; build it with in_channels = m·channels and out_channels = channels"
+            f"found {tuple(out.shape)}; build it with in_channels = window·channels and out_channels = channels"
         )
     return out
 
 
-def rollout(model: nn.Module, frames: torch.Tensor, n_steps: int, *, pushforward: bool = False) -> torch.Tensor:
-    """Predict ``n_steps`` frames autoregressively from the ``m`` given ones.
+def rollout(model: nn.Module, given: torch.Tensor, steps: int, *, pushforward: bool = False) -> torch.Tensor:
+    """Predict ``steps`` frames autoregressively from the ``window`` given ones.
 
     Args:
-        model: one-step model, ``(batch, m·channels, *spatial)`` → ``(batch, channels, *spatial)``.
-        frames: the given frames ``(batch, m, channels, *spatial)``, oldest first.
-        n_steps: number of frames to predict (any length).
+        model: one-step model, ``(batch, window·channels, *spatial)`` → ``(batch, channels, *spatial)``.
+        given: the given frames ``(batch, window, channels, *spatial)``, oldest first.
+        steps: number of frames to predict (any length).
         pushforward: compute every step but the last without gradient (the pushforward trick of
             Brandstetter et al. 2022: train on the model's own inputs, back-propagate one step).
 
     Returns:
-        ``(batch, n_steps, channels, *spatial)``.
+        ``(batch, steps, channels, *spatial)``.
 
     Example:
         >>> pred = rollout(model, given, 40)      # given: (batch, 10, 1, 64, 64)
     """
-    if n_steps < 1:
-        raise ValueError(f"n_steps: expected a positive number of steps, found {n_steps}")
-    window, out = frames, []
-    for k in range(n_steps):
-        if pushforward and k < n_steps - 1:
+    if steps < 1:
+        raise ValueError(f"steps: expected a positive number of steps, found {steps}")
+    window, out = given, []
+    for k in range(steps):
+        if pushforward and k < steps - 1:
             with torch.no_grad():
                 nxt = step(model, window)
         else:

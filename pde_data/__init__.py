@@ -6,7 +6,7 @@
 ``evaluation`` or ``operators``.
 
 The names below load their layer on first use (PEP 562), so ``import pde_data.core`` (what the cells import)
-loads no solver, format or xarray.
+loads no solver, format or dataset module.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ _WHERE = {
     **dict.fromkeys(["write_pdebench"], "pde_data.formats.pdebench_write"),
     **dict.fromkeys(["Source", "open_source"], "pde_data.formats.source"),
     **dict.fromkeys([
-        "PairDataset", "SampleDataset", "WindowDataset", "item_bytes", "split_indices"
+        "PairDataset", "SampleDataset", "WindowDataset", "item_bytes", "split_indices", "default_sizes"
     ], "pde_data.datasets.fields"),
     **dict.fromkeys(["LabelDataset", "is_label", "n_classes", "read_labels"], "pde_data.datasets.labels"),
+    **dict.fromkeys(["Batch"], "pde_data.datasets.batch"),
     **dict.fromkeys(["generate_degradation", "generate_gapped_digits"], "pde_data.generate.sequence_sets"),
     **dict.fromkeys([
         "SequenceDataset", "fit_sequence_normalizer", "is_step", "target_kind"

@@ -21,8 +21,8 @@ def _pair(shape, dims, seed=0):
     return tuple(xr.Dataset({v: (dims, a) for v, a in d.items()}) for d in (pred, true))
 
 
-def _streamed(pred, true, *, initial_step=0, cuts=CUTS):
-    acc = MetricAccumulator(initial_step=initial_step)
+def _streamed(pred, true, *, window=0, cuts=CUTS):
+    acc = MetricAccumulator(window=window)
     for a, b in cuts:
         acc.update(pred.isel(sample=slice(a, b)), true.isel(sample=slice(a, b)))
     return acc
@@ -34,12 +34,12 @@ def _assert_same_table(got, expected):
         assert got[key] == pytest.approx(expected[key], rel=1e-12, abs=1e-300, nan_ok=True), key
 
 
-@pytest.mark.parametrize("initial_step", [0, 2])
-def test_time_dependent_fields_match_summarize(initial_step):
+@pytest.mark.parametrize("window", [0, 2])
+def test_time_dependent_fields_match_summarize(window):
     pred, true = _pair((6, 5, 20, 26), ("sample", "time", "x", "y"))
-    acc = _streamed(pred, true, initial_step=initial_step)
+    acc = _streamed(pred, true, window=window)
     assert acc.n_samples == 6
-    expected = summarize(pred, true, initial_step=initial_step)
+    expected = summarize(pred, true, window=window)
     assert "fRMSE_mid" in expected and "rel_l1_median" in expected
     _assert_same_table(acc.result(), expected)
 
@@ -59,16 +59,16 @@ def test_other_kinds_match_summarize(dims, shape):
 
 def test_one_batch_per_sample_and_one_batch_in_all():
     pred, true = _pair((6, 3, 16, 16), ("sample", "time", "x", "y"), seed=2)
-    expected = summarize(pred, true, initial_step=1)
+    expected = summarize(pred, true, window=1)
     singles = [(i, i + 1) for i in range(6)]
-    _assert_same_table(_streamed(pred, true, initial_step=1, cuts=singles).result(), expected)
-    _assert_same_table(_streamed(pred, true, initial_step=1, cuts=[(0, 6)]).result(), expected)
+    _assert_same_table(_streamed(pred, true, window=1, cuts=singles).result(), expected)
+    _assert_same_table(_streamed(pred, true, window=1, cuts=[(0, 6)]).result(), expected)
 
 
 @pytest.mark.parametrize("dims,shape", [(("sample", "time", "x", "y"), (6, 5, 12, 14)), (("sample", "time"), (6, 9))])
 def test_per_step_matches_rollout_errors(dims, shape):
     pred, true = _pair(shape, dims, seed=3)
-    per_step, mean = _streamed(pred, true, initial_step=2).per_step()
+    per_step, mean = _streamed(pred, true, window=2).per_step()
     expected, expected_mean = rollout_errors(pred.isel(time=slice(2, None)), true.isel(time=slice(2, None)))
     assert per_step.shape == (shape[1] - 2,)
     np.testing.assert_allclose(per_step, expected, rtol=1e-12)
@@ -79,7 +79,7 @@ def test_update_keeps_no_batch():
     """The batches' buffers are freed after update; the state is O(samples · time) plus a spectrum."""
     n_samples, n_time, n = 6, 4, 64
     rng = np.random.default_rng(4)
-    acc = MetricAccumulator(initial_step=1)
+    acc = MetricAccumulator(window=1)
     refs = []
     for a, b in CUTS:
         arrays = [rng.normal(size=(b - a, n_time, n, n)) + 1.0 for _ in range(2)]
@@ -119,8 +119,8 @@ def test_bad_input():
         acc.update(pred.isel(sample=slice(2, 4), x=slice(0, 4)), true.isel(sample=slice(2, 4), x=slice(0, 4)))
     assert acc.n_samples == 2 and acc.result() == pytest.approx(
         summarize(pred.isel(sample=slice(0, 2)), true.isel(sample=slice(0, 2))), nan_ok=True)
-    with pytest.raises(ValueError, match=r"initial_step: expected an integer in \[0, 3\)"):
-        MetricAccumulator(initial_step=3).update(pred, true)
+    with pytest.raises(ValueError, match=r"window: expected an integer in \[0, 3\)"):
+        MetricAccumulator(window=3).update(pred, true)
     steady = MetricAccumulator()
     steady.update(pred.isel(time=0), true.isel(time=0))
     with pytest.raises(ValueError, match="per_step: expected data with a 'time' dim"):

@@ -50,16 +50,18 @@ def _one_line_error(returncode, stderr, *fragments):
 
 def test_json_output_matches_the_library(files):
     paths, pred, true = files
-    result = circuitop("--pred", paths["pred"], "--true", paths["true"], "--initial-step", "2", "--json")
+    result = circuitop("--pred", paths["pred"], "--true", paths["true"], "--window", "2", "--json")
     assert result.returncode == 0, result.stderr
     table = json.loads(result.stdout)
-    expected = pdebench_metrics(pred, true, initial_step=2)
+    expected = pdebench_metrics(pred, true, window=2)
     for key in ("RMSE", "nRMSE", "CSV", "Max", "bRMSE", "fRMSE_low", "fRMSE_mid"):
         assert table[key] == pytest.approx(expected[key], rel=1e-6)
     assert "fRMSE_high" not in table  # a 16 x 16 grid has no radius >= 12: the band is absent
     assert table["RMSE"] > 0.05  # the copied input frames were excluded, not averaged in
     scored = [d.isel(time=slice(2, None)) for d in (pred, true)]
     assert table["rel_l2"] == pytest.approx(rel_l2(*scored), rel=1e-6)
+    pdebench_name = circuitop("--pred", paths["pred"], "--true", paths["true"], "--initial-step", "2", "--json")
+    assert json.loads(pdebench_name.stdout) == table  # PDEBench's name for --window
     assert {"rel_l1", "rel_l1_median", "nrmse_range", "max_mse", "rel_l2_spectral", "rel_l2_derivative"} <= set(table)
 
 
@@ -74,13 +76,13 @@ def test_table_output(files, capsys):
     assert main(["evaluate", "--pred", paths["pred"], "--true", paths["true"]]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert any(line.split()[0] == "nRMSE" for line in lines)
-    assert "initial step: 0" in lines
+    assert "window: 0" in lines
 
 
 @pytest.mark.parametrize("args,fragments", [
     (["--pred", "{pred}"], ["exactly one of", "['--pred']"]),
     (["--pred", "{pred}", "--true", "{true}", "--run", "r"], ["exactly one of"]),
-    (["--pred", "{pred}", "--true", "{true}", "--initial-step", "4"], ["initial_step", "[0, 4)"]),
+    (["--pred", "{pred}", "--true", "{true}", "--window", "4"], ["window", "[0, 4)"]),
     (["--pred", "{pred}", "--true", "{true}", "--steps", "5"], ["--steps"]),
     (["--pred", "{other}.missing", "--true", "{true}"], ["no such file"]),
 ])

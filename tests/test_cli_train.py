@@ -97,9 +97,15 @@ def test_missing_variables_and_time_mismatch_are_clear_errors(tmp_path, capsys):
     assert "--resume: expected" in capsys.readouterr().err
 
 
-def test_parse_config_reads_literals():
-    assert parse_config(["width=20", "n_modes=(12, 12)", "grid=False", "name=abc"]) == {
-        "width": 20, "n_modes": (12, 12), "grid": False, "name": "abc"}
+def test_config_values_are_text_the_model_s_fields_convert():
+    """``--config`` passes text; the one converter reads it as each field's type (a literal where the field
+    takes no text, the text itself where it does)."""
+    from operators.training import ModelSpec
+
+    config = parse_config(["width=20", "n_modes=(12, 12)", "lifting_ratio=3", "n_layers=2"])
+    assert config == {"width": "20", "n_modes": "(12, 12)", "lifting_ratio": "3", "n_layers": "2"}
+    assert ModelSpec("fno", config).config == {"width": 20, "n_modes": (12, 12), "lifting_ratio": 3.0, "n_layers": 2}
+    assert ModelSpec("chonn_vision", parse_config(["size=cpu"])).config == {"size": "cpu"}
     with pytest.raises(ValueError, match="KEY=VALUE"):
         parse_config(["width"])
 
@@ -176,8 +182,9 @@ def test_a_device_or_model_size_that_cannot_work_is_one_line(tmp_path, capsys):
 
     data = write_poisson(tmp_path / "p.nc", n_samples=8)
     common = ["train", "--data", str(data), "--model", "fno", "--out", str(tmp_path / "r"), "--no-progress"]
-    cases = [(["--config", "width=0"], "--config: model 'fno': config width: expected a positive integer, found 0"),
-             (["--config", "n_modes=(4,0)"], "config n_modes: expected a positive integer, found (4, 0)"),
+    cases = [(["--config", "width=0"], "--config width: expected a positive integer, found 0"),
+             (["--config", "n_modes=(4,0)"], "--config n_modes: expected a positive integer, found (4, 0)"),
+             (["--config", "width=wide"], "--config width: expected int, found 'wide'"),
              (["--device", "cuda:x"], "--device: expected a torch device such as 'cpu'")]
     if not torch.cuda.is_available():
         cases.append((["--device", "cuda"], "--device: expected a device this machine has; found 'cuda'"))

@@ -39,7 +39,7 @@ def test_compiled_training_matches_eager_and_is_recorded(tmp_path, monkeypatch):
     assert b["spec"]["optim"]["compile"] is True and a["spec"]["optim"]["compile"] is False
     assert json.loads((tmp_path / "compiled" / "run.json").read_text())["optim"]["compile"] is True
     assert yaml.safe_load((tmp_path / "compiled" / "config.yaml").read_text())["optim"]["compile"] is True
-    run = load_run(tmp_path / "compiled", which="last")  # the plain module, with the weights as trained
+    run = load_run(tmp_path / "compiled", checkpoint="last")  # the plain module, with the weights as trained
     weights = run.model.state_dict()
     for key, value in b["model"].items():
         torch.testing.assert_close(weights[key], value)

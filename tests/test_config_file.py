@@ -17,7 +17,7 @@ def test_config_yaml_round_trips_exactly(tmp_path):
     assert RunSpec.from_dict(yaml.safe_load(text)) == spec and RunSpec.from_dict(yaml.safe_load(text)).to_yaml() == text
     with pytest.raises(SpecError, match="version: expected run spec version 1, found 7"):
         RunSpec.from_dict({**yaml.safe_load(text), "version": 7})
-    with pytest.raises(SpecError, match=r"optim.learning_rate: expected a field of 'optim' among \[.*'lr'"):
+    with pytest.raises(SpecError, match=r"optim.learning_rate: expected a field of OptimSpec among \[.*'lr'"):
         RunSpec.from_dict({**yaml.safe_load(text), "optim": {"learning_rate": 0.1}})
     with pytest.raises(SpecError, match="optim.epochs: expected int, found 'ten'"):
         RunSpec.from_dict({**yaml.safe_load(text), "optim": {"epochs": "ten"}})
@@ -50,7 +50,7 @@ def test_bad_config_files_are_one_line_errors(tmp_path):
     (tmp_path / "unknown.yaml").write_text("version: 1\noptim:\n  learning_rate: 0.1\n")
     (tmp_path / "flat.yaml").write_text("lr: 0.1\n")
     for name, expected in (("bad.yaml", "expected YAML, found a syntax error"),
-                           ("unknown.yaml", "optim.learning_rate: expected a field of 'optim' among"),
+                           ("unknown.yaml", "optim.learning_rate: expected a field of OptimSpec among"),
                            ("flat.yaml", "version: expected 'version: 1' and the parts"),
                            ("missing.yaml", "found no file at")):
         done = _cli("train", "--config-file", tmp_path / name, "--out", tmp_path / "run")

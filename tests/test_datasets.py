@@ -8,7 +8,7 @@ import torch
 import xarray as xr
 from torch.utils.data import DataLoader
 
-from pde_data import open_source, to_tensor, write_pdebench
+from pde_data import default_sizes, open_source, to_tensor, write_pdebench
 from pde_data.datasets.fields import PairDataset, WindowDataset, split_indices
 from pde_data.datasets.normalize import Normalizer, fit_normalizer
 
@@ -38,6 +38,8 @@ def test_split_indices_disjoint_seeded():
     assert not np.array_equal(s["test"], other["test"])
     f = split_indices(10, seed=0)
     assert [len(f[k]) for k in ("train", "val", "test")] == [8, 1, 1]
+    for n, sizes in ((2, [2, 0, 0]), (3, [1, 1, 1]), (15, [13, 1, 1]), (24, [20, 2, 2])):  # every sample used
+        assert [len(split_indices(n, seed=0)[k]) for k in ("train", "val", "test")] == sizes == list(default_sizes(n))
     with pytest.raises(ValueError, match="sizes: expected three non-negative sizes summing to <= 10"):
         split_indices(10, sizes=(8, 2, 1))
 
@@ -78,6 +80,10 @@ def test_normalizer_checkpoint_weights_only(tmp_path):
         fit_normalizer(_unsteady(), ["u"], kind="robust")
 
 
+def _xy(item):
+    return item.inputs, item.targets
+
+
 def test_pair_dataset_over_lazy_file(tmp_path):
     ds = _steady()
     path = write_pdebench(ds, tmp_path / "2D_DarcyFlow_beta1.0_Train.hdf5", layout="darcy")
@@ -86,15 +92,14 @@ def test_pair_dataset_over_lazy_file(tmp_path):
     norm = fit_normalizer(lazy, ["a"], indices=splits["train"])
     data = PairDataset(lazy, ["a"], ["u"], indices=splits["val"], input_normalizer=norm)
     assert len(data) == 2
-    x, y = data[1]
+    x, y = _xy(data[1])
     i = splits["val"][1]
     assert x.shape == (1, 6, 5) and y.shape == (1, 6, 5)
     torch.testing.assert_close(y[0], torch.from_numpy(ds["u"].values[i]))
     torch.testing.assert_close(norm.decode(x)[0], torch.from_numpy(ds["a"].values[i]), atol=1e-5, rtol=1e-6)
     clone = pickle.loads(pickle.dumps(data))  # what a DataLoader worker receives
-    torch.testing.assert_close(clone[1][1], y)
-    xb, yb = next(iter(DataLoader(data, batch_size=2)))
-    assert xb.shape == (2, 1, 6, 5)
+    torch.testing.assert_close(clone[1].targets, y)
+    assert next(iter(DataLoader(data, batch_size=2))).inputs.shape == (2, 1, 6, 5)
     with pytest.raises(ValueError, match=r"expected variables \['f', 'u'\] in .*; missing \['f'\]"):
         PairDataset(lazy, ["f"], ["u"])
     with pytest.raises(ValueError, match=r"indices: expected sample indices in \[0, 10\)"):
@@ -106,15 +111,15 @@ def test_pair_dataset_over_lazy_file(tmp_path):
 def test_window_dataset(tmp_path, m):
     ds = _unsteady()
     lazy = open_source(write_pdebench(ds, tmp_path / "2D_diff-react_NA_NA.h5", layout="diff-react")).dataset
-    data = WindowDataset(lazy, ["u", "v"], m=m, indices=[0, 2], stride=1)
+    data = WindowDataset(lazy, ["u", "v"], window=m, indices=[0, 2], stride=1)
     assert len(data) == 2 * (7 - m)
-    x, y = data[len(data) - 1]  # sample 2, last window
+    x, y = _xy(data[len(data) - 1])  # sample 2, last window
     t0 = 7 - m - 1
     frames = to_tensor(ds.isel(sample=[2]), ["u", "v"])[0]  # (time, channels, x, y)
     assert x.shape == (m, 2, 6, 5) and y.shape == (1, 2, 6, 5)
     torch.testing.assert_close(x, frames[t0:t0 + m])
     torch.testing.assert_close(y[0], frames[t0 + m])
-    x3, y3 = WindowDataset(lazy, ["u", "v"], m=m, horizon=2)[0]
+    x3, y3 = _xy(WindowDataset(lazy, ["u", "v"], window=m, horizon=2)[0])
     assert x3.shape == (m, 2, 6, 5) and y3.shape == (2, 2, 6, 5)
     torch.testing.assert_close(y3, to_tensor(ds.isel(sample=[0]), ["u", "v"])[0][m:m + 2])
     lazy.close()
@@ -123,16 +128,16 @@ def test_window_dataset(tmp_path, m):
 def test_window_dataset_normalized_and_bad_args():
     ds = _unsteady()
     norm = fit_normalizer(ds, ["u"], indices=[0])
-    x, y = WindowDataset(ds, ["u"], m=2, normalizer=norm)[0]
+    x, y = _xy(WindowDataset(ds, ["u"], window=2, normalizer=norm)[0])
     raw = torch.from_numpy(ds["u"].values[0])
     assert x.shape == (2, 1, 6, 5) and y.shape == (1, 1, 6, 5)
     torch.testing.assert_close(norm.decode(y)[0, 0], raw[2], atol=1e-5, rtol=1e-6)
     torch.testing.assert_close(x[:, 0], norm.encode(raw[:2]), atol=1e-6, rtol=1e-6)
-    assert len(WindowDataset(ds, ["u"], m=2, stride=2)) == 3 * 3
-    with pytest.raises(ValueError, match="m \\+ horizon <= 7 frames; found m=7"):
-        WindowDataset(ds, ["u"], m=7)
+    assert len(WindowDataset(ds, ["u"], window=2, stride=2)) == 3 * 3
+    with pytest.raises(ValueError, match="window \\+ horizon <= 7 frames; found window=7"):
+        WindowDataset(ds, ["u"], window=7)
     with pytest.raises(ValueError, match="without time: \\['a'\\]"):
-        WindowDataset(_steady(), ["a"], m=1)
+        WindowDataset(_steady(), ["a"], window=1)
 
 
 def test_pair_dataset_on_order_benchmark():
@@ -142,6 +147,6 @@ def test_pair_dataset_on_order_benchmark():
     ds = generate_order_benchmark(6, 2, n_points=128, seed=0)
     norm = fit_normalizer(ds, ["target"], indices=[0, 1, 2, 3])
     data = PairDataset(ds, ["input"], ["target"], indices=[4, 5], output_normalizer=norm)
-    x, y = data[0]
+    x, y = _xy(data[0])
     assert x.shape == (1, 128) and norm.shift.shape == (1, 1)
     torch.testing.assert_close(norm.decode(y)[0], torch.from_numpy(ds["target"].values[4]).float(), atol=1e-5, rtol=1e-5)

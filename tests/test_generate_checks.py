@@ -4,6 +4,7 @@ announced (and refused past the free disk) before anything is computed, the time
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import tempfile
@@ -14,12 +15,14 @@ from types import SimpleNamespace
 import pytest
 
 import pde_data
+from pde_data.core.params import param
+from pde_data.generate.defaults import PARAMS
 from pde_data.generate.registry import sample_bytes
 from cli_run import run_cli
 from operators.cli import _generation, build_parser, main
 
-CHECKED = {_generation.positive_int, _generation.non_negative_int, _generation.positive_float,
-           _generation.non_negative_float}
+#: the checks of the numeric options that set no generator parameter (--n, --seed, --shards, --workers, --sizes)
+COMMON = {_generation.positive_int, _generation.non_negative_int}
 #: numeric options whose range the library checks (its message is reported under the option's name)
 LIBRARY_CHECKED = {("digits", "--gap")}
 
@@ -31,23 +34,54 @@ def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentPar
 PROBLEMS = _commands(_commands(build_parser())["generate"])  # every generator: name -> its parser
 
 
-def _numeric_options():
-    for problem, parser in PROBLEMS.items():
+def _numeric_options(problems=PROBLEMS):
+    """``(problem, option, type, nargs, dest)`` of each option taking numbers (a checked type has a ``check``)."""
+    for problem, parser in problems.items():
         for action in parser._actions:
-            if action.option_strings and action.type in CHECKED | {int, float}:
-                yield problem, action.option_strings[0], action.type, action.nargs or 1
+            if action.option_strings and (action.type in (int, float) or hasattr(action.type, "check")):
+                yield problem, action.option_strings[0], action.type, action.nargs or 1, action.dest
 
 
-def test_every_numeric_option_is_checked_by_the_command_line():
-    unchecked = {(problem, option) for problem, option, kind, _ in _numeric_options() if kind not in CHECKED}
-    assert unchecked == LIBRARY_CHECKED
+def _unchecked(problems) -> set[tuple[str, str]]:
+    """The numeric options not checked by the command line as they should be: one setting a generator parameter
+    by its field's range (its type made from the field's ``check`` and ``expected``), another by :data:`COMMON`."""
+    unchecked = set()
+    for problem, option, kind, _, dest in _numeric_options(problems):
+        fields = {_generation._LIBRARY_NAMES.get(f.name, f.name): f for f in dataclasses.fields(PARAMS[problem])}
+        if dest not in fields:
+            checked = kind in COMMON
+        else:
+            ranged = fields[dest].metadata
+            checked = (getattr(kind, "check", None), kind.__name__) == (ranged.get("check", 0), ranged.get("expected"))
+        if not checked:
+            unchecked.add((problem, option))
+    return unchecked
 
 
-@pytest.mark.parametrize("problem, option, kind, nargs", [case for case in _numeric_options() if case[2] in CHECKED])
-def test_a_bad_number_names_its_option(tmp_path, capsys, problem, option, kind, nargs):
+def test_every_numeric_option_is_checked_by_its_field():
+    assert _unchecked(PROBLEMS) == LIBRARY_CHECKED
+
+
+def test_an_option_without_its_field_s_check_is_found(monkeypatch):
+    """The check above fails for a parameter's option typed by hand (even with the same range) and for one whose
+    field has no range."""
+    by_hand = argparse.ArgumentParser()
+    by_hand.add_argument("--n-grid", type=_generation.positive_int)
+    _generation.add_parameter_options(by_hand, "darcy", {"beta": "forcing"})
+    assert _unchecked({"darcy": by_hand}) == {("darcy", "--n-grid")}
+    monkeypatch.setitem(PARAMS, "darcy", dataclasses.make_dataclass("DarcyParams", [
+        ("n_grid", int, 128), ("beta", float, param(1.0, "a positive number", lambda v: v > 0))], frozen=True))
+    unranged = argparse.ArgumentParser()
+    _generation.add_parameter_options(unranged, "darcy", {"n_grid": "cells", "beta": "forcing"})
+    assert _unchecked({"darcy": unranged}) == {("darcy", "--n-grid")}
+
+
+@pytest.mark.parametrize("problem, option, kind, nargs, dest",
+                         [case for case in _numeric_options() if hasattr(case[2], "check")])
+def test_a_bad_number_names_its_option(tmp_path, capsys, problem, option, kind, nargs, dest):
     """Negative (and, where positive is expected, zero) values: argparse's one error line names the option,
     what it expected and what it found; exit status 2; nothing written."""
-    bad = ["-64", "abc"] + (["0"] if kind in (_generation.positive_int, _generation.positive_float) else [])
+    bad = ["-64", "abc"] + ([] if kind.check(0) else ["0"])
     for value in bad:
         with pytest.raises(SystemExit) as exit_:
             main(["generate", problem, "--out", str(tmp_path / "x.nc"), option, *["1"] * (nargs - 1), value])
@@ -86,12 +120,21 @@ def test_library_checks_name_the_options(tmp_path, capsys, args, message):
     assert not (tmp_path / "x.nc").exists()
 
 
-def test_named_options_leave_other_messages_as_they_are():
-    names = {"n_out": "--n-out", "n_sim": "--n-sim", "n": "--n"}
-    assert _generation._named_options("n_out: expected a divisor of n_sim=8, found 3", names) == \
-        "--n-out: expected a divisor of --n-sim=8, found 3"
-    for text in ("w0: expected n >= 4", "/tmp/n: expected a file", "n_out, first_sample: expected >= 1", "n_out"):
-        assert _generation._named_options(text, names) == text
+def test_parameters_are_named_by_the_table_and_the_rest_as_the_library_names_them():
+    """The error carries its parameters as data: those the table knows become options, the others (and the
+    text around them) stay as the library wrote them."""
+    from functools import partial
+
+    from pde_data.core.params import ParameterError
+
+    name = partial(_generation.option_name, {"n_out": "--n-out", "n_sim": "--n-sim", "n": "--n"})
+    error = ParameterError("n_out", "a divisor of {n_sim=8}", "3", ["n_sim"])
+    assert str(error) == "n_out: expected a divisor of n_sim=8, found 3"
+    assert error.describe(name) == "--n-out: expected a divisor of --n-sim=8, found 3"
+    assert ParameterError(("n_out", "first_sample"), ">= 1", "0").describe(name) == \
+        "--n-out, first_sample: expected >= 1, found 0"
+    unmarked = "expected {n} >= 4 in /tmp/{n_sim}"  # braces that mark no mention stay as they are
+    assert ParameterError("w0", unmarked).describe(name) == f"w0: {unmarked}"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/sys is Linux's")
@@ -159,8 +202,7 @@ def test_the_announced_size_is_the_sets_size(tmp_path, capsys, problem):
     with pde_data.open_source(tmp_path / "x.nc").dataset as ds:
         nbytes = sum(v.nbytes for v in ds.variables.values() if "sample" in v.dims)
     assert f"x.nc: 3 samples, {_generation._size(nbytes)} before compression" in capsys.readouterr().err
-    module = __import__(f"operators.cli.gen_{problem}", fromlist=["spec"])
-    assert 3 * (sample_bytes(module.spec(build_parser().parse_args(args))) + 8) == nbytes
+    assert 3 * (sample_bytes(_generation.generation_spec(build_parser().parse_args(args))) + 8) == nbytes
 
 
 def test_the_time_is_estimated_from_the_first_chunks(tmp_path, capsys, monkeypatch):
@@ -176,7 +218,6 @@ def test_the_defaults_are_laptop_sized():
     darcy 75 s, the others seconds; the old ns defaults were about 4 days)."""
     for problem in TINY:
         args = build_parser().parse_args(["generate", problem, "--out", "x.nc"])
-        module = __import__(f"operators.cli.gen_{problem}", fromlist=["spec"])
-        assert args.n * sample_bytes(module.spec(args)) <= 2e9, problem
+        assert args.n * sample_bytes(_generation.generation_spec(args)) <= 2e9, problem
     ns = build_parser().parse_args(["generate", "ns", "--out", "x.nc"])
     assert ns.n * ns.t_final / ns.dt * ns.n_sim**2 <= 32 * 20 / 1e-3 * 128**2  # time steps x grid points

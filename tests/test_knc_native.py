@@ -11,7 +11,7 @@ import torch
 from torch.nn import functional as F
 
 from circuitop import KirchhoffCell, NativeKernelWarning, _native
-from circuitop.knc import _NativeZohScanFn, _torch_zoh_scan
+from circuitop.knc import _NativeZohScanFn, zoh_scan_ref
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: dict(rtol=1e-12, atol=1e-12)}
 
@@ -63,7 +63,7 @@ def test_native_matches_torch_across_chunk_boundaries(native, dtype, length):
     and float64), so these lengths end before, on and after chunk boundaries."""
     for irregular in (True, False):
         inputs = _inputs(2, length, 64, 64, dtype, irregular=irregular)
-        _assert_same(_values_and_grads(_native_zoh, inputs), _values_and_grads(_torch_zoh_scan, inputs), TOL[dtype])
+        _assert_same(_values_and_grads(_native_zoh, inputs), _values_and_grads(zoh_scan_ref, inputs), TOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -72,7 +72,7 @@ def test_native_matches_torch_for_partial_channel_blocks(native, dtype, d_inner)
     """The backward runs blocks of 16 channels: widths below, on and above one block, and two full
     blocks plus a partial one, across a chunk boundary."""
     inputs = _inputs(2, 37, d_inner, 8, dtype)
-    _assert_same(_values_and_grads(_native_zoh, inputs), _values_and_grads(_torch_zoh_scan, inputs), TOL[dtype])
+    _assert_same(_values_and_grads(_native_zoh, inputs), _values_and_grads(zoh_scan_ref, inputs), TOL[dtype])
 
 
 @pytest.mark.parametrize("z_shift", [-30.0, 8.0, 25.0])
@@ -81,7 +81,7 @@ def test_native_matches_torch_for_tiny_and_huge_steps(native, z_shift):
     underflows towards 0), and z beyond torch's softplus threshold 20: the one-polynomial exp/expm1
     and the in-kernel softplus stay at double precision."""
     inputs = _inputs(2, 30, 8, 16, torch.float64, z_shift=z_shift)
-    _assert_same(_values_and_grads(_native_zoh, inputs), _values_and_grads(_torch_zoh_scan, inputs),
+    _assert_same(_values_and_grads(_native_zoh, inputs), _values_and_grads(zoh_scan_ref, inputs),
                  dict(rtol=1e-11, atol=1e-11))
 
 
@@ -90,7 +90,7 @@ def test_native_long_sequence_float32_against_float64(native):
     the float64 result."""
     inputs64 = _inputs(1, 65536, 4, 4, torch.float64, z_shift=-4.0)
     inputs32 = [t.detach().float().requires_grad_() for t in inputs64]
-    ref = _values_and_grads(_torch_zoh_scan, inputs64)
+    ref = _values_and_grads(zoh_scan_ref, inputs64)
     fast = _values_and_grads(_native_zoh, inputs32)
     _assert_same([t.double() for t in fast], ref, dict(rtol=1e-4, atol=1e-4))
 

@@ -21,7 +21,7 @@ pytest.importorskip("triton")
 
 from circuitop import KirchhoffCell  # noqa: E402
 from circuitop import knc_triton  # noqa: E402
-from circuitop.knc import _torch_zoh_scan  # noqa: E402
+from circuitop.knc import zoh_scan_ref  # noqa: E402
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-10, atol=1e-12)}
 
@@ -50,7 +50,7 @@ def test_triton_scan_matches_the_torch_formulation(monkeypatch, dtype, length, i
     assert knc_triton._sizes(args[0], args[3])["BD"] == (1 if tile else 4)
     y = knc_triton.TritonZohScanFn.apply(*args)
     grads = torch.autograd.grad((y * weight).sum(), leaves)
-    y_ref = _torch_zoh_scan(*args)
+    y_ref = zoh_scan_ref(*args)
     grads_ref = torch.autograd.grad((y_ref * weight).sum(), leaves)
     torch.testing.assert_close(y, y_ref, **TOL[dtype])
     for name, got, expected in zip(("u", "proj", "dt", "lam", "skip") if irregular else ("u", "proj", "lam", "skip"),

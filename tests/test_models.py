@@ -92,7 +92,7 @@ def test_positive_order_adds_ckb_parameters():
 def test_unknown_model_and_key_errors_name_the_choices():
     with pytest.raises(ValueError, match="expected one of.*'fno'"):
         operators.build("fnoo", 1, 1)
-    with pytest.raises(ValueError, match="unknown config keys \\['widht'\\].*'width'"):
+    with pytest.raises(ValueError, match="model.config.widht: expected a field of FNOConfig among \\[.*'width'"):
         operators.build("fno", 1, 1, widht=8)
     with pytest.raises(ValueError, match="n_modes"):
         operators.build("fno", 1, 1, n_modes=(4, 4, 4))
@@ -198,16 +198,16 @@ def _assert_same_values_and_grads(fast_fn, ref_fn, shape, *, grad_tol):
 @pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 6), (1, 2, 1, 3), (1, 1, 3, 4, 5), (2, 3, 1)])
 def test_upsample2x_equals_interpolate_in_values_and_gradients(shape):
     """The hand-written 2× (bi/tri)linear stencil = F.interpolate(align_corners=False), edges included."""
-    from operators.models.resample import _reference, upsample2x
+    from operators.models.resample import upsample2x, upsample2x_ref
 
-    _assert_same_values_and_grads(upsample2x, _reference, shape, grad_tol=1e-13)
+    _assert_same_values_and_grads(upsample2x, upsample2x_ref, shape, grad_tol=1e-13)
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 6), (2, 3, 4, 6), (1, 2, 2, 2), (1, 1, 4, 2, 6)])
 def test_pool2x_equals_adaptive_avg_pool_in_values_and_gradients(shape):
-    from operators.models.resample import _pool_reference, pool2x
+    from operators.models.resample import pool2x, pool2x_ref
 
-    _assert_same_values_and_grads(pool2x, _pool_reference, shape, grad_tol=1e-14)
+    _assert_same_values_and_grads(pool2x, pool2x_ref, shape, grad_tol=1e-14)
     with pytest.raises(ValueError, match="even spatial sizes"):
         pool2x(torch.zeros(1, 1, 5))
 
@@ -225,17 +225,23 @@ def test_coarsened_by_two_uses_the_exact_stencil():
 
 @pytest.mark.parametrize("shape", [(2, 3, 6), (2, 3, 4, 6), (1, 2, 2, 2), (3, 1, 2, 8)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_resample_native_kernels_equal_torch_formulation(resample_native, shape, dtype):
-    """pool2x, upsample2x and their adjoints: the native kernels = the torch formulation."""
-    from operators.models import resample
+def test_resample_native_kernels_equal_torch_formulation(resample_native, monkeypatch, shape, dtype):
+    """pool2x, upsample2x and their adjoints (their backward): the native kernels = the torch formulation
+    (what pool2x and upsample2x run with CIRCUITOP_NATIVE=0)."""
+    from operators.models.resample import pool2x, upsample2x
+
+    def adjoint(fn, grad, in_shape):
+        x = grad.new_zeros(in_shape, requires_grad=True)
+        return torch.autograd.grad(fn(x), x, grad)[0]
 
     ops, x = resample_native, torch.randn(*shape, dtype=dtype)
     tol = {"rtol": 1e-6, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-14, "atol": 1e-14}
-    up = resample._up_torch(x)
+    monkeypatch.setenv("CIRCUITOP_NATIVE", "0")
+    up = upsample2x(x)
     torch.testing.assert_close(ops.upsample2x(x), up, **tol)
-    torch.testing.assert_close(ops.upsample2x_adjoint(up), resample._up_adjoint_torch(up), **tol)
-    torch.testing.assert_close(ops.pool2x(x), resample._pool_torch(x), **tol)
-    torch.testing.assert_close(ops.pool2x_adjoint(x), resample._pool_adjoint_torch(x), **tol)
+    torch.testing.assert_close(ops.upsample2x_adjoint(up), adjoint(upsample2x, up, x.shape), **tol)
+    torch.testing.assert_close(ops.pool2x(x), pool2x(x), **tol)
+    torch.testing.assert_close(ops.pool2x_adjoint(x), adjoint(pool2x, x, up.shape), **tol)
 
 
 @pytest.mark.parametrize("shape", [(2, 2, 4), (1, 2, 4, 6), (1, 1, 2, 2, 4)])

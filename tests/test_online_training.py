@@ -90,10 +90,11 @@ def test_darcy_and_swe_train_too(tmp_path, args):
 
 
 @pytest.mark.parametrize("change, expected", [
-    (["--gen", "n_grid=8"], "--gen: expected names among ['batch_size', 'dt', 'dtype', 'n_out', 'n_records', "
-                            "'n_sim', 'record_initial', 't_final', 'visc'] for ns, found ['n_grid']"),
-    (["--gen", "n_sim=big"], "--gen: expected n_sim of ns to be of type int (default 128), found 'big'"),
-    (["--samples-per-epoch", "6"], "--samples-per-epoch: expected a multiple of the generator's batch_size 4"),
+    (["--gen", "n_grid=8"], "--gen n_grid: expected a field of NSParams among ['batch_size', 'dt', 'dtype', 'n_out', "
+                            "'n_records', 'n_sim', 'record_initial', 't_final', 'visc'], found 'n_grid'"),
+    (["--gen", "n_sim=big"], "--gen n_sim: expected int, found 'big'"),
+    (["--gen", "dtype=float16"], "--gen dtype: expected one of ['float32', 'float64'], found 'float16'"),
+    (["--samples-per-epoch", "6"], "--samples-per-epoch: expected a multiple of --gen batch_size=4 (each epoch"),
     (["--generate", "heat"], f"--generate: expected one of {sorted(KINDS)}, found 'heat'"),
     (["--generate-seeds", "3,3"], "--generate-seeds: expected two different seeds >= 0"),
     (["--split", "4,2,2"], "--split: expected 0 training samples in a generated run"),
@@ -177,3 +178,24 @@ def test_under_ddp_each_process_makes_its_part_and_holds_the_whole_epoch(tmp_pat
 
 def test_torchrun_trains_on_generated_samples_like_one_process(tmp_path):
     torchrun_beside_one_process(lambda out, *extra: _ns_run(out, "--epochs", "2", *extra), tmp_path, atol=1e-6)
+
+
+def test_a_file_run_never_imports_the_online_module(tmp_path):
+    """A run on a file goes from its spec to its data without ``operators.training.online`` (a real ``circuitop
+    train`` in a fresh process); a generated run does import it."""
+    import subprocess
+    import sys
+
+    from cli_run import ENV, ROOT
+    from test_trainer import write_poisson
+
+    data = write_poisson(tmp_path / "p.nc", n_samples=8)
+    script = ("import sys; from operators.cli import main; code = main(sys.argv[1:]); "
+              "print('operators.training.online' in sys.modules); sys.exit(code)")
+    train = ["train", "--data", str(data), "--input", "f", "--target", "u", "--split", "6,2,0", "--epochs", "1",
+             "--out", str(tmp_path / "run"), *MODEL]
+    for args, imported in ((train, "False"), (_ns_run(tmp_path / "gen", "--epochs", "1"), "True")):
+        done = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, env=ENV, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip().splitlines()[-1] == imported, done.stdout

@@ -11,11 +11,11 @@ import pde_data
 from evaluation import PDEBENCH_KEYS, PDEBenchAccumulator, boundary_rmse, frequency_band_errors, pdebench_metrics
 
 
-def _pdebench_ref(pred, true, initial_step=0, bands=(4, 12)):
+def _pdebench_ref(pred, true, window=0, bands=(4, 12)):
     """The spec (docs/specs/metrics.md) written literally with loops: (sample, time, channel, *spatial), 1D or 2D."""
     rows = []
     for c in range(pred.shape[2]):
-        for t in range(initial_step, pred.shape[1]):
+        for t in range(window, pred.shape[1]):
             e, y = pred[:, t, c] - true[:, t, c], true[:, t, c]
             n = e[0].size
             rmse = [math.sqrt(np.mean(eb**2)) for eb in e]
@@ -48,11 +48,11 @@ def _data(shape, seed=0):
     return true + 0.3 * rng.normal(size=shape), true
 
 
-@pytest.mark.parametrize("shape,initial_step", [((5, 4, 2, 30), 1), ((4, 3, 2, 26, 28), 2), ((3, 2, 1, 64), 0)])
-def test_matches_loop_reference(shape, initial_step):
+@pytest.mark.parametrize("shape,window", [((5, 4, 2, 30), 1), ((4, 3, 2, 26, 28), 2), ((3, 2, 1, 64), 0)])
+def test_matches_loop_reference(shape, window):
     pred, true = _data(shape)
-    got = pdebench_metrics(pred, true, initial_step=initial_step)
-    ref = _pdebench_ref(pred, true, initial_step)
+    got = pdebench_metrics(pred, true, window=window)
+    ref = _pdebench_ref(pred, true, window)
     assert list(got) == list(PDEBENCH_KEYS)
     for key in PDEBENCH_KEYS:
         assert got[key] == pytest.approx(ref[key], rel=1e-10), key
@@ -89,18 +89,18 @@ def test_known_boundary_values():
 def test_input_frames_are_excluded():
     pred, true = _data((3, 5, 1, 32))
     pred[:, 2:] = true[:, 2:]
-    assert all(v == 0 for v in pdebench_metrics(pred, true, initial_step=2).values())
-    assert pdebench_metrics(pred, true, initial_step=0)["RMSE"] > 0
+    assert all(v == 0 for v in pdebench_metrics(pred, true, window=2).values())
+    assert pdebench_metrics(pred, true, window=0)["RMSE"] > 0
 
 
 def test_independent_of_batching():
     """Whole set == concatenated batches; per-sample means combine as size-weighted batch means."""
     pred, true = _data((10, 2, 1, 32))
-    whole = pdebench_metrics(pred, true, initial_step=1)
+    whole = pdebench_metrics(pred, true, window=1)
     order = np.random.default_rng(1).permutation(10)
-    assert pdebench_metrics(pred[order], true[order], initial_step=1) == pytest.approx(whole, rel=1e-12)
+    assert pdebench_metrics(pred[order], true[order], window=1) == pytest.approx(whole, rel=1e-12)
     cuts = [(0, 3), (3, 10)]  # unequal batches: a mean of batch means would differ
-    parts = [pdebench_metrics(pred[a:b], true[a:b], initial_step=1) for a, b in cuts]
+    parts = [pdebench_metrics(pred[a:b], true[a:b], window=1) for a, b in cuts]
     sizes = np.array([b - a for a, b in cuts])
     for key in ("RMSE", "nRMSE", "bRMSE"):  # means over samples: size-weighted means of batches
         assert whole[key] == pytest.approx(np.dot(sizes, [p[key] for p in parts]) / 10, rel=1e-12)
@@ -108,7 +108,7 @@ def test_independent_of_batching():
     assert whole["Max"] == pytest.approx(max(p["Max"] for p in parts))  # one (c, t): a max of maxima
     csv_sq = np.dot(sizes, [p["CSV"] ** 2 for p in parts]) / 10        # one (c, t): RMS over samples
     assert whole["CSV"] == pytest.approx(math.sqrt(csv_sq), rel=1e-12)
-    acc = PDEBenchAccumulator(initial_step=1)
+    acc = PDEBenchAccumulator(window=1)
     for a, b in cuts:  # streamed: the sums over samples carried from batch to batch
         acc.update(pred[a:b], true[a:b])
     assert acc.n_samples == 10 and acc.result() == pytest.approx(whole, rel=1e-12)
@@ -116,15 +116,15 @@ def test_independent_of_batching():
 
 def test_numpy_torch_xarray_agree():
     pred, true = _data((3, 4, 2, 12, 10))
-    expected = pdebench_metrics(pred, true, initial_step=1)
-    got = pdebench_metrics(torch.tensor(pred), torch.tensor(true), initial_step=1)
+    expected = pdebench_metrics(pred, true, window=1)
+    got = pdebench_metrics(torch.tensor(pred), torch.tensor(true), window=1)
     assert math.isnan(expected["fRMSE_high"])  # a 12 x 10 grid has radii 0..4 only
     assert got == pytest.approx(expected, rel=1e-12, nan_ok=True)
     dims = ("sample", "time", "x", "y")
     ds = [xr.Dataset({"h": (dims, a[:, :, 0]), "u": (dims, a[:, :, 1])}) for a in (pred, true)]
-    assert pdebench_metrics(*ds, initial_step=1) == pytest.approx(expected, rel=1e-12, nan_ok=True)
+    assert pdebench_metrics(*ds, window=1) == pytest.approx(expected, rel=1e-12, nan_ok=True)
     channel_first = [pde_data.to_tensor(d, dtype=torch.float64) for d in ds]  # the data model's layout
-    assert pdebench_metrics(*channel_first, initial_step=1) == pytest.approx(expected, rel=1e-12, nan_ok=True)
+    assert pdebench_metrics(*channel_first, window=1) == pytest.approx(expected, rel=1e-12, nan_ok=True)
     steady = [d.isel(time=3) for d in ds]  # Darcy-like: no time dim, one frame scored
     assert pdebench_metrics(*steady) == pytest.approx(
         pdebench_metrics(pred[:, 3:], true[:, 3:]), rel=1e-12, nan_ok=True)
@@ -155,8 +155,8 @@ def test_frequency_band_errors_per_sample_match_suite():
 
 def test_bad_input():
     pred, true = _data((2, 3, 1, 8))
-    with pytest.raises(ValueError, match=r"initial_step: expected an integer in \[0, 3\).*found 3"):
-        pdebench_metrics(pred, true, initial_step=3)
+    with pytest.raises(ValueError, match=r"window: expected an integer in \[0, 3\).*found 3"):
+        pdebench_metrics(pred, true, window=3)
     with pytest.raises(ValueError, match=r"pred: expected \(sample, time, channel, \*spatial\).*\(2, 8\)"):
         pdebench_metrics(np.ones((2, 8)), np.ones((2, 8)))
     with pytest.raises(ValueError, match=r"lengths: expected 1 domain lengths.*\(1.0, 2.0\)"):

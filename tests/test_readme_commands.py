@@ -66,7 +66,7 @@ COMMANDS = {
     "circuitop evaluate --run runs/darcy --data darcy_test.pt --samples all --input input --target target": [],
     "circuitop evaluate --run runs/ns --data ns.h5 --steps 40": ["--steps", "2"],
     "circuitop evaluate --run runs/rul --data seq.nc": [],
-    "circuitop evaluate --pred pred.nc --true true.nc": ["--initial-step", "10"],
+    "circuitop evaluate --pred pred.nc --true true.nc": ["--window", "10"],
     "circuitop predict --run runs/darcy --data new_inputs.nc --out new_pred.nc": [],
     "circuitop bench": ["--quick", "--only", "bench_metrics"],
 }

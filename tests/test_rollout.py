@@ -65,9 +65,9 @@ def test_pushforward_backpropagates_the_last_step_only():
 
 
 def test_step_checks_the_model_channels():
-    with pytest.raises(ValueError, match="in_channels = m·channels"):
+    with pytest.raises(ValueError, match="in_channels = window·channels"):
         step(torch.nn.Conv2d(4, 3, 1), torch.zeros(1, 2, 2, 8, 8))
-    with pytest.raises(ValueError, match="n_steps"):
+    with pytest.raises(ValueError, match="steps: expected a positive"):
         rollout(torch.nn.Conv2d(4, 2, 1), torch.zeros(1, 2, 2, 8, 8), 0)
 
 

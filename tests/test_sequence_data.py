@@ -146,7 +146,8 @@ def test_read_batch_layout_from_memory_and_file(degradation, seq_file):
     for source in (degradation, seq_file, pde_data.open_source(seq_file)):
         for cache in (False, True):
             data = pde_data.SequenceDataset(source, INPUTS, ["rul"], indices=split, cache=cache)
-            x, y, dt, mask = data.read_batch(items)
+            batch = data.read_batch(items)
+            x, y, dt, mask = batch.inputs, batch.targets, batch.dt, batch.mask
             assert len(data) == 6 and x.shape == (4, 9, 2) and y.shape == (4, 1) and mask.dtype == torch.bool
             torch.testing.assert_close(x, x0)
             torch.testing.assert_close(y[:, 0], torch.as_tensor(degradation["rul"].values[split[items]]).float())
@@ -155,23 +156,28 @@ def test_read_batch_layout_from_memory_and_file(degradation, seq_file):
 
 
 def test_read_batch_per_step_and_label_targets(degradation, digits):
-    x, y, dt, mask = pde_data.SequenceDataset(degradation, INPUTS, ["rul_step"]).read_batch([2, 7])
+    y = pde_data.SequenceDataset(degradation, INPUTS, ["rul_step"]).read_batch([2, 7]).targets
     assert y.shape == (2, 9, 1)
     torch.testing.assert_close(y[..., 0], torch.as_tensor(degradation["rul_step"].values[[2, 7]]).float())
-    x, y, dt, mask = pde_data.SequenceDataset(digits, ["pixels"], ["label"]).read_batch([0, 1, 2])
+    batch = pde_data.SequenceDataset(digits, ["pixels"], ["label"]).read_batch([0, 1, 2])
+    x, y = batch.inputs, batch.targets
     assert x.shape == (3, 8, 8) and y.dtype == torch.int64 and y.tolist() == digits["label"].values[:3].tolist()
     gap_steps = torch.as_tensor(np.diff(digits["time"].values[:3], axis=1, prepend=-1.0)).float()
-    torch.testing.assert_close(dt, gap_steps.masked_fill(~mask, 1.0))
+    torch.testing.assert_close(batch.dt, gap_steps.masked_fill(~batch.mask, 1.0))
+    alone = pde_data.SequenceDataset(digits, ["pixels"], ()).read_batch([0, 1, 2])  # no targets: None
+    assert alone.targets is None and torch.equal(alone.inputs, x) and torch.equal(alone.mask, batch.mask)
 
 
 def test_dataloader_workers_yield_read_batch(seq_file):
     data = pde_data.SequenceDataset(seq_file, INPUTS, ["rul"], indices=np.arange(2, 14))
     loader = torch.utils.data.DataLoader(data, batch_size=5, num_workers=2)
     batches = list(loader)
-    assert [b[0].shape[0] for b in batches] == [5, 5, 2]
+    assert [b.inputs.shape[0] for b in batches] == [5, 5, 2]
     for k, batch in enumerate(batches):
-        for got, want in zip(batch, data.read_batch(range(5 * k, min(5 * k + 5, 12)))):
-            assert torch.equal(got, want)
+        want = data.read_batch(range(5 * k, min(5 * k + 5, 12)))
+        assert isinstance(batch, pde_data.Batch) and len(batch.tensors()) == len(want.tensors()) == 4
+        for got, expected in zip(batch.tensors(), want.tensors()):
+            assert torch.equal(got, expected)
 
 
 def test_dataset_errors_name_parameters(degradation):
@@ -225,11 +231,12 @@ def test_normalizers_encode_valid_steps_and_keep_padding_zero(degradation):
     norm = pde_data.fit_sequence_normalizer(degradation, INPUTS)
     out = pde_data.fit_sequence_normalizer(degradation, ["rul"])
     data = pde_data.SequenceDataset(degradation, INPUTS, ["rul"], input_normalizer=norm, output_normalizer=out)
-    x, y, _, mask = data.read_batch([0, 1, 2])
+    batch = data.read_batch([0, 1, 2])
+    x, mask = batch.inputs, batch.mask
     raw = pde_data.SequenceDataset(degradation, INPUTS, ["rul"]).read_batch([0, 1, 2])
-    torch.testing.assert_close(x[mask], norm.encode(raw[0])[mask])
+    torch.testing.assert_close(x[mask], norm.encode(raw.inputs)[mask])
     assert (x[~mask] == 0).all()
-    torch.testing.assert_close(y, out.encode(raw[1]))
+    torch.testing.assert_close(batch.targets, out.encode(raw.targets))
     with pytest.raises(ValueError, match="variables: expected float variables"):
         pde_data.fit_sequence_normalizer(degradation, ["length"])
 
@@ -260,7 +267,7 @@ def test_generate_digits_command(tmp_path, capsys):
     assert done.returncode == 0, done.stderr
     with pde_data.open_source(out).dataset as ds:
         assert ds["pixels"].dims == ("sample", "time", "feature") and LENGTH in ds
-        x, y, dt, mask = pde_data.SequenceDataset(out, ["pixels"], ["label"]).read_batch([0, 1])
+        mask = pde_data.SequenceDataset(out, ["pixels"], ["label"]).read_batch([0, 1]).mask
         assert mask.sum(1).tolist() == ds[LENGTH].values[:2].tolist()
     from operators.cli import main
 

@@ -41,7 +41,7 @@ def _batch(seed: int = 0):
 
 
 def test_cases_cover_every_sequence_model():
-    sequence = {name for name, entry in MODELS.items() if entry.task == "sequence"}
+    sequence = {name for name, entry in MODELS.items() if entry.domain == "sequences"}
     assert sequence == {"ltc", "cfc", "pdna", "nac", "ckb_seq", "gru", "attention"}
     assert {name for name, _ in CASES.values()} == sequence
     assert all(MODELS[name].config().readout == "last" for name in sequence)
@@ -135,9 +135,9 @@ def test_bad_masks_and_configs_raise_clear_errors():
         model(x, dt, mask.clone().index_put_((torch.tensor([1]), torch.tensor([0])), torch.tensor(False)))
     with pytest.raises(ValueError, match="readout"):
         operators.build("cfc", IN, OUT, readout="max")
-    with pytest.raises(ValueError, match="config units"):
+    with pytest.raises(ValueError, match="model.config.units: expected int, found 2.5"):
         operators.build("gru", IN, OUT, units=2.5)
-    with pytest.raises(ValueError, match="unknown config keys"):
+    with pytest.raises(ValueError, match="model.config.width: expected a field of NACSequenceConfig"):
         operators.build("nac", IN, OUT, width=8)
 
 

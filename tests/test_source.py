@@ -46,15 +46,16 @@ def write_well(path, n=6, nt=5, seed=0, stats=None):
 
 
 def loader_equals_read_batch(dataset, *, workers):
-    """Every batch of a plain DataLoader (default collate) equals ``read_batch`` of its items."""
+    """Every batch of a plain DataLoader (default collate) is a ``Batch`` equal to ``read_batch`` of its items."""
     loader = DataLoader(dataset, batch_size=4, num_workers=workers)
     n = 0
     for k, batch in enumerate(loader):
         expected = dataset.read_batch(list(range(4 * k, min(4 * k + 4, len(dataset)))))
-        assert len(batch) == len(expected)
-        for got, want in zip(batch, expected):
+        absent = [name for name, t in vars(expected).items() if t is None]
+        assert isinstance(batch, pde_data.Batch) and [name for name, t in vars(batch).items() if t is None] == absent
+        for got, want in zip(batch.tensors(), expected.tensors()):
             assert got.dtype == want.dtype and torch.equal(got, want)
-        n += len(batch[0])
+        n += len(batch.inputs)
     assert n == len(dataset)
 
 
@@ -69,7 +70,7 @@ def test_a_plain_dataloader_with_workers_batches_windows_as_read_batch(tmp_path,
         variables = ["density", "Vx"]
     assert source.format == fmt
     norm = pde_data.fit_normalizer(source, variables, indices=[0, 1, 2])
-    windows = pde_data.WindowDataset(source, variables, m=2, horizon=2, stride=1, indices=[1, 3, 4], normalizer=norm)
+    windows = pde_data.WindowDataset(source, variables, window=2, horizon=2, stride=1, indices=[1, 3, 4], normalizer=norm)
     loader_equals_read_batch(windows, workers=2)
 
 
@@ -79,13 +80,13 @@ def test_pairs_and_labels_in_a_plain_dataloader(tmp_path):
     norm = pde_data.fit_normalizer(source, ["a"], indices=range(6))
     pairs = pde_data.PairDataset(source, ["a"], ["u"], indices=[9, 2, 2, 5, 7], input_normalizer=norm)
     loader_equals_read_batch(pairs, workers=0)
-    x, y = pairs[1]
-    torch.testing.assert_close(y[0], torch.from_numpy(darcy["u"].values[2]))
+    torch.testing.assert_close(pairs[1].targets[0], torch.from_numpy(darcy["u"].values[2]))
     labels = pde_data.LabelDataset(pde_data.save(images(), tmp_path / "digits.nc"), ["image"], "label",
                                    indices=range(1, 12))
     loader_equals_read_batch(labels, workers=0)
-    x, y = labels[3]
-    assert x.shape == (1, 6, 6) and y.dtype == torch.int64 and y == images()["label"].values[4]
+    item = labels[3]
+    assert item.inputs.shape == (1, 6, 6) and item.targets.dtype == torch.int64
+    assert item.targets == images()["label"].values[4] and item.dt is None and item.mask is None
 
 
 class OsOpens:
@@ -131,7 +132,7 @@ class OsOpens:
 def counting_probes(monkeypatch) -> list[str]:
     """From now on, append the path of every format probe (:func:`pde_data.formats.opener.probe`) to the returned list."""
     probes, original = [], source_module.probe
-    monkeypatch.setattr(source_module, "probe", lambda path: probes.append(path) or original(path))
+    monkeypatch.setattr(source_module, "probe", lambda path, *options: probes.append(path) or original(path, *options))
     return probes
 
 
@@ -160,9 +161,10 @@ def test_training_from_one_source_opens_the_file_once(tmp_path, monkeypatch, fmt
     timed = ["vx", "vy", "particles"]
     norm = pde_data.fit_normalizer(source, timed, indices=splits["train"])
     assert pde_data.normalizer_from_stats(source, timed) is None
-    windows = pde_data.WindowDataset(source, timed, m=2, indices=splits["train"], normalizer=norm)
+    windows = pde_data.WindowDataset(source, timed, window=2, indices=splits["train"], normalizer=norm)
     pairs = pde_data.PairDataset(source, ["force_x"], ["force_y"], indices=splits["val"])
-    (x, y), (a, b) = (next(iter(DataLoader(data, batch_size=5, num_workers=0))) for data in (windows, pairs))
+    (x, y), (a, b) = ((b.inputs, b.targets) for data in (windows, pairs)
+                      for b in [next(iter(DataLoader(data, batch_size=5, num_workers=0)))])
     fingerprint = source.fingerprint()
 
     assert opens.count() == 1 and probes == [str(path)]
@@ -286,7 +288,7 @@ def test_a_failed_read_is_one_line_naming_the_file_samples_and_frames(tmp_path, 
     ds = fields(n=6, nt=5, nx=32, ny=32, names=("density", "pressure", "Vx", "Vy"))
     path = tmp_path / "data.h5"
     pde_data.save(ds, path) if fmt == "netcdf" else pde_data.write_pdebench(ds, path, layout="cfd")
-    windows = pde_data.WindowDataset(pde_data.open_source(path), ["density", "Vx"], m=2)
+    windows = pde_data.WindowDataset(pde_data.open_source(path), ["density", "Vx"], window=2)
     windows.read_batch([0, 1])
     os.truncate(path, os.path.getsize(path) // 3)
     with pytest.raises(pde_data.DataReadError) as err:

@@ -46,15 +46,15 @@ def cfd_file(tmp_path):
 
 
 def test_every_window_item_is_a_slice_of_the_file(cfd_file):
-    data = pde_data.WindowDataset(cfd_file, ["density", "Vx"], m=3, horizon=2, indices=[1, 4, 5])
-    x, y = data.read_batch(list(range(len(data))))
+    data = pde_data.WindowDataset(cfd_file, ["density", "Vx"], window=3, horizon=2, indices=[1, 4, 5])
+    batch = data.read_batch(list(range(len(data))))
+    x, y = batch.inputs, batch.targets
     with h5py.File(cfd_file) as f:
         for k, (sample, t0) in enumerate(data.windows):
             frames = np.stack([f[v][sample, t0:t0 + 5] for v in ("density", "Vx")], axis=1)  # (5, C, x, y)
             np.testing.assert_array_equal(x[k].numpy(), frames[:3])
             np.testing.assert_array_equal(y[k].numpy(), frames[3:])
-    item_x, item_y = data[7]
-    assert torch.equal(item_x, x[7]) and torch.equal(item_y, y[7])
+    assert torch.equal(data[7].inputs, x[7]) and torch.equal(data[7].targets, y[7])
 
 
 @pytest.mark.parametrize("layout", ["netcdf", "group", "diff-react"])
@@ -69,25 +69,25 @@ def test_window_batches_are_the_same_from_every_layout(cfd_file, tmp_path, layou
         ds = ds[["density", "Vx"]]
         path = pde_data.write_pdebench(ds, tmp_path / f"{layout}.h5", layout=layout)
     variables = list(ds.data_vars)
-    reference = pde_data.WindowDataset(cfd_file, variables, m=2, horizon=2)
-    other = pde_data.WindowDataset(path, variables, m=2, horizon=2)
+    reference = pde_data.WindowDataset(cfd_file, variables, window=2, horizon=2)
+    other = pde_data.WindowDataset(path, variables, window=2, horizon=2)
     for items in ([0, 5, 9, 14], [3, 4, 5, 20, 21]):  # one window per sample; three and two of one sample
-        for a, b in zip(reference.read_batch(items), other.read_batch(items)):
+        for a, b in zip(reference.read_batch(items).tensors(), other.read_batch(items).tensors()):
             assert torch.equal(a, b)
 
 
 def test_cached_items_equal_streamed_items(cfd_file):
     norm = pde_data.fit_normalizer(pde_data.open_source(cfd_file).dataset, list(CFD), indices=[0, 2, 3])
-    common = dict(m=2, horizon=1, indices=[0, 2, 3, 5], normalizer=norm, dtype=torch.float64)
+    common = dict(window=2, horizon=1, indices=[0, 2, 3, 5], normalizer=norm, dtype=torch.float64)
     streamed = pde_data.WindowDataset(cfd_file, list(CFD), **common)
     cached = pde_data.WindowDataset(cfd_file, list(CFD), cache=True, **common)
     items = [13, 0, 7, 7, 19, 2]
-    for a, b in zip(streamed.read_batch(items), cached.read_batch(items)):
+    for a, b in zip(streamed.read_batch(items).tensors(), cached.read_batch(items).tensors()):
         assert a.dtype == torch.float64 and torch.equal(a, b)
 
 
 class Tensors(BatchReads):
-    """In-memory tensors as a dataset: item k is ``(x[k], y[k])``."""
+    """In-memory tensors as a dataset: item k is ``Batch(x[k], y[k])``."""
 
     def __init__(self, x, y):
         self.x, self.y = x, y
@@ -97,41 +97,42 @@ class Tensors(BatchReads):
 
     def read_batch(self, items):
         idx = torch.as_tensor(list(items), dtype=torch.long)
-        return self.x[idx], self.y[idx]
+        return pde_data.Batch(self.x[idx], self.y[idx])
 
 
 def test_batches_do_not_depend_on_workers_or_processes():
     x = torch.arange(23.0)[:, None]
     one = Loader(Tensors(x, x), batch_size=5, seed=3)
-    batches = [b.tensors[0].flatten().tolist() for b in one.epoch(2)]
+    batches = [b.inputs.flatten().tolist() for b in one.epoch(2)]
     workers = Loader(Tensors(x, x), batch_size=5, seed=3, workers=2)
-    assert [b.tensors[0].flatten().tolist() for b in workers.epoch(2)] == batches
+    assert [b.inputs.flatten().tolist() for b in workers.epoch(2)] == batches
     assert sorted(sum(batches, [])) == list(range(23)) and [len(b) for b in batches] == [5, 5, 5, 5, 3]
     halves = [Loader(Tensors(x, x), batch_size=5, seed=3, dist=DistInfo(rank=r, world_size=2))
               for r in range(2)]
+    assert all(h.global_sizes(2) == [len(b) for b in batches] for h in (one, *halves))
     for whole, a, b in zip(batches, *(h.epoch(2) for h in halves)):
-        (ax, _), (bx, _) = a.tensors, b.tensors
+        ax, bx = a.inputs, b.inputs
         assert sorted(ax.flatten().tolist() + bx.flatten().tolist()) == sorted(whole)
-        assert a.n_global == b.n_global == len(whole) and len(ax) - len(bx) in (0, 1)
+        assert len(ax) - len(bx) in (0, 1)
 
 
 def test_worker_batches_in_reused_memory_stay_intact_while_held(cfd_file, monkeypatch):
     """A worker reads into shared buffers it reuses once the main process holds no tensor over them: every
     batch of an epoch, all held, equals the batch read in the main process, and a loop that drops each
     batch gets buffers lent again."""
-    data = pde_data.WindowDataset(pde_data.open_source(cfd_file), CFD, m=2)
+    data = pde_data.WindowDataset(pde_data.open_source(cfd_file), CFD, window=2)
     lent, unwrap = [], loader_module._Lent.unwrap
     monkeypatch.setattr(loader_module._Lent, "unwrap", lambda self: lent.append(list(self.slots)) or unwrap(self))
-    reference = [batch.tensors for batch in Loader(data, batch_size=4, seed=1).epoch(0)]
+    reference = [batch.tensors() for batch in Loader(data, batch_size=4, seed=1).epoch(0)]
     loader = Loader(data, batch_size=4, seed=1, workers=1)
     held = list(loader.epoch(0))
     assert len(held) == len(reference) == 8
     for batch, expected in zip(held, reference):
-        assert all(torch.equal(a, b) for a, b in zip(batch.tensors, expected))
+        assert all(torch.equal(a, b) for a, b in zip(batch.tensors(), expected))
     del held, batch
     lent.clear()
     for batch, expected in zip(loader.epoch(0), reference):
-        assert all(torch.equal(a, b) for a, b in zip(batch.tensors, expected))
+        assert all(torch.equal(a, b) for a, b in zip(batch.tensors(), expected))
     slots = [k for batch in lent for k in batch if k >= 0]
     assert len(slots) > len(set(slots))  # buffers lent again
 

@@ -96,7 +96,7 @@ def test_short_run_beats_the_trivial_predictor(tmp_path):
     print(f"val rel L2 {best:.3f}, training-mean predictor {trivial:.3f}")
     assert trivial > 0.9
     assert best < 0.3
-    assert load_run(tmp_path / "run", which="last").epoch == 25
+    assert load_run(tmp_path / "run", checkpoint="last").epoch == 25
     run = load_run(tmp_path / "run")  # best
     assert run.spec.data.inputs == ("f",) and run.history[run.epoch - 1]["val_rel_l2"] == best
 

@@ -263,13 +263,13 @@ def test_an_unconstrained_cell_with_a_negative_decay_takes_the_torch_path():
     """The fused kernels assume λ > 0 (their exponential is written for -Δλ <= 0, and wraps far beyond it);
     a free λ driven below zero runs the torch formulation instead, whose overflow is a visible inf/NaN
     (which stops training) rather than finite garbage."""
-    from circuitop.knc import KirchhoffCell, _torch_zoh_scan
+    from circuitop.knc import KirchhoffCell, zoh_scan_ref
 
     torch.manual_seed(5)
     cell = KirchhoffCell(4, d_state=2, positive_decay=False)
     with torch.no_grad():
         cell.raw_lam[0, 0] = -1e7
     u = torch.randn(1, 8, 4)
-    expect = _torch_zoh_scan(u, cell._projections(u), None, cell.lam, cell.d)
+    expect = zoh_scan_ref(u, cell._projections(u), None, cell.lam, cell.d)
     assert not torch.isfinite(expect).all()
     assert torch.allclose(cell.forward_unchecked(u, None), expect, equal_nan=True)

@@ -10,6 +10,7 @@ import argparse
 import importlib
 import re
 import sys
+from typing import Callable
 
 __all__ = ["main", "build_parser", "message"]
 
@@ -53,27 +54,17 @@ def _negative_values_joined(argv: list[str]) -> list[str]:
     return out
 
 
-def message(exc: BaseException) -> str:
-    """The one line of an error, where the spec fields the library names (``optim.lr``, or a plain parameter
-    that starts a :class:`~operators.training.SpecError`) become the options that set them (``--lr``)."""
-    from operators.cli.train import OPTIONS, option_of
+def message(exc: BaseException, names: Callable[..., str] | None = None) -> str:
+    """The one line of an error. An error that names parameters as data (a
+    :class:`~pde_data.core.params.ParameterError`, or any :class:`~pde_data.core.params.Mentions`) is told with
+    the options that set them: ``names(path[, value])``, by default :func:`operators.cli.train.option_of` (a
+    subcommand may give its own table: ``option_names``)."""
+    from operators.cli.train import option_of
+    from pde_data.core.params import Mentions
 
-    field = getattr(exc, "field", None)
-    field = _PARAMETERS.get(field, field)
-    text = f"{option_of(field)}: {exc.message}" if field is not None else str(exc) or type(exc).__name__
-    text = _CHOICE_VALUE.sub(lambda m: f"--{m.group(1)} {m.group(2)}", text)
-    text = re.sub(r"(?<![\w.])model\.config\.(\w+)", r"--config \1", text)
-    for option, (path, _, _) in sorted(OPTIONS.items(), key=lambda item: -len(item[1][0])):
-        text = re.sub(rf"(?<![\w.]){re.escape(path)}(?![\w])", option, text)
-    return _FLAG_VALUE.sub(lambda m: "--" + m.group(1).replace("_", "-"), text)
-
-
-#: the boolean parameters the library suggests (``pass overwrite=True``) that are flags on the command line
-_FLAG_VALUE = re.compile(r"\b(resume|overwrite)=True\b")
-#: a choice the library suggests (``samples='val'``) as the option and value that make it
-_CHOICE_VALUE = re.compile(r"\b(samples)='(\w+)'")
-#: parameters of ``evaluate_run``/``predict_run`` whose options are named after the train options they mirror
-_PARAMETERS = {"inputs": "data.inputs", "targets": "data.targets"}
+    if isinstance(exc, Mentions):
+        return exc.describe(names or option_of)
+    return str(exc) or type(exc).__name__
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,5 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the CLI's one place that turns errors into messages
         if args.debug:
             raise
-        print(f"circuitop {args.command}: error: {message(exc)} (--debug for the traceback)", file=sys.stderr)
+        text = message(exc, getattr(args, "option_names", None))
+        print(f"circuitop {args.command}: error: {text} (--debug for the traceback)", file=sys.stderr)
         return 1

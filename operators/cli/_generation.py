@@ -1,18 +1,21 @@
-"""Shared pieces of ``circuitop generate <problem>``: checked numeric options, the output's checks (writable,
+"""Shared pieces of ``circuitop generate <problem>``: the options of a generator's parameters, made from their
+fields (:func:`add_parameter_options`, read back by :func:`parameters`), the output's checks (writable,
 room on the disk) with the set's size, a progress bar that estimates the time, and :func:`run_generation`:
 one file streamed chunk by chunk, or ``--shards S`` files made on Dask with a manifest.
 
-Library errors name the generator's parameters (``n_out: expected a divisor of n_sim=256``);
-:func:`report_options` makes a problem's command name its options instead (``--n-out: ... --n-sim=256``).
+Library errors name the generator's parameters (``n_out: expected a divisor of n_sim=256``, a
+:class:`~pde_data.core.params.ParameterError`); :func:`report_options` gives a problem's command the table that
+names them by its options instead (``--n-out: ... --n-sim=256``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import math
-import re
 import sys
+import typing
 from pathlib import Path
 from typing import Callable
 
@@ -23,16 +26,19 @@ import pde_data
 import pde_data.generate.registry
 import pde_data.formats.manifest
 import pde_data.generate.sharded
+from operators.cli.train import with_value
+from pde_data.core.params import BARE, library_name
 from pde_data.core.room import check_room, format_bytes as _size
+from pde_data.generate.defaults import PARAMS
 
-__all__ = ["positive_int", "non_negative_int", "positive_float", "non_negative_float", "add_common_options",
-           "add_pdebench_option", "report_options", "check_out", "announce", "write", "progress_bar",
+__all__ = ["positive_int", "non_negative_int", "add_common_options", "add_parameter_options", "parameters",
+           "generation_spec", "add_pdebench_option", "report_options", "check_out", "announce", "write", "progress_bar",
            "run_generation"]
 
 
 def _number(kind: type, accept: Callable[[float], bool], expected: str) -> Callable[[str], float]:
     """An argparse ``type``: ``kind(text)`` if finite and accepted, else "expected ..., found ..." (argparse
-    prints it after the option's name and exits 2)."""
+    prints it after the option's name and exits 2); ``accept`` is its ``check``."""
     def parse(text: str):
         try:
             value = kind(text)
@@ -42,14 +48,12 @@ def _number(kind: type, accept: Callable[[float], bool], expected: str) -> Calla
             raise argparse.ArgumentTypeError(f"expected {expected}, found {text}")
         return value
 
-    parse.__name__ = expected
+    parse.__name__, parse.check = expected, accept
     return parse
 
 
 positive_int = _number(int, lambda v: v > 0, "a positive integer")
 non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
-positive_float = _number(float, lambda v: v > 0, "a positive number")
-non_negative_float = _number(float, lambda v: v >= 0, "a number >= 0")
 
 
 def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_default: int = 0) -> None:
@@ -70,53 +74,65 @@ def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_defau
                    help="submit to a running Dask scheduler (tcp://host:8786) instead of a local cluster")
 
 
-#: the library's names for what the common options set (the others share their option's name)
-_LIBRARY_NAMES = {"n_samples": "n", "n_records": "records", "n_frames": "frames"}
+#: the options (dests) named otherwise than the library's parameters they set (the others share their name)
+_LIBRARY_NAMES = {"n_samples": "n", "n_records": "records", "n_frames": "frames", "folder": "out"}
+
+
+def add_parameter_options(p: argparse.ArgumentParser, kind: str, help: dict[str, str]) -> None:
+    """An option for each parameter of the generator ``kind`` named in ``help`` (in its order), made from its
+    field in :data:`~pde_data.generate.defaults.PARAMS`: ``n_grid`` is ``--n-grid`` (unless :data:`_LIBRARY_NAMES`
+    renames it), with the field's default and choices; a bool is a flag; a number is converted and checked against
+    the field's range (:func:`_number`). ``help`` gives the texts; ``(default X)`` ends those that do not say it."""
+    p.set_defaults(generator=kind)
+    fields, hints = {f.name: f for f in dataclasses.fields(PARAMS[kind])}, typing.get_type_hints(PARAMS[kind])
+    for name, text in help.items():
+        option, meta = "--" + _LIBRARY_NAMES.get(name, name).replace("_", "-"), fields[name].metadata
+        if hints[name] is bool:
+            p.add_argument(option, action="store_true", default=fields[name].default, help=text)
+            continue
+        if "choices" in meta:
+            check = {"choices": meta["choices"]}
+        else:  # int, float or int | None: converted as the number, checked by the field's range if it has one
+            number = next(t for t in typing.get_args(hints[name]) or [hints[name]] if t is not type(None))
+            check = {"type": _number(number, meta["check"], meta["expected"]) if "check" in meta else number}
+        text = text if "default" in text else text + " (default %(default)s)"
+        p.add_argument(option, default=fields[name].default, help=text, **check)
+
+
+def parameters(args: argparse.Namespace, kind: str) -> dict:
+    """The generator ``kind``'s parameters as its options (:func:`add_parameter_options`) set them."""
+    return {f.name: getattr(args, _LIBRARY_NAMES.get(f.name, f.name)) for f in dataclasses.fields(PARAMS[kind])}
+
+
+def generation_spec(args: argparse.Namespace) -> pde_data.GenerationSpec:
+    """The set a problem's options describe: its generator's parameters, ``--n`` and ``--seed``."""
+    return pde_data.GenerationSpec(args.generator, args.n, args.seed, parameters(args, args.generator))
 
 
 def report_options(p: argparse.ArgumentParser, **aliases: str) -> None:
-    """Make ``p``'s ``func`` report the library's parameter errors under option names.
-
-    A ``ValueError`` whose message starts with parameter names (``n_out: expected a divisor of n_sim=256,
-    found 6``) is raised again as ``--n-out: expected a divisor of --n-sim=256, found 6``. A parameter is
-    its option's ``dest``, one of :data:`_LIBRARY_NAMES`, or one of ``aliases`` (parameter -> dest).
-    """
+    """Give ``p`` the table that names the library's parameters by its options in its errors (``option_names``,
+    which :func:`operators.cli.message` uses): a parameter is its option's ``dest``, one of
+    :data:`_LIBRARY_NAMES`, or one of ``aliases`` (parameter -> dest); others keep the library's name."""
     options = {a.dest: a.option_strings[0] for a in p._actions if a.option_strings}
     library = {**_LIBRARY_NAMES, **aliases}
     names = {**options, **{name: options[dest] for name, dest in library.items() if dest in options}}
-    run = p.get_default("func")
-
-    @functools.wraps(run)
-    def run_naming_options(args: argparse.Namespace) -> int:
-        try:
-            return run(args)
-        except ValueError as exc:
-            text = _named_options(str(exc), names)
-            if text == str(exc):
-                raise
-            raise ValueError(text) from exc
-
-    p.set_defaults(func=run_naming_options)
+    p.set_defaults(option_names=functools.partial(option_name, names))
 
 
-def _named_options(text: str, names: dict[str, str]) -> str:
-    """``text`` with its leading parameter names, and the parameters with an ``_`` after them, as options;
-    ``text`` itself unless all its leading names are known."""
-    head, sep, rest = text.partition(": ")
-    params = head.split(", ")
-    if not sep or not all(p in names for p in params):
-        return text
-    rest = re.sub(r"\b\w*_\w*\b", lambda m: names.get(m.group(), m.group()), rest)
-    return ", ".join(names[p] for p in params) + sep + rest
+def option_name(names: dict[str, str], path: str, value: object = BARE) -> str:
+    """Parameter ``path`` (given ``value``) as its option in ``names``, else as the library names it."""
+    return with_value(names[path], value) if path in names else library_name(path, value)
 
 
 def check_out(path: Path, *, overwrite: bool) -> Path:
     """:func:`pde_data.check_output` (nothing there without ``--overwrite``; a file can be created in the
     folder), its errors naming ``--out``."""
+    from operators.cli import message
+
     try:
         return pde_data.check_output(path, overwrite=overwrite)
     except (OSError, ValueError) as exc:
-        raise type(exc)(f"--out: {exc}") from exc
+        raise ValueError(f"--out: {message(exc)}") from exc
 
 
 def _check_folder(folder: Path) -> Path:
@@ -162,11 +178,11 @@ def write(ds: xr.Dataset, args: argparse.Namespace) -> Path:
     return path
 
 
-def run_generation(spec: pde_data.GenerationSpec, args: argparse.Namespace, *, device: str | None = None) -> int:
-    """Make ``spec`` as ``args`` say: with ``--shards``, the set's folder on Dask (:func:`pde_data.generate_sharded`);
-    else one file streamed chunk by chunk (NetCDF, or the PDEBench layout with ``--pdebench``). The output is
-    checked (writable, room on the disk) before anything is computed."""
-    layout = args.pdebench_layout if getattr(args, "pdebench", False) else None
+def run_generation(args: argparse.Namespace, *, device: str | None = None) -> int:
+    """Make the set the options describe (:func:`generation_spec`) as they say: with ``--shards``, the set's folder
+    on Dask (:func:`pde_data.generate_sharded`); else one file streamed chunk by chunk (NetCDF, or the PDEBench
+    layout with ``--pdebench``). The output is checked (writable, room on the disk) before anything is computed."""
+    spec, layout = generation_spec(args), args.pdebench_layout if getattr(args, "pdebench", False) else None
     if args.shards is None:
         for option in ("workers", "scheduler"):
             if getattr(args, option) is not None:
@@ -192,12 +208,9 @@ def run_generation(spec: pde_data.GenerationSpec, args: argparse.Namespace, *, d
             bar.update(info["done"] - bar.n)
             bar.set_postfix_str(f"{info['workers']} workers, {info['retries']} retries", refresh=False)
 
-        try:
-            manifest = pde_data.generate_sharded(spec, folder, shards=args.shards, workers=args.workers,
-                                                 scheduler=args.scheduler, overwrite=args.overwrite, device=device,
-                                                 progress=show)
-        except FileExistsError as exc:  # the library names its parameter
-            raise FileExistsError(f"--out: {exc}".replace("overwrite=True", "--overwrite")) from None
+        manifest = pde_data.generate_sharded(spec, folder, shards=args.shards, workers=args.workers,
+                                             scheduler=args.scheduler, overwrite=args.overwrite, device=device,
+                                             progress=show)
     print(f"wrote {folder}: {spec.n} samples in {len(manifest.shards)} shards "
           f"({_size(manifest.bytes)}), manifest {folder / pde_data.formats.manifest.MANIFEST}")
     return 0

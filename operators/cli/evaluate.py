@@ -1,6 +1,6 @@
 """``circuitop evaluate``: the metric table for a predicted and a true file, or for a trained run.
 
-    circuitop evaluate --pred P.nc --true T.nc [--initial-step N] [--json]
+    circuitop evaluate --pred P.nc --true T.nc [--window N] [--json]
     circuitop evaluate --run RUN_DIR [--data FILE] [--samples test|val|all] [--steps 40] [--input VAR ..]
                        [--target VAR ..] [--out DIR] [--overwrite] [--json]
 
@@ -19,6 +19,8 @@ from evaluation import summarize
 from operators.cli._pairing import align, check_coords
 from operators.cli._verified import add_no_verify, verify_data
 from operators.training.evaluate import SAMPLE_CHOICES, json_safe
+from operators.training.tasks import EvalOptions
+from pde_data.core.params import defaults, typed
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,15 +41,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="which samples: the run's stored test split (default), its validation split (the one "
                            "that chose best.pt: not a test score), or every sample of the file (needed for a "
                            "file other than the run's own)")
-    runs.add_argument("--steps", type=int, metavar="N", help="rollout steps of a window run (default: to the end)")
+    runs.add_argument("--steps", metavar="N", help="rollout steps of a window run (default: to the end)")
     add_run_options(runs)
     runs.add_argument("--target", nargs="+", metavar="VAR",
                       help="the file's variables standing in for the run's targets, in order")
     runs.add_argument("--out", metavar="DIR", help="folder of this evaluation (default: "
                       "RUN_DIR/evaluations/<file>-<samples>)")
     runs.add_argument("--overwrite", action="store_true", help="replace an earlier evaluation in that folder")
-    p.add_argument("--initial-step", type=int, default=0, metavar="N",
-                   help="leading time frames that were model inputs, excluded from scoring (default 0)")
+    p.add_argument("--window", "--initial-step", type=int, default=0, metavar="N",
+                   help="leading time frames that were model inputs, excluded from scoring (default 0; "
+                        "--initial-step is PDEBench's name for it)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     add_no_verify(p)
     p.set_defaults(func=run)
@@ -75,8 +78,8 @@ def format_table(table: dict[str, float]) -> str:
 def run(args: argparse.Namespace) -> int:
     if _check_mode(args) == "run":
         return _run(args)
-    if args.initial_step < 0:
-        raise ValueError(f"--initial-step: expected a non-negative integer, found {args.initial_step}")
+    if args.window < 0:
+        raise ValueError(f"--window: expected a non-negative integer, found {args.window}")
     for path in (args.pred, args.true):
         verify_data(path, skip=args.no_verify)
     pred, true = pde_data.open_source(args.pred).dataset, pde_data.open_source(args.true).dataset
@@ -87,13 +90,13 @@ def run(args: argparse.Namespace) -> int:
             pred = pred.assign_coords({name: true[name] for name in shared})
         else:
             check_coords(pred, true)
-        table = summarize(pred, true, initial_step=args.initial_step)
+        table = summarize(pred, true, window=args.window)
     except ValueError as exc:
         raise ValueError(f"--pred {args.pred} / --true {args.true}: {exc}") from None
     if args.json:
         print(json.dumps(json_safe(table)))
     else:
-        print(f"pred: {args.pred}\ntrue: {args.true}\ninitial step: {args.initial_step}")
+        print(f"pred: {args.pred}\ntrue: {args.true}\nwindow: {args.window}")
         print(format_table(table))
     return 0
 
@@ -105,20 +108,28 @@ def add_run_options(group) -> None:
                             "'input' for a run trained on 'a')")
     group.add_argument("--checkpoint", choices=("best", "last"), default="best",
                        help="best.pt (default: lowest validation score) or last.pt")
-    group.add_argument("--batch-size", type=int, default=16, help="samples per batch (default 16)")
+    batch = defaults(EvalOptions)["batch_size"]
+    group.add_argument("--batch-size", default=batch, help=f"samples per batch (default {batch})")
     group.add_argument("--device", help="torch device of the model (default: cuda if available, else cpu)")
+
+
+def run_values(args: argparse.Namespace) -> dict:
+    """``steps`` and ``batch_size`` of ``evaluate --run`` and ``predict``, converted and checked as the
+    evaluation options' fields (:class:`~operators.training.tasks.EvalOptions`)."""
+    return typed(EvalOptions, {"steps": args.steps, "batch_size": args.batch_size})
 
 
 def _run(args: argparse.Namespace) -> int:
     """``--run RUN_DIR --data FILE``: an evaluation folder (metrics.json, pred.nc, plots), and the table."""
     from operators.training import evaluate_run
 
-    if args.initial_step:
-        raise ValueError("--initial-step applies to --pred/--true; a run's given frames come from its --window")
+    if args.window:
+        raise ValueError("--window applies to --pred/--true; a run's given frames are the run's own --window")
+    values = run_values(args)
     verify_data(args.data if args.data is not None else _trained_path(args.run, args.checkpoint), skip=args.no_verify)
-    result = evaluate_run(args.run, args.data, samples=args.samples, steps=args.steps, which=args.checkpoint,
-                          out=args.out, overwrite=args.overwrite, inputs=args.input, targets=args.target,
-                          batch_size=args.batch_size, device=args.device)
+    result = evaluate_run(args.run, args.data, samples=args.samples, checkpoint=args.checkpoint, out=args.out,
+                          overwrite=args.overwrite, inputs=args.input, targets=args.target, device=args.device,
+                          **values)
     if args.json:
         print(json.dumps(result))
         return 0
@@ -132,13 +143,13 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trained_path(run_dir: str, which: str) -> str | None:
+def _trained_path(run_dir: str, checkpoint: str) -> str | None:
     """The data file the run ``run_dir`` trained on (None for a ``--generate`` run, or where its checkpoint
     cannot be read: :func:`~operators.training.evaluate_run` then says why)."""
     from operators.training import stored_spec
 
     try:
-        return stored_spec(run_dir, which=which).data.path
+        return stored_spec(run_dir, checkpoint=checkpoint).data.path
     except (OSError, ValueError, KeyError):
         return None
 

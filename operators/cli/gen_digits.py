@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pde_data
 import pde_data.generate.registry
-from operators.cli._generation import announce, check_out, non_negative_int, report_options, write
+from operators.cli._generation import (add_parameter_options, announce, check_out, non_negative_int, report_options,
+                                       write)
 
 __all__ = ["register"]
 
@@ -16,9 +17,9 @@ def register(problems: argparse._SubParsersAction) -> None:
     p = problems.add_parser("digits", help="8x8 digits read row by row (8 steps of 8 pixels), optionally with "
                                            "centred gaps removed (irregular times, unequal lengths; PDNA)")
     p.add_argument("--out", type=Path, required=True, help="output NetCDF file")
-    p.add_argument("--gap", type=float, default=pde_data.generate.registry.DEFAULTS["digits"]["gap"],
-                   help="largest centred gap, a fraction of the 8 rows in [0, 1): each digit loses 0 .. "
-                        "max(1, round(8 * GAP)) rows (default %(default)s: whole sequences)")
+    add_parameter_options(p, "digits", {"gap": "largest centred gap, a fraction of the 8 rows in [0, 1): each digit "
+                                               "loses 0 .. max(1, round(8 * GAP)) rows (default %(default)s: whole "
+                                               "sequences)"})
     p.add_argument("--seed", type=non_negative_int, default=pde_data.generate.registry.SEEDS["digits"],
                    help="seed of the gap sizes (default %(default)s)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file (default: refuse)")

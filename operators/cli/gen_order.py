@@ -7,23 +7,19 @@ from pathlib import Path
 
 import pde_data
 import pde_data.generate.registry
-from operators.cli._generation import (add_common_options, announce, check_out, positive_float, positive_int,
-                                       report_options, run_generation)
+from operators.cli._generation import (add_common_options, add_parameter_options, announce, check_out,
+                                       generation_spec, positive_int, report_options, run_generation)
 
-__all__ = ["register", "spec"]
+__all__ = ["register"]
 
 _ORDERS = (1, 2, 3, 4)
 
 
 def register(problems: argparse._SubParsersAction) -> None:
     p = problems.add_parser("order", help="1D order benchmark (I - tau^2 d_ss)^n y = x (CHONN Eqs. 39-43)")
-    defaults = pde_data.generate.registry.KINDS["order"].defaults
     add_common_options(p, n_default=12_000, seed_default=pde_data.generate.registry.SEEDS["order"])
-    p.add_argument("--order", type=positive_int, default=defaults["order"],
-                   help="operator order n (T1-T4; default %(default)s)")
-    p.add_argument("--tau", type=positive_float, default=defaults["tau"], help="length scale tau (default %(default)s)")
-    p.add_argument("--n-points", type=positive_int, default=defaults["n_points"],
-                   help="grid points on [0, 1) (default %(default)s)")
+    add_parameter_options(p, "order", {"order": "operator order n (T1-T4; default %(default)s)",
+                                       "tau": "length scale tau", "n_points": "grid points on [0, 1)"})
     p.add_argument("--splits", action="store_true",
                    help="write the standard train/val/test sets (seeds 42/43/44) for orders 1-4 into the "
                         "folder --out as order_T<n>_<split>.nc (--n, --seed, --order are not used)")
@@ -34,16 +30,10 @@ def register(problems: argparse._SubParsersAction) -> None:
     report_options(p)
 
 
-def spec(args: argparse.Namespace) -> pde_data.GenerationSpec:
-    """The set the options describe (without ``--splits``)."""
-    return pde_data.GenerationSpec("order", args.n, args.seed,
-                                   {"order": args.order, "n_points": args.n_points, "tau": args.tau})
-
-
 def run(args: argparse.Namespace) -> int:
     if args.splits:
         return _run_splits(args)
-    return run_generation(spec(args), args)
+    return run_generation(args)
 
 
 def _run_splits(args: argparse.Namespace) -> int:
@@ -55,7 +45,7 @@ def _run_splits(args: argparse.Namespace) -> int:
     paths = {(name, order): check_out(folder / f"order_T{order}_{name}.nc", overwrite=args.overwrite)
              for name in splits for order in _ORDERS}
     announce(folder / "order_T{1-4}_{train,val,test}.nc", len(_ORDERS) * sum(args.sizes),
-             sample_bytes=pde_data.generate.registry.sample_bytes(spec(args)))
+             sample_bytes=pde_data.generate.registry.sample_bytes(generation_spec(args)))
     sets = pde_data.generate_order_splits(orders=_ORDERS, n_points=args.n_points, tau=args.tau, splits=splits)
     for key, ds in sets.items():
         path = pde_data.save(ds, paths[key])

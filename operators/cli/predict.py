@@ -14,7 +14,7 @@ import json
 import sys
 
 from operators.cli._verified import add_no_verify, verify_data
-from operators.cli.evaluate import add_run_options
+from operators.cli.evaluate import add_run_options, run_values
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", metavar="RUN_DIR", required=True, help="a training run directory")
     p.add_argument("--data", metavar="FILE", required=True, help="the inputs (any format train reads)")
     p.add_argument("--out", metavar="PRED.nc", required=True, help="the NetCDF file to write")
-    p.add_argument("--steps", type=int, metavar="N",
+    p.add_argument("--steps", metavar="N",
                    help="rollout steps of a window run (default: to the file's last frame)")
     add_run_options(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
@@ -36,9 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from operators.training import predict_run
 
+    values = run_values(args)
     verify_data(args.data, skip=args.no_verify)
-    result = predict_run(args.run, args.data, args.out, steps=args.steps, which=args.checkpoint,
-                         overwrite=args.overwrite, inputs=args.input, batch_size=args.batch_size, device=args.device)
+    result = predict_run(args.run, args.data, args.out, checkpoint=args.checkpoint, overwrite=args.overwrite,
+                         inputs=args.input, device=args.device, **values)
     if args.json:
         print(json.dumps(result))
         return 0

@@ -16,7 +16,6 @@ whole spec (a run's ``config.yaml``), and options given with it win.
 from __future__ import annotations
 
 import argparse
-import ast
 import os
 import sys
 from pathlib import Path
@@ -25,21 +24,20 @@ import torch
 import yaml
 
 from operators.cli._verified import add_no_verify, verify_data
+from pde_data.core.params import BARE, library_name
 
-__all__ = ["register", "run", "parse_config", "OPTIONS", "option_of"]
+__all__ = ["register", "run", "parse_config", "OPTIONS", "option_of", "with_value"]
 
 
 def parse_config(items: list[str] | None, option: str = "--config") -> dict:
-    """``["width=20", "n_modes=(12,12)"]`` → ``{"width": 20, "n_modes": (12, 12)}`` (literals only)."""
+    """``["width=20", "n_modes=(12,12)"]`` → ``{"width": "20", "n_modes": "(12,12)"}``: the text of each value,
+    which the model's (the generator's) config fields convert (:func:`pde_data.core.params.typed`)."""
     config = {}
     for item in items or []:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ValueError(f"{option}: expected KEY=VALUE, found {item!r}")
-        try:
-            config[key] = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            config[key] = text
+        config[key] = text
     return config
 
 
@@ -64,10 +62,10 @@ _FLAG = dict(action="store_true")
 
 
 def _choices(field: str, *, none: str | None = None) -> dict:
-    """argparse ``choices`` of a field the spec checks (:data:`operators.training.spec_values.CHOICES`)."""
-    from operators.training.spec_values import CHOICES
+    """argparse ``choices`` of a field the spec checks (:func:`operators.training.spec.choices_of`)."""
+    from operators.training.spec import choices_of
 
-    return dict(choices=[none if c is None else c for c in CHOICES[field] if c is not None or none])
+    return dict(choices=[none if c is None else c for c in choices_of(field) if c is not None or none])
 
 #: option -> (spec field, argparse settings, help); the one table between the command line and a RunSpec
 OPTIONS: dict[str, tuple[str, dict, str]] = {
@@ -129,14 +127,30 @@ OPTIONS: dict[str, tuple[str, dict, str]] = {
 _BY_FIELD = {field: option for option, (field, _, _) in OPTIONS.items()}
 
 
-def option_of(field: str) -> str:
-    """The option that sets spec field ``field``; a plain parameter (``steps``) is its own option
-    (``--steps``); a spec field no option sets is named as it is."""
-    if "." not in field:
-        return "--" + field.replace("_", "-")
-    if field.startswith("model.config."):
-        return f"--config {field.removeprefix('model.config.')}"
-    return _BY_FIELD.get(field, field)
+#: the parameters of the run API (``train_run``, ``evaluate_run``, ``predict_run``) that options set
+_PARAMETERS = {"inputs": "--input", "targets": "--target", "checkpoint": "--checkpoint", "steps": "--steps",
+               "batch_size": "--batch-size", "samples": "--samples", "device": "--device", "out": "--out",
+               "resume": "--resume", "overwrite": "--overwrite"}
+#: mappings whose keys are set by ``OPTION KEY=VALUE``
+_KEYED = {"model.config.": "--config", "data.generator.": "--gen"}
+
+
+def option_of(field: str, value: object = BARE) -> str:
+    """The option that sets spec field ``field`` (``model.config.width``: ``--config width``), or the run API's
+    parameter ``field`` (``steps``: ``--steps``), with ``value`` as it is given on the command line (``--loss
+    h1``, ``--overwrite``, ``--gen batch_size=4``); a parameter no option sets is named as the library names it."""
+    keyed = next((f"{o} {field.removeprefix(p)}" for p, o in _KEYED.items() if field.startswith(p)), None)
+    if keyed is not None:
+        return keyed if value is BARE else f"{keyed}={value}"
+    option = _BY_FIELD.get(field) or _PARAMETERS.get(field)
+    return library_name(field, value) if option is None else with_value(option, value)
+
+
+def with_value(option: str, value: object = BARE) -> str:
+    """``option`` given ``value``: a flag alone (``--overwrite``), text after a space, a number after ``=``."""
+    if value is BARE or value is True:
+        return option
+    return f"{option} {value}" if isinstance(value, str) else f"{option}={value}"
 
 
 def _shown_default(field: str) -> str:

@@ -16,24 +16,31 @@ from torch import nn
 from operators.models import chonn, nac, order_models, sequence, vision
 from operators.models.fno import FNOConfig, build_fno, spectral_in_float32
 from operators.models.unet import UNet, UNetConfig
+from pde_data.core.params import ParameterError, typed
 
-__all__ = ["ModelEntry", "MODELS", "TASKS", "build", "make_config", "model_spec", "rebuild"]
+__all__ = ["ModelEntry", "MODELS", "DOMAINS", "build", "make_config", "config_values", "model_spec", "rebuild"]
 
 
-#: what a model maps: fields to fields, images to class logits, or sequences (batch, time, channels) to
-#: logits / targets per sequence or per step (see :mod:`operators.models.sequence`)
-TASKS = ("fields", "classify", "sequence")
+#: a model's domain, what it maps: fields to fields, images to class logits, or sequences (batch, time, channels)
+#: to logits / targets per sequence or per step (see :mod:`operators.models.sequence`); each task takes the
+#: models of one domain (:data:`operators.training.tasks.TASKS` are the tasks)
+DOMAINS = ("fields", "images", "sequences")
 
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """One registered model: its frozen config class, ``build(in, out, config)``, a summary and its task
-    (:data:`TASKS`)."""
+    """One registered model: its frozen config class, ``build(in, out, config)``, a summary and its domain
+    (:data:`DOMAINS`)."""
 
     config: type
     build: Callable[[int, int, Any], nn.Module]
     summary: str
-    task: str = "fields"
+    domain: str = "fields"
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The names of the config's fields."""
+        return tuple(f.name for f in dataclasses.fields(self.config))
 
 
 def _build_unet(in_channels: int, out_channels: int, config: UNetConfig) -> nn.Module:
@@ -51,43 +58,45 @@ MODELS: dict[str, ModelEntry] = {
     "depth_stack": ModelEntry(order_models.DepthStackConfig, order_models.build_depth_stack, "1D: n stacked 1st-order CKBs"),
     "ckb_stack": ModelEntry(order_models.CKBStackConfig, order_models.build_ckb_stack, "1D: k stacked CKBs of m KNCs each"),
     "chonn_vision": ModelEntry(vision.VisionConfig, vision.build_chonn_vision,
-                               "image classifier: four-stage backbone with Kirchhoff routing (size, routing)", "classify"),
+                               "image classifier: four-stage backbone with Kirchhoff routing (size, routing)", "images"),
     "conv_vision": ModelEntry(vision.ConvVisionConfig, vision.build_conv_vision,
                               "image classifier: chonn_vision's backbone with a convolutional mixer (baseline)",
-                              "classify"),
-    "ltc": ModelEntry(sequence.LTCConfig, sequence.build_ltc, "sequences: LTC, step sizes dt", "sequence"),
-    "cfc": ModelEntry(sequence.CfCConfig, sequence.build_cfc, "sequences: CfC, step sizes dt", "sequence"),
-    "pdna": ModelEntry(sequence.PDNAConfig, sequence.build_pdna, "sequences: PDNA variant A-E on a CfC", "sequence"),
+                              "images"),
+    "ltc": ModelEntry(sequence.LTCConfig, sequence.build_ltc, "sequences: LTC, step sizes dt", "sequences"),
+    "cfc": ModelEntry(sequence.CfCConfig, sequence.build_cfc, "sequences: CfC, step sizes dt", "sequences"),
+    "pdna": ModelEntry(sequence.PDNAConfig, sequence.build_pdna, "sequences: PDNA variant A-E on a CfC", "sequences"),
     "nac": ModelEntry(sequence.NACSequenceConfig, sequence.build_nac,
-                      "sequences: one NAC layer, timestamps and key-padding mask", "sequence"),
+                      "sequences: one NAC layer, timestamps and key-padding mask", "sequences"),
     "ckb_seq": ModelEntry(sequence.CKBSequenceConfig, sequence.build_ckb_seq,
-                          "sequences: stacked Cascaded Kirchhoff Blocks, step sizes dt", "sequence"),
+                          "sequences: stacked Cascaded Kirchhoff Blocks, step sizes dt", "sequences"),
     "gru": ModelEntry(sequence.GRUConfig, sequence.build_gru, "sequences: torch GRU baseline, dt as a feature",
-                      "sequence"),
+                      "sequences"),
     "attention": ModelEntry(sequence.AttentionConfig, sequence.build_attention,
-                            "sequences: multi-head self-attention baseline, dt as a feature", "sequence"),
+                            "sequences: multi-head self-attention baseline, dt as a feature", "sequences"),
 }
 
 
 def _entry(name: str) -> ModelEntry:
     if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; expected one of {sorted(MODELS)}")
+        raise ParameterError("model.name", f"one of {sorted(MODELS)}", repr(name))
     return MODELS[name]
 
 
 def make_config(name: str, **config: Any):
-    """The frozen config of model ``name`` from keyword values; unknown keys are an error naming the valid ones."""
+    """The frozen config of model ``name`` from keyword values (:func:`config_values`)."""
+    return _entry(name).config(**config_values(name, config))
+
+
+def config_values(name: str, config: dict) -> dict:
+    """``config`` converted to the types of model ``name``'s config fields and checked (:func:`typed`); a
+    :class:`~pde_data.core.params.ParameterError` naming ``model.config.KEY`` for an unknown key or a value that
+    does not fit."""
     cls = _entry(name).config
-    valid = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(config) - set(valid))
-    if unknown:
-        raise ValueError(f"model {name!r}: unknown config keys {unknown}; expected some of {valid}")
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    values = typed(cls, config, "model.config")
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
     for key, value in values.items():
-        _check_type(name, key, value, str(fields[key].type))
-        _check_size(name, key, value, fields[key].default)
-    return cls(**values)
+        _check_size(key, value, defaults[key])
+    return values
 
 
 #: integer settings with a positive default for which 0 is meaningful (no backbone MLP, no residual blocks,
@@ -95,28 +104,12 @@ def make_config(name: str, **config: Any):
 _MAY_BE_ZERO = {"backbone_layers", "n_res", "n_res_neck", "order"}
 
 
-def _check_size(name: str, key: str, value: Any, default: Any) -> None:
+def _check_size(key: str, value: Any, default: Any) -> None:
     """A size whose default is a positive integer (a width, a number of modes or layers) must stay positive."""
     sizes = value if isinstance(value, tuple) else (value,)
     if isinstance(default, int) and not isinstance(default, bool) and default > 0 and key not in _MAY_BE_ZERO:
         if any(isinstance(v, int) and not isinstance(v, bool) and v < 1 for v in sizes):
-            raise ValueError(f"model {name!r}: config {key}: expected a positive integer, found {value!r}")
-
-
-#: annotation word -> the Python types a config value may have for it
-_KINDS = {"bool": (bool,), "int": (int,), "float": (int, float), "str": (str,), "tuple": (tuple,),
-          "None": (type(None),)}
-
-
-def _check_type(name: str, key: str, value: Any, annotation: str) -> None:
-    """Raise a one-line ``ValueError`` unless ``value`` fits the field's annotation (e.g. ``int | tuple[int, ...]``)."""
-    words = set(annotation.replace("[", " ").replace("]", " ").replace("|", " ").replace(",", " ").split())
-    allowed = tuple(t for word in words & set(_KINDS) for t in _KINDS[word])
-    fits = isinstance(value, allowed) and not (isinstance(value, bool) and bool not in allowed)
-    if isinstance(value, tuple) and fits:
-        fits = all(isinstance(v, int) and not isinstance(v, bool) for v in value) or "int" not in annotation
-    if not fits:
-        raise ValueError(f"model {name!r}: config {key}: expected {annotation}, found {value!r}")
+            raise ParameterError(f"model.config.{key}", "a positive integer", repr(value))
 
 
 def build(name: str, in_channels: int, out_channels: int, **config: Any) -> nn.Module:

@@ -25,7 +25,7 @@ from torch.nn import functional as F
 
 import circuitop
 
-__all__ = ["pool2x", "upsample2x"]
+__all__ = ["pool2x", "upsample2x", "pool2x_ref", "upsample2x_ref"]
 
 
 def upsample2x(x: torch.Tensor, add_to: torch.Tensor | None = None) -> torch.Tensor:
@@ -165,13 +165,13 @@ class _Upsample2x(torch.autograd.Function):
         return grad_x, (grad if ctx.has_base else None)
 
 
-def _pool_reference(x: torch.Tensor) -> torch.Tensor:
-    """``F.adaptive_avg_pool`` twin of :func:`pool2x` (for the tests)."""
+def pool2x_ref(x: torch.Tensor) -> torch.Tensor:
+    """Reference twin of :func:`pool2x`: ``(batch, channels, *spatial)`` → halved, ``F.adaptive_avg_pool{1,2,3}d``."""
     pool = {3: F.adaptive_avg_pool1d, 4: F.adaptive_avg_pool2d, 5: F.adaptive_avg_pool3d}[x.ndim]
     return pool(x, tuple(n // 2 for n in x.shape[2:]))
 
 
-def _reference(x: torch.Tensor) -> torch.Tensor:
-    """``F.interpolate`` twin of :func:`upsample2x` (for the tests)."""
+def upsample2x_ref(x: torch.Tensor) -> torch.Tensor:
+    """Reference twin of :func:`upsample2x`: ``(batch, channels, *spatial)`` → doubled, ``F.interpolate``."""
     mode = {3: "linear", 4: "bilinear", 5: "trilinear"}[x.ndim]
     return F.interpolate(x, scale_factor=2, mode=mode, align_corners=False)

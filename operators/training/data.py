@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 import pde_data
-from operators.training import online
 from operators.training.distributed import DistInfo
 from operators.training.loader import Loader
 from operators.training.spec import RunSpec
 from pde_data.core.room import format_bytes
+
+if TYPE_CHECKING:  # a run on a file never imports the generated runs' module
+    from operators.training import online
 
 __all__ = ["make_loaders", "default_workers", "RunData", "MemoryPlan", "memory_plan"]
 
@@ -43,7 +46,7 @@ def _set_bytes(task, source) -> int:
 
 
 def _cached(task, source) -> bool:
-    loading, splits = task.spec.loading, task.spec.data.splits
+    loading = task.spec.loading
     if loading.cache != "auto":
         return loading.cache == "memory"
     return _set_bytes(task, source) <= loading.memory_budget
@@ -60,7 +63,9 @@ def make_loaders(task, source, *, batch_size: int, seed: int, dist: DistInfo | N
     workers = 0 if cache else (default_workers() if loading.workers is None else loading.workers)
     common = dict(workers=workers, prefetch=loading.prefetch)
     if stream is not None:
-        train = online.StreamLoader(task, stream, source, batch_size=batch_size, seed=seed, dist=dist)
+        from operators.training.online import StreamLoader
+
+        train = StreamLoader(task, stream, source, batch_size=batch_size, seed=seed, dist=dist)
     else:
         train = Loader(task.dataset(source, splits.train, cache=cache, dtype=dtype),
                        batch_size=batch_size, seed=seed, dist=dist, **common)
@@ -111,7 +116,7 @@ class MemoryPlan:
 def memory_plan(task, source, train: Loader, val: Loader | None, batch_size: int) -> MemoryPlan:
     """The :class:`MemoryPlan` of loaders made by :func:`make_loaders` (reads one item to size a batch)."""
     loading, dataset = task.spec.loading, train.dataset
-    one = dataset.read_batch([0])
+    one = dataset.read_batch([0]).tensors()
     return MemoryPlan(set_bytes=_set_bytes(task, source), budget=loading.memory_budget, cached=_cached(task, source),
                       batch_bytes=sum(t.nbytes for t in one) * batch_size, workers=train.workers,
                       loaders=1 + (val is not None), kept=dataset.buffers.slots // len(one))
@@ -129,21 +134,32 @@ class RunData:
     def open(cls, spec: RunSpec, device: torch.device | str | None = None, dist: DistInfo | None = None) -> "RunData":
         """The data of ``spec``; a generated run's are made on ``device``, the next epoch's in the background
         unless ``loading.workers`` is 0, each of the ``dist`` processes making its part of every epoch."""
+        if spec.data.generate is None:
+            return cls(pde_data.open_source(spec.data.path))
+        from operators.training import online
+
         spec = online.completed(spec)
-        stream = None
-        if spec.data.generate is not None:
-            stream = online.Stream(spec, device, background=spec.loading.workers != 0, dist=dist)
+        stream = online.Stream(spec, device, background=spec.loading.workers != 0, dist=dist)
         return cls(online.open_fixed(spec, device), stream)
 
     def resolve(self, spec: RunSpec) -> RunSpec:
-        """``spec`` fixed against the data (:func:`online.resolve_run`)."""
+        """``spec`` fixed against the data (:func:`~operators.training.tasks.resolve`; a generated run's:
+        :func:`online.resolve_run`)."""
+        if spec.data.generate is None:
+            from operators.training.tasks import resolve
+
+            return resolve(spec, self.source)
+        from operators.training import online
+
         return online.resolve_run(online.completed(spec), self.source)
 
     def normalizers(self, task):
         """The task's normalizers fitted on the training split, or on a generated run's first epoch."""
         if self.stream is None:
             return task.fit_normalizers(self.source)
-        return online.fit_stream_normalizers(task, self.stream)
+        from operators.training.online import fit_stream_normalizers
+
+        return fit_stream_normalizers(task, self.stream)
 
     def loaders(self, task, *, batch_size: int, seed: int, dist: DistInfo | None = None) -> tuple:
         """:func:`make_loaders` of this data."""

@@ -45,6 +45,7 @@ from operators.training.runfolder import EVALUATIONS
 from operators.training.spec import SpecError
 from operators.training.tasks import EvalOptions
 from pde_data.core.model import SAMPLE, spatial_dims
+from pde_data.core.params import ExistsError
 
 __all__ = ["evaluate_run", "predict_run", "evaluation_folder", "json_safe", "FEW_SAMPLES", "SAMPLE_CHOICES"]
 
@@ -60,13 +61,14 @@ def _samples(run: LoadedRun, source: pde_data.Source, samples: str) -> np.ndarra
         raise SpecError("samples", f"expected one of {list(SAMPLE_CHOICES)}, found {samples!r}")
     if samples == "all":
         return np.arange(source.sizes[SAMPLE])
-    check_source(run.spec, source, "pass samples='all' to score every sample of it")
+    check_source(run.spec, source, "pass {samples='all'} to score every sample of it", ["samples"])
     idx = getattr(run.spec.data.splits, samples)
     if not idx:
         sizes = dict(zip(("train", "val", "test"), run.spec.data.splits.sizes))
-        other = "samples='val' scores the validation split (which chose best.pt, so it is no test score), or "
+        other = "{samples='val'} scores the validation split (which chose best.pt, so it is no test score), or "
         raise SpecError("samples", f"expected a stored {samples} split to score, found none (split sizes {sizes}); "
-                        f"{other if samples == 'test' and sizes['val'] else ''}samples='all' scores every sample")
+                        f"{other if samples == 'test' and sizes['val'] else ''}{{samples='all'}} scores every sample",
+                        mentions=["samples"])
     return np.asarray(idx, dtype=np.int64)
 
 
@@ -91,10 +93,10 @@ def resolution_note(run: LoadedRun, source: pde_data.Source) -> str | None:
             f"{ {d: trained[d] for d in found if d in trained} }; the model runs at the file's resolution")
 
 
-def evaluation_folder(run_dir: str | os.PathLike, data: str | os.PathLike, samples: str, which: str) -> Path:
+def evaluation_folder(run_dir: str | os.PathLike, data: str | os.PathLike, samples: str, checkpoint: str) -> Path:
     """The default folder of an evaluation: ``RUN_DIR/evaluations/<file name>-<samples>[-last]``."""
     name = Path(os.fspath(data).rstrip("/")).name
-    return Path(run_dir) / EVALUATIONS / f"{name}-{samples}{'' if which == 'best' else '-' + which}"
+    return Path(run_dir) / EVALUATIONS / f"{name}-{samples}{'' if checkpoint == 'best' else '-' + checkpoint}"
 
 
 @contextlib.contextmanager
@@ -104,8 +106,8 @@ def _staged(out: Path, overwrite: bool):
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out}: expected an evaluation folder, found a file")
     if out.exists() and not overwrite:
-        raise FileExistsError(f"{out}: expected a new evaluation folder, found an earlier evaluation; pass "
-                              "overwrite=True to replace it, or choose another out folder")
+        raise ExistsError((), f"{out}: expected a new evaluation folder, found an earlier evaluation; pass "
+                          "{overwrite=True} to replace it, or choose another out folder", mentions=["overwrite"])
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
@@ -119,27 +121,28 @@ def _staged(out: Path, overwrite: bool):
 
 
 def json_safe(value):
-    """``value`` with its floats as plain floats and NaN as None (JSON has no NaN), through dicts and lists."""
+    """JSON-ready copy: keys and paths as str, tuples as lists, numpy/torch numbers as floats, NaN and ±inf as None."""
     if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
-    if isinstance(value, (float, np.floating)):
-        return None if math.isnan(value) else float(value)
-    return value
+    if isinstance(value, (bool, int, str, Path)) or value is None:
+        return str(value) if isinstance(value, Path) else value
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
-def _opened(run_dir, data, which, device, inputs, targets) -> tuple[LoadedRun, pde_data.Source | None]:
-    run = load_run(run_dir, which=which, device=device_of(device))
+def _opened(run_dir, data, checkpoint, device, inputs, targets) -> tuple[LoadedRun, pde_data.Source | None]:
+    run = load_run(run_dir, checkpoint=checkpoint, device=device_of(device))
     return run.with_variables(inputs=inputs, targets=targets), None if data is None else pde_data.open_source(data)
 
 
 def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = None, *, samples: str = "test",
-                 steps: int | None = None, which: str = "best", out: str | os.PathLike | None = None,
+                 steps: int | None = None, checkpoint: str = "best", out: str | os.PathLike | None = None,
                  overwrite: bool = False, inputs: Sequence[str] | None = None, targets: Sequence[str] | None = None,
                  write: bool = True, plots: bool = True, batch_size: int = 16,
                  device: str | torch.device | None = None) -> dict:
-    """Metrics of the run's ``which`` checkpoint on ``samples`` of ``data`` (module docstring); window runs
+    """Metrics of the run's ``checkpoint`` on ``samples`` of ``data`` (module docstring); window runs
     are rolled out ``steps`` steps (default: to the end of the data) from their first ``window`` frames.
 
     The model runs on ``device`` (default: CUDA if available, else CPU); data are read, and metrics
@@ -151,12 +154,12 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = No
     """
     if batch_size < 1:
         raise SpecError("batch_size", f"expected a positive integer, found {batch_size}")
-    run, source = _opened(run_dir, data, which, device, inputs, targets)
+    run, source = _opened(run_dir, data, checkpoint, device, inputs, targets)
     if data is None:
         data, source = trained_data(run.spec, run.device)
     idx = _samples(run, source, samples)
     _check_variables(run, source, targets=True)
-    folder = Path(out) if out is not None else evaluation_folder(run_dir, data, samples, which)
+    folder = Path(out) if out is not None else evaluation_folder(run_dir, data, samples, checkpoint)
     header = {"data": os.fspath(data), "samples": samples, "scored": _LABELS[samples], "n_samples": int(len(idx))}
     if len(idx) < FEW_SAMPLES:
         header["warning"] = f"only {len(idx)} samples: too few to tell models apart (expected at least {FEW_SAMPLES})"
@@ -175,10 +178,10 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = No
 
 
 def predict_run(run_dir: str | os.PathLike, data: str | os.PathLike, out: str | os.PathLike, *,
-                steps: int | None = None, which: str = "best", overwrite: bool = False,
+                steps: int | None = None, checkpoint: str = "best", overwrite: bool = False,
                 inputs: Sequence[str] | None = None, batch_size: int = 16,
                 device: str | torch.device | None = None) -> dict:
-    """Predictions of the run's ``which`` checkpoint for every sample of ``data`` from its inputs alone,
+    """Predictions of the run's ``checkpoint`` for every sample of ``data`` from its inputs alone,
     written to the NetCDF file ``out`` (atomically, batch by batch) on the file's coordinates.
 
     A window run rolls out ``steps`` steps from the file's first ``window`` frames (default: to its last
@@ -188,7 +191,7 @@ def predict_run(run_dir: str | os.PathLike, data: str | os.PathLike, out: str | 
     if batch_size < 1:
         raise SpecError("batch_size", f"expected a positive integer, found {batch_size}")
     pde_data.check_output(out, overwrite=overwrite)
-    run, source = _opened(run_dir, data, which, device, inputs, None)
+    run, source = _opened(run_dir, data, checkpoint, device, inputs, None)
     _check_variables(run, source, targets=False)
     idx = np.arange(source.sizes[SAMPLE])
     options = EvalOptions(Path(out).parent, name=Path(run_dir).name, steps=steps, batch_size=batch_size,

@@ -16,24 +16,26 @@ blocking.
 
 Example:
     >>> loader = Loader(dataset, batch_size=20, seed=0, workers=2)
-    >>> for batch in loader.epoch(3):
-    ...     x, y = batch.tensors                # batch.n_global: size of the global batch
+    >>> sizes = loader.global_sizes(3)          # of each global batch of epoch 3
+    >>> for k, batch in enumerate(loader.epoch(3)):
+    ...     pred = model(batch.inputs)          # a pde_data Batch, this process's part of a batch of sizes[k]
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from operators.training.distributed import DistInfo
 from pde_data import DataReadError
+from pde_data.datasets.batch import Batch
 from pde_data.datasets.batches import pinned_batches, release
 from pde_data.core.errors import one_line
 
-__all__ = ["Loader", "Batch", "epoch_order", "global_batches"]
+__all__ = ["Loader", "epoch_order", "global_batches"]
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
@@ -46,14 +48,6 @@ def global_batches(n: int, batch_size: int, *, seed: int, epoch: int, shuffle: b
     """The global batches of one epoch (items in order; batches smaller than ``min_size`` dropped)."""
     order = epoch_order(n, seed, epoch) if shuffle else torch.arange(n)
     return [b for b in order.split(batch_size) if len(b) >= min_size]
-
-
-class Batch(NamedTuple):
-    """This process's part of one global batch, on the training device: the dataset's ``read_batch`` tensors
-    (``(x, y)`` for fields, ``(x, y, dt, mask)`` for sequences) and the size of the global batch."""
-
-    tensors: tuple[torch.Tensor, ...]
-    n_global: int
 
 
 class _EpochSampler(Sampler):
@@ -87,19 +81,20 @@ class _Lent:
     """A batch read by a worker into its reused shared memory (:class:`pde_data.datasets.batches.BatchBuffers`), with
     the flags the main process sets once it holds no copy of a buffer (the worker then reads into it again)."""
 
-    def __init__(self, tensors: tuple[torch.Tensor, ...], flags: torch.Tensor, slots: list[int]):
-        self.tensors, self.flags, self.slots = tensors, flags, slots
+    def __init__(self, batch: Batch, flags: torch.Tensor, slots: list[int]):
+        self.batch, self.flags, self.slots = batch, flags, slots  # slots: of batch.tensors(), in order
 
-    def unwrap(self) -> tuple[torch.Tensor, ...]:
-        """The tensors, each buffer released when every tensor and view over it here is gone. This process
+    def unwrap(self) -> Batch:
+        """The batch, each buffer released when every tensor and view over it here is gone. This process
         unmaps a buffer with its last tensor (it maps it again, faulting its pages in, when the worker sends
         it next): keeping every worker's buffers mapped here held ``workers × slots`` batches in this
         process's resident memory, per loader (issue #41)."""
-        return tuple(t if k < 0 else _released_when_gone(t, self.flags, k) for t, k in zip(self.tensors, self.slots))
+        slots = iter(self.slots)  # Batch.map visits the tensors in the order of Batch.tensors
+        return self.batch.map(lambda t: t if (k := next(slots)) < 0 else _released_when_gone(t, self.flags, k))
 
-    def pin_memory(self) -> tuple[torch.Tensor, ...]:
+    def pin_memory(self) -> Batch:
         """Page-locked copies (the DataLoader's pinning thread); the shared buffers released right away."""
-        pinned = tuple(t.pin_memory() for t in self.tensors)
+        pinned = self.batch.pin_memory()
         for k in self.slots:
             if k >= 0:
                 release(self.flags, k)
@@ -134,7 +129,7 @@ class _WholeBatches(Dataset):
                 return self.dataset.read_batch(items)
             with buffers.lending():
                 batch = self.dataset.read_batch(items)
-                flags, slots = buffers.lend(batch)
+                flags, slots = buffers.lend(batch.tensors())
                 return _Lent(batch, flags, slots) if max(slots, default=-1) >= 0 else batch
         except DataReadError as exc:
             return _ReadFailure(str(exc))
@@ -154,7 +149,7 @@ class Loader:
     """Batches of ``dataset`` for one process.
 
     Args:
-        dataset: a map-style dataset with ``read_batch(items) -> tuple of stacked tensors`` (every
+        dataset: a map-style dataset with ``read_batch(items) -> Batch`` of stacked tensors (every
             ``pde_data`` dataset; :class:`pde_data.datasets.batches.BatchReads`).
         batch_size: global batch size (split over processes).
         seed: seed of the per-epoch order. shuffle: ``False`` keeps the item order (validation).
@@ -182,18 +177,17 @@ class Loader:
         """Number of items (windows or pairs) in the dataset."""
         return len(self.dataset)
 
-    def n_batches(self, epoch: int = 0) -> int:
+    def global_sizes(self, epoch: int) -> list[int]:
+        """The size of each global batch of ``epoch`` (this process reads its slice of each)."""
         self._sampler.epoch = epoch
-        return len(self._sampler)
+        return [len(b) for b in self._sampler.batches()]
 
     def epoch(self, epoch: int) -> Iterator[Batch]:
         """This process's batches of ``epoch``, moved to the device (non-blocking from pinned memory)."""
         self._sampler.epoch = epoch
-        sizes = [len(b) for b in self._sampler.batches()]
-        dev = self.dist.device
-        for n_global, batch in zip(sizes, self._loader):
+        for batch in self._loader:
             if isinstance(batch, _ReadFailure):
                 raise DataReadError(batch.message)
             if isinstance(batch, _Lent):
                 batch = batch.unwrap()
-            yield Batch(tuple(t.to(dev, non_blocking=True) for t in batch), n_global)
+            yield batch.to(self.dist.device, non_blocking=True)

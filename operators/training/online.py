@@ -26,7 +26,6 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import threading
 from concurrent.futures import Future
@@ -38,61 +37,29 @@ import xarray as xr
 
 import pde_data
 from operators.training.distributed import DistInfo, all_gather_rows, all_reduce_sum
-from operators.training.loader import Batch, Loader, global_batches
+from operators.training.loader import Loader, global_batches
 from operators.training.spec import RunSpec, SpecError, Splits
 from operators.training.tasks import Normalizers, Task, make_task, resolve
+from pde_data.datasets.batch import Batch
 from pde_data.generate.registry import KINDS, GenerationSpec, block_size, make_samples
 from pde_data.core.model import SAMPLE
 
 __all__ = ["completed", "fixed_set", "epoch_set", "rank_samples", "open_fixed", "resolve_run", "Stream", "StreamLoader",
-           "fit_stream_normalizers", "typed_params"]
-
-
-def typed_params(kind: str, params: dict) -> dict:
-    """``params`` of the generator ``kind`` with every default filled in, each value of its default's type
-    (text parsed as a Python literal, ints taken as floats where the default is one); one line naming the
-    parameter, or the known names, otherwise."""
-    defaults = KINDS[kind].defaults
-    unknown = sorted(set(params) - set(defaults))
-    if unknown:
-        raise SpecError("data.generator", f"expected names among {sorted(defaults)} for {kind}, found {unknown}")
-    return {**defaults, **{k: _typed(kind, k, v, defaults[k]) for k, v in params.items()}}
-
-
-def _typed(kind: str, name: str, value, default):
-    """``value`` of the type of ``default`` (None: an optional integer)."""
-    if isinstance(value, str) and not isinstance(default, str):
-        try:
-            value = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            pass
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if isinstance(default, bool):
-        ok = isinstance(value, bool)
-    elif isinstance(default, float):
-        ok = number
-    elif default is None:
-        ok = value is None or number and isinstance(value, int)
-    else:
-        ok = isinstance(value, type(default)) and not isinstance(value, bool)
-    if ok:
-        return float(value) if isinstance(default, float) else value
-    expected = "an integer or None" if default is None else f"of type {type(default).__name__} (default {default!r})"
-    raise SpecError("data.generator", f"expected {name} of {kind} to be {expected}, found {value!r}")
+           "fit_stream_normalizers"]
 
 
 def _check_stream(data) -> None:
     """One line for a generated run's fields out of place or range."""
     n, seeds = data.samples_per_epoch, data.generate_seeds
     if n is None or n < 1:
-        raise SpecError("data.samples_per_epoch", f"expected a positive number of samples per epoch with "
-                        f"data.generate, found {n}")
+        raise SpecError("data.samples_per_epoch", "a positive number of samples per epoch with {data.generate}",
+                        str(n), ["data.generate"])
     if len(seeds) != 2 or min(seeds) < 0 or seeds[0] == seeds[1]:
-        raise SpecError("data.generate_seeds", f"expected two different seeds >= 0 (the training stream's, the fixed "
-                        f"validation and test set's), found {list(seeds)}")
+        raise SpecError("data.generate_seeds", "two different seeds >= 0 (the training stream's, the fixed "
+                        "validation and test set's)", str(list(seeds)))
     if data.split is not None and data.split[0] != 0:
-        raise SpecError("data.split", f"expected 0 training samples in a generated run (each epoch makes its own, "
-                        f"data.samples_per_epoch), found {list(data.split)}")
+        raise SpecError("data.split", "0 training samples in a generated run (each epoch makes its own, "
+                        "{data.samples_per_epoch})", str(list(data.split)), ["data.samples_per_epoch"])
 
 
 def completed(spec: RunSpec) -> RunSpec:
@@ -100,18 +67,15 @@ def completed(spec: RunSpec) -> RunSpec:
     (default: a quarter of an epoch's samples each, at least 1); a run on a file as it is."""
     data = spec.data
     if data.generate is None:
-        used = [p for p in ("data.generator", "data.samples_per_epoch") if spec.get(p)]
-        if used:
-            raise SpecError(used[0], "expected only with data.generate (a run on generated data), found it without")
         return spec
     if data.generate not in KINDS:
-        raise SpecError("data.generate", f"expected one of {sorted(KINDS)}, found {data.generate!r}")
+        raise SpecError("data.generate", f"one of {sorted(KINDS)}", repr(data.generate))
     _check_stream(data)
-    params = typed_params(data.generate, data.generator)
+    params = {**KINDS[data.generate].defaults, **data.generator}
     block = block_size(GenerationSpec(data.generate, 1, 0, params))
     if data.samples_per_epoch % block:
-        raise SpecError("data.samples_per_epoch", f"expected a multiple of the generator's batch_size {block} (each "
-                        f"epoch simulates whole blocks), found {data.samples_per_epoch}")
+        raise SpecError("data.samples_per_epoch", f"a multiple of {{data.generator.batch_size={block}}} (each "
+                        "epoch simulates whole blocks)", str(data.samples_per_epoch), ["data.generator.batch_size"])
     n_fixed = max(1, data.samples_per_epoch // 4)
     split = data.split or (None if data.path else (0, n_fixed, n_fixed))
     return spec.override({"data.generator": params, "data.split": split})
@@ -270,9 +234,10 @@ class StreamLoader:
         """Items (windows or pairs) of one epoch."""
         return self.per_sample * self.task.spec.data.samples_per_epoch
 
-    def n_batches(self, epoch: int = 0) -> int:
-        return len(global_batches(len(self), self.batch_size, seed=self.seed, epoch=epoch, shuffle=True,
-                                  min_size=self.dist.world_size))
+    def global_sizes(self, epoch: int) -> list[int]:
+        """The size of each global batch of ``epoch`` (this process reads its slice of each)."""
+        return [len(b) for b in global_batches(len(self), self.batch_size, seed=self.seed, epoch=epoch, shuffle=True,
+                                               min_size=self.dist.world_size)]
 
     def epoch(self, epoch: int) -> Iterator[Batch]:
         """This process's batches of ``epoch`` (its samples made first, unless made in the background already)."""

@@ -47,11 +47,13 @@ __all__ = ["train_run", "load_run", "stored_spec", "LoadedRun", "check_source", 
 CONFIG_FILE, RUN_FILE = "config.yaml", "run.json"
 
 
-def check_source(spec: RunSpec, source: pde_data.Source, what: str) -> None:
-    """Raise a one-line ``ValueError`` unless ``source`` has the fingerprint of the run's source file."""
+def check_source(spec: RunSpec, source: pde_data.Source, what: str, mentions: Sequence[str] = ()) -> None:
+    """Raise a one-line :class:`SpecError` unless ``source`` has the fingerprint of the run's source file; ``what``
+    says what to do instead, naming the parameters ``mentions`` (``{samples='all'}``)."""
     differences = spec.data.fingerprint.differences(source.fingerprint())
     if differences:
-        raise ValueError(f"{source.name}: not the data this run was trained on ({'; '.join(differences)}); {what}")
+        raise SpecError((), f"{source.name}: not the data this run was trained on ({'; '.join(differences)}); {what}",
+                        mentions=mentions)
 
 
 def _spec_of(state: dict, path: Path) -> RunSpec:
@@ -62,9 +64,9 @@ def _spec_of(state: dict, path: Path) -> RunSpec:
         raise ckpt.CheckpointError(f"{path}: expected a run spec, found {exc}") from None
 
 
-def stored_spec(run_dir: str | os.PathLike, *, which: str = "last") -> RunSpec:
-    """The resolved spec a run folder's ``{which}.pt`` stores."""
-    path = Path(run_dir) / f"{which}.pt"
+def stored_spec(run_dir: str | os.PathLike, *, checkpoint: str = "last") -> RunSpec:
+    """The resolved spec a run folder's ``{checkpoint}.pt`` stores."""
+    path = Path(run_dir) / f"{checkpoint}.pt"
     return _spec_of(ckpt.load_checkpoint(path), path)
 
 
@@ -120,7 +122,8 @@ def _claimed(out: Path, info: distributed.DistInfo, *, resume: bool, overwrite: 
     fails. Yields the :class:`runfolder.RunFolder` (``None`` on other ranks)."""
     with contextlib.ExitStack() as stack:
         yield _on_main(info, lambda: stack.enter_context(runfolder.claim(out, resume=resume, overwrite=overwrite)),
-                       lambda: runfolder.RunFolderError(f"{out}: expected rank 0 to claim the run folder, found its claim failed"))
+                       lambda: runfolder.RunFolderError((), f"{out}: expected rank 0 to claim the run folder, found "
+                                                        "its claim failed"))
 
 
 def _check_room(folder: runfolder.RunFolder | None, trainer: Trainer, info: distributed.DistInfo) -> None:
@@ -152,9 +155,9 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
     file as ``spec.loading`` says; nothing loads it whole unless it fits the memory budget or is asked to.
     """
     if spec.data.path is None and spec.data.generate is None:
-        raise SpecError("data.path", "expected a data file (or a generator: data.generate), found none")
+        raise SpecError("data.path", "a data file (or a generator: {data.generate})", "none", ["data.generate"])
     if spec.model.name is None and not resume:
-        raise SpecError("model.name", "expected a value, found none")
+        raise SpecError("model.name", "a value", "none")
     out, info = Path(out), distributed.setup(device)
     if spec.data.path is not None:
         spec = spec.override({"data.path": os.path.abspath(spec.data.path)})
@@ -226,12 +229,12 @@ class LoadedRun:
         return xr.concat(parts, dim=SAMPLE) if len(parts) > 1 else parts[0]
 
 
-def load_run(run_dir: str | os.PathLike, *, which: str = "best", device: str | torch.device = "cpu") -> LoadedRun:
-    """Load ``run_dir/{which}.pt`` (``best`` or ``last``) with ``weights_only=True`` and rebuild the model."""
-    if which not in ("best", "last"):
-        raise SpecError("which", f"expected 'best' or 'last', found {which!r}")
-    spec = stored_spec(run_dir, which=which)
-    state = ckpt.load_checkpoint(Path(run_dir) / f"{which}.pt", map_location=device)
+def load_run(run_dir: str | os.PathLike, *, checkpoint: str = "best", device: str | torch.device = "cpu") -> LoadedRun:
+    """Load ``run_dir/{checkpoint}.pt`` (``best`` or ``last``) with ``weights_only=True`` and rebuild the model."""
+    if checkpoint not in ("best", "last"):
+        raise SpecError("checkpoint", f"expected 'best' or 'last', found {checkpoint!r}")
+    spec = stored_spec(run_dir, checkpoint=checkpoint)
+    state = ckpt.load_checkpoint(Path(run_dir) / f"{checkpoint}.pt", map_location=device)
     model = spec.model.build()
     model.load_state_dict(state["model"])
     task = make_task(spec, Normalizers.from_state_dict(state["normalizers"]))

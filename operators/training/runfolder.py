@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from pde_data.core.params import ParameterError
 from pde_data.core.room import check_room, format_bytes
 
 __all__ = ["claim", "RunFolder", "RunFolderError", "Holder", "RUN_FILES", "EVALUATIONS", "LOCK"]
@@ -57,8 +58,9 @@ _OTHER_RUN_FILES = re.compile(r"^\.(" + "|".join(re.escape(n) for n in RUN_FILES
                         r"|^events\.out\.tfevents\.[^/]+$")
 
 
-class RunFolderError(ValueError):
-    """The run folder cannot be used as asked (one line: what was expected, what was found)."""
+class RunFolderError(ParameterError):
+    """The run folder cannot be used as asked (one line: what was expected, what was found; the parameter at fault,
+    ``resume`` or ``overwrite``, if one is)."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ def _lock(folder: Path) -> int:
             holder = Holder.parse(os.pread(fd, 4096, 0).decode(errors="replace"))
             os.close(fd)
             named = holder.describe() if holder else "another process"
-            raise RunFolderError(f"{folder}: expected a run folder no other process uses; found it locked by "
+            raise RunFolderError((), f"{folder}: expected a run folder no other process uses; found it locked by "
                                  f"{named}; wait for that run to end") from None
         try:
             same = os.fstat(fd).st_ino == os.stat(path).st_ino
@@ -178,19 +180,19 @@ def _old_run(folder: Path, *, resume: bool, overwrite: bool) -> list[Path]:
     entries = sorted(p for p in folder.iterdir() if p.name != LOCK)
     if resume:
         if not (folder / "last.pt").is_file():
-            raise RunFolderError(f"resume=True: expected {folder / 'last.pt'} from an earlier run, found "
-                                 f"{'an empty folder' if not entries else 'no last.pt'}")
+            raise RunFolderError("resume", f"{folder / 'last.pt'} from an earlier run",
+                                 "an empty folder" if not entries else "no last.pt")
         return []
     if not entries:
         return []
     names = [p.name for p in entries]
     if not overwrite:
-        raise RunFolderError(f"{folder}: expected an empty or new run folder, found {', '.join(names[:5])}"
-                             f"{' ...' if len(names) > 5 else ''}; pass resume=True to continue that run or "
-                             "overwrite=True to replace it")
+        raise RunFolderError((), f"{folder}: expected an empty or new run folder, found {', '.join(names[:5])}"
+                             f"{' ...' if len(names) > 5 else ''}; pass {{resume=True}} to continue that run or "
+                             "{overwrite=True} to replace it", mentions=["resume", "overwrite"])
     foreign = [p.name for p in entries if not _is_run_file(p)]
     if foreign:
-        raise RunFolderError(f"overwrite=True: {folder} holds files a run does not write ({', '.join(foreign[:5])}); "
+        raise RunFolderError("overwrite", f"{folder} holds files a run does not write ({', '.join(foreign[:5])}); "
                              "expected a run folder: move them away or choose another run folder")
     return entries
 
@@ -205,16 +207,16 @@ def claim(folder: str | os.PathLike, *, resume: bool = False, overwrite: bool = 
             (or, with ``overwrite``, files a run does not write); with ``resume``, it has no ``last.pt``.
     """
     if resume and overwrite:
-        raise RunFolderError("resume=True and overwrite=True: expected one of them, found both")
+        raise RunFolderError(("resume", "overwrite"), "one of them", "both")
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
-        raise RunFolderError(f"{folder}: expected a run folder, found a file")
+        raise RunFolderError((), f"{folder}: expected a run folder, found a file")
     created = not folder.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd = _lock(folder)
     except PermissionError:
-        raise RunFolderError(f"{folder}: expected a folder this process can write to, found it read-only") from None
+        raise RunFolderError((), f"{folder}: expected a folder this process can write to, found it read-only") from None
     try:
         yield RunFolder(folder, _old_run(folder, resume=resume, overwrite=overwrite))
     except BaseException:

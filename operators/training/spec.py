@@ -33,11 +33,13 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from operators.training.spec_values import SpecError, Splits, check, plain, typed
+from operators.training.spec_values import SpecError, Splits, check, plain
 from pde_data.core.fingerprint import Fingerprint
+from pde_data.core.params import Typed, choices, param, typed
+from pde_data.generate.defaults import PARAMS
 
 __all__ = ["RunSpec", "DataSpec", "TaskSpec", "ModelSpec", "OptimSpec", "LoadingSpec", "Splits", "SpecError",
-           "SPEC_VERSION", "RESUMABLE", "conflicts", "resumed"]
+           "SPEC_VERSION", "RESUMABLE", "conflicts", "resumed", "choices_of"]
 
 #: Version of the serialised form; a stored spec of another version is refused with one line.
 SPEC_VERSION = 1
@@ -49,8 +51,13 @@ SPEC_VERSION = 1
 RESUMABLE = ("optim.epochs", "optim.patience", "data.path", "loading.")
 
 
+_POSITIVE = "a positive integer", lambda v: v >= 1
+_AT_LEAST_0 = "an integer >= 0", lambda v: v >= 0
+_EPOCHS = "a positive number of epochs", lambda v: v >= 1
+
+
 @dataclass(frozen=True)
-class DataSpec:
+class DataSpec(Typed, prefix="data"):
     """The source and what is read from it. Empty ``inputs``/``targets``: chosen from the data.
 
     A run trains on generated data when ``generate`` names a generator (:data:`pde_data.generate.registry.KINDS`):
@@ -66,36 +73,42 @@ class DataSpec:
     generate_seeds: tuple[int, ...] = (0, 1)
     inputs: tuple[str, ...] = ()
     targets: tuple[str, ...] = ()
-    split: tuple[int, ...] | None = None
+    split: tuple[int, ...] | None = param(None, "three sizes (train, val, test) >= 0",
+                                          lambda v: len(v) == 3 and min(v) >= 0)
     split_seed: int = 0
-    normalize: str | None = "gaussian"
+    normalize: str | None = param("gaussian", choices=("gaussian", "minmax", None))
     splits: Splits | None = None
     fingerprint: Fingerprint | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.generator and self.generate in PARAMS:  # the generator's parameters, typed by it
+            object.__setattr__(self, "generator", typed(PARAMS[self.generate], self.generator, "data.generator"))
 
     def __hash__(self) -> int:  # a frozen part with a dict inside (``generator``): hash what identifies the data
         return hash((self.path, self.generate, self.inputs, self.targets, self.splits, self.fingerprint))
 
 
 @dataclass(frozen=True)
-class TaskSpec:
+class TaskSpec(Typed, prefix="task"):
     """The problem: ``kind`` (None: from the data), ``window`` given frames → ``horizon`` frames (window
     runs), the loss (``auto``: the task's own) and whether the grid is ``periodic`` (the ``h1`` loss
     differentiates spectrally there, by finite differences otherwise; the data carry no such flag),
     ``label_smoothing``/``shift`` (classification), and once resolved the number of ``classes``."""
 
-    kind: str | None = None
-    window: int | None = None
-    horizon: int = 1
+    kind: str | None = param(None, choices=("steady", "window", "classify", "sequence", None))
+    window: int | None = param(None, "a positive number of frames", lambda v: v >= 1)
+    horizon: int = param(1, "a positive number of frames", lambda v: v >= 1)
     pushforward: bool = False
-    loss: str = "auto"
+    loss: str = param("auto", choices=("auto", "rel_l2", "rel_l1", "h1", "mse", "cross_entropy"))
     periodic: bool = False
-    label_smoothing: float = 0.0
-    shift: int = 0
+    label_smoothing: float = param(0.0, "a number in [0, 1)", lambda v: 0 <= v < 1)
+    shift: int = param(0, *_AT_LEAST_0)
     classes: int = 0
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class ModelSpec(Typed, prefix="model"):
     """A registry model (:data:`operators.models.MODELS`): its name and config values; once resolved, the
     config values the data decide (``derived``: e.g. ``n_dim``, the ``frames`` of a window, a per-step
     ``readout``; never in ``config.yaml``, so a run asked again with other data decides them again) and
@@ -106,6 +119,15 @@ class ModelSpec:
     derived: dict = field(default_factory=dict)
     in_channels: int = 0
     out_channels: int = 0
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.config and self.name is not None:  # a registry model's config values, typed by its config class
+            from operators.models.registry import MODELS, config_values
+
+            if self.name in MODELS:  # keys it lacks are left to the build (a resumed run names a change first)
+                known = {k: v for k, v in self.config.items() if k in MODELS[self.name].fields}
+                object.__setattr__(self, "config", {**self.config, **config_values(self.name, known)})
 
     def __hash__(self) -> int:  # a frozen tree with a dict inside: hash what identifies the model
         return hash((self.name, self.in_channels, self.out_channels))
@@ -123,7 +145,7 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
-class OptimSpec:
+class OptimSpec(Typed, prefix="optim"):
     """Optimisation (the CHONN paper's per-benchmark values are in CHONN, Methods): the learning-rate
     schedule (:class:`~operators.training.optim.EpochSchedule`) warms up linearly over ``warmup`` epochs, then
     ``step`` multiplies it by ``gamma`` every ``step_size`` epochs, ``cosine`` anneals it to 0, ``plateau``
@@ -131,33 +153,33 @@ class OptimSpec:
     stops early after ``patience`` epochs without one (None: never). ``compile``: the model's forward under
     ``torch.compile`` (the same results within float tolerance; checkpoints hold the plain module's weights)."""
 
-    epochs: int = 10
-    batch_size: int = 20
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
-    optimizer: str = "adamw"
-    scheduler: str = "step"
-    step_size: int = 100
-    gamma: float = 0.5
-    warmup: int = 0
-    plateau_patience: int = 10
-    patience: int | None = None
-    grad_clip: float | None = None
+    epochs: int = param(10, *_EPOCHS)
+    batch_size: int = param(20, *_POSITIVE)
+    lr: float = param(1e-3, "a positive number", lambda v: v > 0)
+    weight_decay: float = param(1e-4, "a number >= 0", lambda v: v >= 0)
+    optimizer: str = param("adamw", choices=("adam", "adamw"))
+    scheduler: str = param("step", choices=("step", "cosine", "plateau", "none"))
+    step_size: int = param(100, *_POSITIVE)
+    gamma: float = param(0.5, "a number in (0, 1]", lambda v: 0 < v <= 1)
+    warmup: int = param(0, "a number of epochs >= 0", lambda v: v >= 0)
+    plateau_patience: int = param(10, "a number of epochs >= 0", lambda v: v >= 0)
+    patience: int | None = param(None, *_EPOCHS)
+    grad_clip: float | None = param(None, "a positive number", lambda v: v > 0)
     amp: bool = False
     compile: bool = False
     seed: int = 0
 
 
 @dataclass(frozen=True)
-class LoadingSpec:
+class LoadingSpec(Typed, prefix="loading"):
     """How data reaches the model: ``cache`` ``stream``/``memory``/``auto`` (cache when the train and
     validation samples fit ``memory_budget`` bytes, per process), loader ``workers`` (None: min(4, cores))
     and the batches each prefetches."""
 
-    cache: str = "auto"
-    workers: int | None = None
-    prefetch: int = 2
-    memory_budget: int = 2 << 30
+    cache: str = param("auto", choices=("auto", "memory", "stream"))
+    workers: int | None = param(None, *_AT_LEAST_0)
+    prefetch: int = param(2, *_POSITIVE)
+    memory_budget: int = param(2 << 30, "a number of bytes >= 0", lambda v: v >= 0)
 
 
 @dataclass(frozen=True)
@@ -183,17 +205,15 @@ class RunSpec:
         return value
 
     def override(self, values: dict) -> "RunSpec":
-        """A copy with ``{path: value}`` applied (checked like any spec)."""
+        """A copy with ``{path: value}`` applied (converted and checked like any spec: :func:`typed`)."""
         parts: dict[str, dict] = {}
         for path, value in values.items():
             part, _, name = path.partition(".")
             if part not in _PARTS:
-                raise SpecError(path, f"expected a field of one of the parts {list(_PARTS)}, found {part!r}")
-            names = [f.name for f in dataclasses.fields(_PARTS[part])]
-            if name not in names:
-                raise SpecError(path, f"expected a field of '{part}' among {names}, found {name!r}")
-            parts.setdefault(part, {})[name] = typed(_PARTS[part], name, value, path)
-        return dataclasses.replace(self, **{p: dataclasses.replace(getattr(self, p), **v) for p, v in parts.items()})
+                raise SpecError(path, f"a field of one of the parts {list(_PARTS)}", repr(part))
+            parts.setdefault(part, {})[name] = value
+        return dataclasses.replace(self, **{p: dataclasses.replace(getattr(self, p), **typed(_PARTS[p], v, p))
+                                            for p, v in parts.items()})
 
     def request(self) -> "RunSpec":
         """The spec without what its data fixed (split indices, fingerprint, classes, derived model settings,
@@ -255,6 +275,12 @@ _RESOLVED = {"data": ("splits", "fingerprint"), "task": ("classes",), "model": (
 def paths() -> list[str]:
     """Every field path of a spec (``"optim.lr"``, ...)."""
     return [f"{part}.{f.name}" for part, cls in _PARTS.items() for f in dataclasses.fields(cls)]
+
+
+def choices_of(path: str) -> tuple | None:
+    """The allowed values of the field ``path`` (``"optim.optimizer"``), None for a field of any value of its type."""
+    part, _, name = path.partition(".")
+    return choices(_PARTS[part], name)
 
 
 def resumed(stored: RunSpec, given: RunSpec) -> RunSpec:

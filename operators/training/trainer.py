@@ -40,6 +40,7 @@ from operators.training.loader import Loader, epoch_order
 from operators.training.optim import clip_gradients, make_optimizer, make_scheduler
 from operators.training.tasks.base import MetricSums
 from pde_data import atomic_path
+from pde_data.datasets.batch import Batch
 from pde_data.core.room import NoRoomError, format_bytes, free_bytes, is_disk_full
 
 __all__ = ["Trainer", "NonFiniteLossError", "epoch_order", "CHECKPOINT_COPIES", "LOG_BYTES"]
@@ -97,13 +98,13 @@ class Trainer:
         self._saved_epoch: int | None = None  # the epoch last.pt holds (None: none written or loaded)
 
     # -- forward and loss ------------------------------------------------------------------------
-    def _predict(self, batch: tuple, *, training: bool, module: nn.Module | None = None) -> torch.Tensor:
+    def _predict(self, batch: Batch, *, training: bool, module: nn.Module | None = None) -> torch.Tensor:
         dev, module = self.dist.device, module or self.model
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=self.config.amp and dev.type == "cuda"):
             pred = self.task.predict(module, batch, training=training)
         return pred.float() if pred.dtype in (torch.float16, torch.bfloat16) else pred
 
-    def _sample_losses(self, batch: tuple) -> torch.Tensor:
+    def _sample_losses(self, batch: Batch) -> torch.Tensor:
         pred = self._predict(batch, training=True)
         # NaN/Inf in a prediction or the data reach the losses, and every process stops at the deferred check
         # (_check): no step waits for the device to say whether its inputs were finite
@@ -111,7 +112,7 @@ class Trainer:
             return self.task.losses(pred, batch)
 
     # -- one epoch -------------------------------------------------------------------------------
-    def _step(self, batch: tuple, n_global: int) -> _Step:
+    def _step(self, batch: Batch, n_global: int) -> _Step:
         """One optimizer step; its loss and gradient norm stay on the device (checked by :meth:`_check`)."""
         local = self._sample_losses(batch).sum()
         total = all_reduce_sum(local.detach(), self.dist)  # every process gets the same: they stop together
@@ -142,14 +143,14 @@ class Trainer:
 
     def _run_epoch(self, epoch: int) -> dict:
         self.model.train()
-        n_batches = self.train.n_batches(epoch)
-        bar = tqdm(self.train.epoch(epoch), total=n_batches, desc=f"epoch {epoch + 1}/{self.config.epochs}",
+        sizes = self.train.global_sizes(epoch)  # indexed, not zipped: a zip under tqdm keeps its first batch alive
+        bar = tqdm(self.train.epoch(epoch), total=len(sizes), desc=f"epoch {epoch + 1}/{self.config.epochs}",
                    file=sys.stderr, leave=False, disable=not (self.progress and self.dist.is_main))
         start, seen, loss_sum, pending = time.perf_counter(), 0, 0.0, []
         for k, batch in enumerate(bar, 1):
-            pending.append(self._step(batch.tensors, batch.n_global))
-            seen += batch.n_global
-            if len(pending) == CHECK_EVERY or k == n_batches:
+            pending.append(self._step(batch, sizes[k - 1]))
+            seen += sizes[k - 1]
+            if len(pending) == CHECK_EVERY or k == len(sizes):
                 loss_sum += self._check(pending, k + 1 - len(pending), epoch)
                 pending.clear()
                 rate = seen / (time.perf_counter() - start)
@@ -165,7 +166,7 @@ class Trainer:
             return {}
         module, sums = unwrap(self.model).eval(), MetricSums()
         for batch in self.val.epoch(0):
-            sums.add(self.task.metrics(self._predict(batch.tensors, training=False, module=module), batch.tensors))
+            sums.add(self.task.metrics(self._predict(batch, training=False, module=module), batch))
         return {f"val_{name}": value for name, value in self.task.result(sums).items()}
 
     # -- the loop --------------------------------------------------------------------------------
@@ -280,11 +281,11 @@ class Trainer:
             if not is_disk_full(exc):
                 raise
             needed, free = getattr(exc, "needed", 0) or self.checkpoint_bytes(), free_bytes(self.out)
-            then = "overwrite=True to start again" if self._saved_epoch is None else "resume=True to continue"
+            then = "{overwrite=True} to start again" if self._saved_epoch is None else "{resume=True} to continue"
             raise NoRoomError(f"training stopped after epoch {self.epoch}: expected room for a checkpoint of about "
                               f"{format_bytes(needed)} ({needed:,} bytes), found {format_bytes(free)} free in "
                               f"{self.out}; {self._kept()}: free some space and pass {then}",
-                              self.out, needed, free) from None
+                              self.out, needed, free, mentions=["overwrite", "resume"]) from None
 
     def checkpoint_bytes(self) -> int:
         """About the bytes of a checkpoint of this run (:func:`~operators.training.checkpoint.estimate_bytes`)."""

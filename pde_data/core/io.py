@@ -18,6 +18,7 @@ from typing import Iterator, Sequence
 import xarray as xr
 
 from pde_data.core.model import SAMPLE, SPATIAL_DIMS, TIME
+from pde_data.core.params import ExistsError
 
 __all__ = ["save", "open_netcdf", "read_netcdf", "atomic_path", "check_output", "check_file", "open_netcdf_files",
            "sample_chunks", "HDF5_MAGIC", "NETCDF3_MAGIC"]
@@ -67,8 +68,8 @@ def check_output(path: str | os.PathLike, *, overwrite: bool = False) -> Path:
         raise ValueError(f"{target}: expected a regular file (or no file) to write, found "
                          f"{'a folder' if target.is_dir() else 'a special file'}")
     if target.exists() and not overwrite:
-        raise FileExistsError(f"{target}: expected a new output file, found an existing one; "
-                              "pass overwrite=True to replace it")
+        raise ExistsError((), f"{target}: expected a new output file, found an existing one; pass {{overwrite=True}} "
+                          "to replace it", mentions=["overwrite"])
     folder = target.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)

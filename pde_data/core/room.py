@@ -14,6 +14,9 @@ import errno
 import os
 import shutil
 from pathlib import Path
+from typing import Iterable
+
+from pde_data.core.params import Mentions
 
 __all__ = ["NoRoomError", "check_room", "free_bytes", "format_bytes", "is_disk_full"]
 
@@ -21,17 +24,20 @@ __all__ = ["NoRoomError", "check_room", "free_bytes", "format_bytes", "is_disk_f
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-class NoRoomError(OSError):
+class NoRoomError(Mentions, OSError):
     """A write needs more room than its folder's file system has free (``errno`` ENOSPC); the folder, the
-    bytes needed and the bytes free are attributes."""
+    bytes needed and the bytes free are attributes, and the parameters the message suggests are ``mentions``
+    (``{resume=True}``: :class:`~pde_data.core.params.Mentions`)."""
 
-    def __init__(self, message: str, folder: str | os.PathLike | None = None, needed: int = 0, free: int = 0):
-        super().__init__(message)
+    def __init__(self, message: str, folder: str | os.PathLike | None = None, needed: int = 0, free: int = 0,
+                 mentions: Iterable[str] = ()):
+        self._name_parts((), message, None, mentions)
+        super().__init__(self.describe())
         self.errno = errno.ENOSPC
         self.folder, self.needed, self.free = folder if folder is None else Path(folder), needed, free
 
     def __reduce__(self):  # OSError's would call __init__ with the message alone
-        return type(self), (str(self), self.folder, self.needed, self.free)
+        return type(self), (self.expected, self.folder, self.needed, self.free, self.mentions)
 
 
 def free_bytes(folder: str | os.PathLike) -> int:

@@ -1,20 +1,20 @@
 """Torch's dataset contract on top of whole-batch reads.
 
-Every dataset of ``pde_data`` reads a batch at once, ``read_batch(items) -> tuple of stacked tensors``
-(one read per sample and frame range, however many of its items a batch holds). :class:`BatchReads`
-derives torch's two fetch methods from it, so the datasets work in a plain
+Every dataset of ``pde_data`` reads a batch at once, ``read_batch(items) -> Batch`` of stacked tensors
+(:class:`pde_data.datasets.batch.Batch`; one read per sample and frame range, however many of its items a
+batch holds). :class:`BatchReads` derives torch's two fetch methods from it, so the datasets work in a plain
 ``torch.utils.data.DataLoader`` with the default collate and any number of workers:
 
-- ``__getitem__(k)``: the tuple of item ``k``'s tensors;
-- ``__getitems__(items)``: one batched read, returned as a list of per-item tuples (views of the
-  stacked tensors), which ``default_collate`` stacks again.
+- ``__getitem__(k)``: item ``k``'s ``Batch`` (its tensors without the batch axis);
+- ``__getitems__(items)``: one batched read, returned as a list of per-item ``Batch``es (views of the
+  stacked tensors), which ``default_collate`` stacks into one ``Batch`` again.
 
 :class:`operators.training.Loader` skips the unstacking: it calls ``read_batch`` itself. The datasets
 read into :class:`BatchBuffers`: batch memory reused once nothing references an earlier batch.
 
 Example:
     >>> loader = torch.utils.data.DataLoader(PairDataset("darcy.nc", ["a"], ["u"]), batch_size=8, num_workers=2)
-    >>> x, y = next(iter(loader))             # (8, 1, 64, 64) each
+    >>> batch = next(iter(loader))             # batch.inputs, batch.targets: (8, 1, 64, 64) each
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from typing import Iterator, Sequence
 import numpy as np
 import torch
 from torch.utils.data import Dataset, get_worker_info
+
+from pde_data.datasets.batch import Batch
 
 __all__ = ["BatchReads", "BatchBuffers", "pinned_batches", "release"]
 
@@ -106,8 +108,8 @@ class BatchBuffers:
             self._used = None
 
     def lend(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, list[int]]:
-        """The shared flags and the buffer of each of ``tensors`` (-1: none of this pool's), marked as held by
-        the main process until it calls :func:`release` on them."""
+        """The shared flags and the buffer of each of ``tensors`` (a batch's :meth:`Batch.tensors`; -1: none of
+        this pool's), marked as held by the main process until it calls :func:`release` on them."""
         storages = [buf.untyped_storage().data_ptr() for buf in self._shared]
         slots = [storages.index(t.untyped_storage().data_ptr()) if t.untyped_storage().data_ptr() in storages
                  else -1 for t in tensors]
@@ -161,14 +163,14 @@ def _shared_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
 
 
 class BatchReads(Dataset):
-    """A map-style dataset defined by ``read_batch(items) -> tuple[torch.Tensor, ...]`` (each ``(len(items), ...)``)."""
+    """A map-style dataset defined by ``read_batch(items) -> Batch`` (each tensor ``(len(items), ...)``)."""
 
-    def read_batch(self, items: Sequence[int]) -> tuple[torch.Tensor, ...]:
+    def read_batch(self, items: Sequence[int]) -> Batch:
         raise NotImplementedError
 
-    def __getitem__(self, k: int) -> tuple[torch.Tensor, ...]:
-        return tuple(t[0] for t in self.read_batch([k]))
+    def __getitem__(self, k: int) -> Batch:
+        return self.read_batch([k]).map(lambda t: t[0])
 
-    def __getitems__(self, items: Sequence[int]) -> list[tuple[torch.Tensor, ...]]:
+    def __getitems__(self, items: Sequence[int]) -> list[Batch]:
         stacked = self.read_batch(items)
-        return [tuple(t[k] for t in stacked) for k in range(len(items))]
+        return [stacked.map(lambda t: t[k]) for k in range(len(items))]

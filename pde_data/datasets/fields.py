@@ -10,15 +10,8 @@ memory; items are then sliced from there, with values identical to reading them 
 are explicit seeded index arrays (:func:`split_indices`); normalizers (:mod:`pde_data.datasets.normalize`) are
 fitted on the training indices and applied to each fresh batch in place.
 
-==================  =================================  ========================================
-dataset             item ``x``                         item ``y``
-==================  =================================  ========================================
-``PairDataset``     ``(in_channels, *spatial)``        ``(out_channels, *spatial)``
-``WindowDataset``   ``(m, channels, *spatial)``: the   ``(horizon, channels, *spatial)``: the
-                    given frames, in time order        next frames, in time order
-==================  =================================  ========================================
-
-``read_batch(items)`` returns the items stacked along a leading batch axis, and raises a one-line
+``read_batch(items)`` returns the items stacked along a leading batch axis, a
+:class:`pde_data.datasets.batch.Batch` (its table gives the layouts), and raises a one-line
 :class:`DataReadError` naming the file, samples and frames when a read fails; torch's ``__getitem__``
 and ``__getitems__`` come from :class:`pde_data.datasets.batches.BatchReads`, so a plain ``DataLoader`` with the
 default collate batches them.
@@ -28,7 +21,7 @@ Example:
     >>> splits = split_indices(source.sizes["sample"], sizes=(800, 100, 100), seed=0)
     >>> norm = fit_normalizer(source, ["a"], indices=splits["train"])
     >>> train = PairDataset(source, ["a"], ["u"], indices=splits["train"], input_normalizer=norm)
-    >>> x, y = train.read_batch([0, 5, 7])          # (3, 1, 128, 128) each
+    >>> batch = train.read_batch([0, 5, 7])          # batch.inputs, batch.targets: (3, 1, 128, 128) each
 """
 
 from __future__ import annotations
@@ -38,35 +31,38 @@ from typing import Sequence
 
 import numpy as np
 import torch
+from pde_data.datasets.batch import Batch
 from pde_data.datasets.batches import BatchBuffers, BatchReads
 from pde_data.core.model import SAMPLE, TIME, spatial_dims
 from pde_data.datasets.normalize import Normalizer
 from pde_data.core.errors import DataReadError, one_line
 from pde_data.formats.source import SourceLike, open_source, sample_runs
 
-__all__ = ["split_indices", "SampleDataset", "PairDataset", "WindowDataset", "item_bytes"]
+__all__ = ["split_indices", "default_sizes", "SampleDataset", "PairDataset", "WindowDataset", "item_bytes"]
+
+
+def default_sizes(n: int) -> tuple[int, int, int]:
+    """80/10/10 %: ``n // 10`` validation and test samples, at least one each once there are 3 samples (all train
+    below), train the rest."""
+    n_val = max(1, n // 10) if n >= 3 else 0
+    return n - 2 * n_val, n_val, n_val
 
 
 def split_indices(
     n_samples: int,
     *,
     sizes: Sequence[int] | None = None,
-    fractions: Sequence[float] = (0.8, 0.1, 0.1),
     seed: int = 0,
 ) -> dict[str, np.ndarray]:
     """Seeded disjoint ``train``/``val``/``test`` sample indices (each sorted, for sequential reads).
 
     Args:
         n_samples: number of samples in the Dataset.
-        sizes: explicit split sizes (train, val, test); their sum may not exceed ``n_samples``.
-        fractions: used when ``sizes`` is omitted; train takes the rounding remainder.
+        sizes: split sizes (train, val, test); their sum may not exceed ``n_samples``. Default
+            :func:`default_sizes` (the one default split policy, every run's too).
         seed: seed of the permutation (same seed, same splits).
     """
-    if sizes is None:
-        if len(fractions) != 3 or min(fractions) < 0 or sum(fractions) > 1 + 1e-9:
-            raise ValueError(f"fractions: expected three non-negative numbers summing to <= 1, found {tuple(fractions)}")
-        val, test = (int(round(f * n_samples)) for f in fractions[1:])
-        sizes = (min(n_samples - val - test, int(round(fractions[0] * n_samples))), val, test)
+    sizes = default_sizes(n_samples) if sizes is None else sizes
     if len(sizes) != 3 or min(sizes) < 0 or sum(sizes) > n_samples:
         raise ValueError(f"sizes: expected three non-negative sizes summing to <= {n_samples}, found {tuple(sizes)}")
     perm = np.random.default_rng(seed).permutation(n_samples)
@@ -184,45 +180,46 @@ class PairDataset(SampleDataset):
     def __len__(self) -> int:
         return len(self.indices)
 
-    def read_batch(self, items: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Items ``items`` stacked: ``(batch, in_channels, *spatial)``, ``(batch, out_channels, *spatial)``."""
+    def read_batch(self, items: Sequence[int]) -> Batch:
+        """Items ``items`` stacked: inputs ``(batch, in_channels, *spatial)``, targets ``(batch, out_channels,
+        *spatial)``."""
         samples = self.indices[np.asarray(items, dtype=np.int64)]
         x, y = self._gather([self.inputs, self.outputs], samples)
-        return self._encode_(x, self.input_normalizer), self._encode_(y, self.output_normalizer)
+        return Batch(self._encode_(x, self.input_normalizer), self._encode_(y, self.output_normalizer))
 
 
 class WindowDataset(SampleDataset):
-    """Time windows for autoregressive training: ``m`` given frames → the next ``horizon`` frame(s).
+    """Time windows for autoregressive training: ``window`` given frames → the next ``horizon`` frame(s).
 
-    Windows start at ``t0 = 0, stride, 2·stride, ...`` while ``t0 + m + horizon <= T``, for every sample
-    of ``indices`` (PDEBench's ``initial_step`` is ``m``); window ``k`` is the pair ``windows[k] =
+    Windows start at ``t0 = 0, stride, 2·stride, ...`` while ``t0 + window + horizon <= T``, for every sample
+    of ``indices`` (PDEBench's ``initial_step`` is ``window``); window ``k`` is the pair ``windows[k] =
     (sample, t0)``. A batch reads each of its samples once, over the frames its windows span.
 
     Args:
         source: a :class:`pde_data.Source` (or a path, or a Dataset) with dims ``(sample, time, *spatial)``.
         variables: the variables (channels), in order; inputs and targets use the same ones.
-        m: number of given frames (e.g. 1, 3, 5, 10).
+        window: number of given frames (e.g. 1, 3, 5, 10).
         indices: the samples of this split. normalizer: per-channel, applied to every frame.
         horizon: frames predicted per window. stride: step between window starts.
         cache: read the split's samples into memory once (items identical to reading them from the file).
     """
 
-    def __init__(self, source: SourceLike, variables: Sequence[str], *, m: int, indices: Sequence[int] | None = None,
+    def __init__(self, source: SourceLike, variables: Sequence[str], *, window: int, indices: Sequence[int] | None = None,
                  normalizer: Normalizer | None = None, horizon: int = 1, stride: int = 1,
                  dtype: torch.dtype = torch.float32, cache: bool = False):
-        self.variables, self.m, self.horizon, self.normalizer = list(variables), m, horizon, normalizer
+        self.variables, self.window, self.horizon, self.normalizer = list(variables), window, horizon, normalizer
         super().__init__(source, self.variables, indices, dtype)
         ds = self.source.dataset
         without = [v for v in self.variables if TIME not in ds[v].dims]
         if without:
             raise ValueError(f"WindowDataset: expected variables with a '{TIME}' dim; without time: {without}")
         n_time = ds.sizes[TIME]
-        if m < 1 or horizon < 1 or stride < 1 or m + horizon > n_time:
-            raise ValueError(f"WindowDataset: expected m >= 1, horizon >= 1, stride >= 1 and m + horizon <= "
-                             f"{n_time} frames; found m={m}, horizon={horizon}, stride={stride}")
-        starts = np.arange(0, n_time - m - horizon + 1, stride)
+        if window < 1 or horizon < 1 or stride < 1 or window + horizon > n_time:
+            raise ValueError(f"WindowDataset: expected window >= 1, horizon >= 1, stride >= 1 and window + horizon <= "
+                             f"{n_time} frames; found window={window}, horizon={horizon}, stride={stride}")
+        starts = np.arange(0, n_time - window - horizon + 1, stride)
         self.windows = np.stack([np.repeat(self.indices, starts.size), np.tile(starts, self.indices.size)], axis=1)
-        frames = slice(0, int(starts[-1]) + m + horizon)
+        frames = slice(0, int(starts[-1]) + window + horizon)
         self._cache = (self._read(self.variables, self.cached_samples, frames),) if cache else None
 
     def __len__(self) -> int:
@@ -235,16 +232,17 @@ class WindowDataset(SampleDataset):
         shape = (1, stop - start, *self.item_shape(self.variables))
         return self._read(self.variables, [sample], slice(start, stop), out=self.buffers.tensor(shape, self.dtype))[0]
 
-    def read_batch(self, items: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Windows ``items`` stacked: ``(batch, m, channels, *spatial)``, ``(batch, horizon, channels, *spatial)``.
+    def read_batch(self, items: Sequence[int]) -> Batch:
+        """Windows ``items`` stacked: inputs ``(batch, window, channels, *spatial)``, targets ``(batch, horizon, channels,
+        *spatial)``.
 
         A window alone in the batch with its sample is read straight into its rows of ``x`` and ``y``;
         the samples of several windows are read once, over the frames their windows span, and each window
         copied from there (so is every window of the cache). ``x`` and ``y`` are then encoded in place.
         """
         pairs = self.windows[np.asarray(items, dtype=np.int64)]
-        length, item = self.m + self.horizon, self.item_shape(self.variables)
-        x = self.buffers.tensor((len(pairs), self.m, *item), self.dtype)
+        length, item = self.window + self.horizon, self.item_shape(self.variables)
+        x = self.buffers.tensor((len(pairs), self.window, *item), self.dtype)
         y = self.buffers.tensor((len(pairs), self.horizon, *item), self.dtype)
         for sample in np.unique(pairs[:, 0]):
             mine = np.flatnonzero(pairs[:, 0] == sample)
@@ -256,5 +254,5 @@ class WindowDataset(SampleDataset):
             block = self._block(int(sample), first, last + length)
             for k in mine:
                 t0 = int(pairs[k, 1]) - first
-                x[k], y[k] = block[t0:t0 + self.m], block[t0 + self.m:t0 + length]
-        return self._encode_(x, self.normalizer), self._encode_(y, self.normalizer)
+                x[k], y[k] = block[t0:t0 + self.window], block[t0 + self.window:t0 + length]
+        return Batch(self._encode_(x, self.normalizer), self._encode_(y, self.normalizer))

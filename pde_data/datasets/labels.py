@@ -9,7 +9,7 @@ read whole; images stream like every other field (:class:`LabelDataset`).
 Example:
     >>> ds = xr.Dataset({"image": (("sample", "x", "y"), images), "label": (("sample",), labels)})
     >>> train = LabelDataset(open_source("digits.nc"), ["image"], "label", indices=splits["train"])
-    >>> x, y = train.read_batch([0, 1, 2])   # (3, 1, 8, 8) float32, (3,) int64
+    >>> batch = train.read_batch([0, 1, 2])   # inputs (3, 1, 8, 8) float32, targets (3,) int64
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from pde_data.datasets.batch import Batch
 from pde_data.datasets.fields import SampleDataset
 from pde_data.core.model import SAMPLE
 from pde_data.datasets.normalize import Normalizer
@@ -69,25 +70,28 @@ class LabelDataset(SampleDataset):
 
     Args:
         source: a :class:`pde_data.Source` (or a path, or a Dataset) of the module's layout.
-        inputs: the image variables, in channel order. label: the label variable.
+        inputs: the image variables, in channel order. label: the label variable (None: the images alone,
+            ``targets`` None).
         indices: the samples of this split (default: all).
         input_normalizer: applied per item (fitted on the training split).
         cache: read the split's images into memory once (items identical to reading them from the file).
     """
 
-    def __init__(self, source: SourceLike, inputs: Sequence[str], label: str, *, indices: Sequence[int] | None = None,
-                 input_normalizer: Normalizer | None = None, dtype: torch.dtype = torch.float32, cache: bool = False):
+    def __init__(self, source: SourceLike, inputs: Sequence[str], label: str | None, *,
+                 indices: Sequence[int] | None = None, input_normalizer: Normalizer | None = None,
+                 dtype: torch.dtype = torch.float32, cache: bool = False):
         self.inputs, self.label, self.input_normalizer = list(inputs), label, input_normalizer
         super().__init__(source, self.inputs, indices, dtype)
-        self.labels = torch.as_tensor(read_labels(self.source.dataset, label, self.indices))
+        self.labels = None if label is None else torch.as_tensor(read_labels(self.source.dataset, label, self.indices))
         if cache:
             self._cache = (self._read(self.inputs, self.cached_samples),)
 
     def __len__(self) -> int:
         return len(self.indices)
 
-    def read_batch(self, items: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    def read_batch(self, items: Sequence[int]) -> Batch:
         """Items ``items`` stacked: images ``(batch, channels, *spatial)`` and labels ``(batch,)`` int64."""
         items = np.asarray(items, dtype=np.int64)
         (x,) = self._gather([self.inputs], self.indices[items])
-        return self._encode_(x, self.input_normalizer), self.labels[torch.as_tensor(items)]
+        labels = None if self.labels is None else self.labels[torch.as_tensor(items)]
+        return Batch(self._encode_(x, self.input_normalizer), labels)

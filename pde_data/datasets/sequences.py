@@ -3,21 +3,12 @@
 A sequence set follows :mod:`pde_data.core.model`: inputs ``(sample, time[, feature])``, an optional ``time``
 coordinate (shared ``(time,)`` or irregular ``(sample, time)``), an optional ``length`` variable for
 unequal lengths, and targets per sequence (float ``(sample,)`` or an integer label) or per step (float
-``(sample, time[, feature])``). :class:`SequenceDataset` reads a batch as
+``(sample, time[, feature])``). :class:`SequenceDataset` reads a :class:`pde_data.datasets.batch.Batch` (its
+table): the input variables as channels (``to_tensor``), the targets, the step sizes ``dt``
+(:func:`pde_data.core.model.time_steps`; 1.0 without a time coordinate and on padding) and the ``mask`` of valid
+steps (all without ``length``).
 
-==========  ==========================================  ==============================================
-tensor      shape                                       meaning
-==========  ==========================================  ==============================================
-``x``       ``(batch, time, in_channels)`` float        input variables as channels (``to_tensor``)
-``y``       ``(batch, out_channels)`` float,            per-sequence targets,
-            ``(batch, time, out_channels)`` float or    per-step targets,
-            ``(batch,)`` int64                          or one label
-``dt``      ``(batch, time)`` float                     step sizes (:func:`pde_data.core.model.time_steps`;
-                                                        1.0 without a time coordinate and on padding)
-``mask``    ``(batch, time)`` bool                      True on valid steps (all without ``length``)
-==========  ==========================================  ==============================================
-
-Normalizers encode ``x`` and a float ``y``; padded steps of ``x`` and of a per-step ``y`` are 0 after
+Normalizers encode the inputs and float targets; padded steps of the inputs and of per-step targets are 0 after
 encoding, as in the file. Items are read when asked for, through the :class:`pde_data.Source` (one read
 per run of consecutive samples, :meth:`pde_data.Source.read`); the per-sequence variables ``(sample,)`` —
 targets and lengths — are a few bytes per sample and read once.
@@ -26,7 +17,7 @@ Example:
     >>> source = open_source("seq.nc")
     >>> norm = fit_sequence_normalizer(source, ["health", "gap"], indices=splits["train"])
     >>> train = SequenceDataset(source, ["health", "gap"], ["rul"], indices=splits["train"], input_normalizer=norm)
-    >>> x, y, dt, mask = train.read_batch([0, 1, 2])   # (3, 32, 2), (3, 1), (3, 32), (3, 32)
+    >>> batch = train.read_batch([0, 1, 2])   # inputs (3, 32, 2), targets (3, 1), dt and mask (3, 32)
 """
 
 from __future__ import annotations
@@ -37,6 +28,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from pde_data.datasets.batch import Batch
 from pde_data.datasets.fields import SampleDataset
 from pde_data.datasets.labels import is_label, read_labels
 from pde_data.core.model import FEATURE, LENGTH, SAMPLE, TIME, time_steps, valid_mask
@@ -77,16 +69,16 @@ def _per_sequence(ds: xr.Dataset, names: Sequence[str], samples: np.ndarray) -> 
 
 
 class SequenceDataset(SampleDataset):
-    """Sequence items ``(x, y, dt, mask)`` (layouts in the module docstring) for sample ``indices[k]``.
+    """Sequence items (a ``Batch`` of the layout in the module docstring) for sample ``indices[k]``.
 
     Args:
         source: a :class:`pde_data.Source` of the sequence layout, used as it is, or what
             :func:`pde_data.open_source` opens (a path, an in-memory Dataset).
         inputs: input variables ``(sample, time[, feature])``, in channel order.
         targets: float variables ``(sample,)``, float variables ``(sample, time[, feature])``, or one label;
-            none (``()``) to read the inputs alone, ``y`` then ``(batch, 0)``.
+            none (``()``) to read the inputs alone (``targets`` then None).
         indices: the samples of this split (default: all).
-        input_normalizer, output_normalizer: applied to ``x`` and to a float ``y`` (fitted on the training
+        input_normalizer, output_normalizer: applied to the inputs and to float targets (fitted on the training
             split, e.g. by :func:`fit_sequence_normalizer`).
         cache: read the split's samples into memory once (items identical to reading them from the file).
     """
@@ -146,20 +138,19 @@ class SequenceDataset(SampleDataset):
             return torch.ones((len(items), self.n_time), dtype=torch.bool)
         return torch.from_numpy(valid_mask(self._lengths[np.asarray(items, dtype=np.int64)], self.n_time))
 
-    def read_batch(self, items: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Items ``items`` stacked: ``(x, y, dt, mask)`` as in the module docstring."""
+    def read_batch(self, items: Sequence[int]) -> Batch:
+        """Items ``items`` stacked, as in the module docstring."""
         items = np.asarray(items, dtype=np.int64)
         steps, mask = self._steps(self.indices[items]), self._mask(items)
         x, dt = _encode(steps[0], self.input_normalizer, mask), steps[-1].masked_fill(~mask, 1.0)
+        y = None  # no targets (prediction from the inputs alone)
         if self.target_kind == "step":
             y = _encode(steps[1], self.output_normalizer, mask)
         elif self.target_kind == "sequence":
             y = _encode(self._y[torch.as_tensor(items)], self.output_normalizer)
         elif self.target_kind == "label":
             y = self._y[torch.as_tensor(items)]
-        else:  # no targets (prediction from the inputs alone)
-            y = torch.empty((len(items), 0), dtype=self.dtype)
-        return x, y, dt, mask
+        return Batch(x, y, dt, mask)
 
 
 def _encode(t: torch.Tensor, normalizer: Normalizer | None, mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -158,11 +158,11 @@ class PredictionWriter:
         self._write_values(SAMPLE, start, self._sample_ids(batch, start, n, sample_ids))
         self._written[start:start + n] = True
 
-    def _batch_array(self, batch: xr.Dataset, name: str) -> xr.DataArray:
+    def _batch_array(self, ds: xr.Dataset, name: str) -> xr.DataArray:
         dims = self._like[name].dims
-        if name not in batch.variables:
-            raise ValueError(f"write: expected '{name}' in the batch; found {sorted(map(str, batch.variables))}")
-        da = batch[name]
+        if name not in ds.variables:
+            raise ValueError(f"write: expected '{name}' in the batch; found {sorted(map(str, ds.variables))}")
+        da = ds[name]
         if set(da.dims) != set(dims) or any(da.sizes[d] != self._like.sizes[d] for d in dims if d != SAMPLE):
             raise ValueError(f"write: '{name}' expected dims {dict(self._like[name].sizes)} apart from "
                              f"'{SAMPLE}'; found {dict(da.sizes)}")

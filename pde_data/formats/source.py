@@ -122,8 +122,10 @@ class Source:
         return f"Source({self.name!r}, format={self.format!r})"
 
     def __getstate__(self) -> dict:
-        """The path, format and stamp of a file (it is opened again where unpickled); in-memory data whole."""
-        state = {"path": self.path, "format": self.format, "_stamp": self._stamp, "_pid": None}
+        """The path, format, stamp and read options of a file (it is opened again where unpickled); in-memory
+        data whole."""
+        state = {"path": self.path, "format": self.format, "_stamp": self._stamp, "_options": self._options,
+                 "_pid": None}
         state["_probed"] = self._probed if self.path is None else None
         return state
 

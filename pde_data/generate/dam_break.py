@@ -20,6 +20,7 @@ import xarray as xr
 from pde_data.generate.defaults import DEFAULTS, SEEDS
 from pde_data.core.model import SAMPLE, TIME, X, Y
 from pde_data.solvers.shallow_water import cell_centres, simulate_shallow_water
+from pde_data.core.params import ParameterError
 
 __all__ = ["dam_radii", "radial_dam_break", "generate_dam_break"]
 
@@ -70,8 +71,8 @@ def generate_dam_break(
         >>> ds = generate_dam_break(2, n_grid=32, n_frames=11)   # h: (2, 11, 32, 32)
     """
     if n_samples < 1 or first_sample < 0 or batch_size < 1:
-        raise ValueError(f"n_samples, first_sample, batch_size: expected >= 1, >= 0, >= 1, found "
-                         f"{n_samples}, {first_sample}, {batch_size}")
+        raise ParameterError(("n_samples", "first_sample", "batch_size"), ">= 1, >= 0, >= 1",
+                             f"{n_samples}, {first_sample}, {batch_size}")
     samples = range(first_sample, first_sample + n_samples)
     radii = dam_radii(samples, seed=seed)
     parts = []

@@ -17,6 +17,7 @@ import xarray as xr
 from pde_data.generate.defaults import DEFAULTS, SEEDS
 from pde_data.core.model import SAMPLE, X, Y
 from pde_data.solvers.darcy import cell_centres, solve_darcy
+from pde_data.core.params import ParameterError
 
 __all__ = ["darcy_coefficient", "generate_darcy"]
 
@@ -44,11 +45,11 @@ def generate_darcy(
         samples: generate only these sample indices (a shard); default ``range(n_samples)``.
     """
     if not beta > 0:
-        raise ValueError(f"beta: expected a positive forcing, found {beta!r}")
+        raise ParameterError("beta", f"expected a positive forcing, found {beta!r}")
     x = cell_centres(n_grid)
     idx = np.arange(n_samples) if samples is None else np.asarray(samples)
     if n_samples < 1 or (idx.size and (idx.min() < 0 or idx.max() >= n_samples)):
-        raise ValueError(f"samples: expected indices in [0, {n_samples}) with n_samples >= 1, found n_samples={n_samples}")
+        raise ParameterError("samples", f"indices in [0, {n_samples}) with n_samples >= 1", f"n_samples={n_samples}")
     a = np.stack([darcy_coefficient(np.random.default_rng([seed, int(i)]), x) for i in idx])
     u = solve_darcy(a, forcing=beta)
     grid = {"grid": "cell centres (i + 1/2)/n"}

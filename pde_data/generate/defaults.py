@@ -1,25 +1,55 @@
-"""Every generator's parameters and their defaults, defined once.
+"""Every generator's parameters, defined once: a frozen dataclass per generator (:data:`PARAMS`) whose fields are
+its parameters (the library's keyword names, ``dtype`` by its torch name), their types and their defaults.
 
-The registry :data:`pde_data.generate.registry.KINDS` holds these tables (``KINDS[kind].defaults``) and re-exports
-them; the generator functions' signatures (``pde_data.generate_darcy`` …) and the ``circuitop generate``
-options take their defaults from here, and ``tests/test_generator_defaults.py`` checks that all three agree.
-The module imports nothing, so the generator modules, which the registry imports, can import it too.
+The registry :data:`pde_data.generate.registry.KINDS` converts and checks given values with them
+(:func:`pde_data.core.params.typed`: ``"64"`` from the command line is 64); the ``circuitop generate`` options are
+made from the fields (type, default, range, choices: ``operators.cli._generation.add_parameter_options``); the
+generator functions' signatures (``pde_data.generate_darcy`` …) take their defaults from :data:`DEFAULTS`, and
+``tests/test_generator_defaults.py`` checks that all three agree. The module imports only the core, so the
+generator modules, which the registry imports, can import it too.
 """
 
-__all__ = ["DEFAULTS", "SEEDS"]
+from __future__ import annotations
 
-#: ``{generator: {parameter: default}}`` in the library's keyword names (``dtype`` by its torch name); the
-#: gapped digits are a fixed set outside the registry, whose generators make any range of samples
-DEFAULTS: dict[str, dict[str, object]] = {
-    "order": {"order": 1, "n_points": 256, "tau": 0.08},
-    "poisson": {"K": 16, "n_grid": 64},
-    "darcy": {"n_grid": 128, "beta": 1.0},
-    "degradation": {"min_length": 16, "max_length": 32},
-    "ns": {"visc": 1e-3, "n_sim": 128, "n_out": 64, "t_final": 20.0, "n_records": None, "record_initial": False,
-           "dt": 1e-3, "batch_size": 8, "dtype": "float32"},
-    "swe": {"n_grid": 128, "t_final": 1.0, "n_frames": 101, "momenta": False, "batch_size": 8, "dtype": "float32"},
-    "digits": {"gap": 0.0},
+import dataclasses
+
+from pde_data.core.params import defaults, param
+
+__all__ = ["PARAMS", "DEFAULTS", "SEEDS"]
+
+
+def _params(name: str, **fields: tuple) -> type:
+    """A frozen dataclass ``name`` of the parameters ``fields`` (``name=(type, default or param(...))``)."""
+    return dataclasses.make_dataclass(name, [(k, t, d if isinstance(d, dataclasses.Field) else dataclasses.field(
+        default=d)) for k, (t, d) in fields.items()], frozen=True)
+
+
+def _dtype() -> tuple:
+    return str, param("float32", choices=("float32", "float64"))
+
+
+def _positive(kind: type, default) -> tuple:
+    """A positive ``kind``: an integer (``int``, or ``int | None``: none allowed too) or a number (``float``)."""
+    return kind, param(default, "a positive number" if kind is float else "a positive integer", lambda v: v > 0)
+
+
+#: each generator's parameters; the gapped digits are a fixed set outside the registry, whose generators make
+#: any range of samples
+PARAMS: dict[str, type] = {
+    "order": _params("OrderParams", order=_positive(int, 1), n_points=_positive(int, 256), tau=_positive(float, 0.08)),
+    "poisson": _params("PoissonParams", K=_positive(int, 16), n_grid=_positive(int, 64)),
+    "darcy": _params("DarcyParams", n_grid=_positive(int, 128), beta=_positive(float, 1.0)),
+    "degradation": _params("DegradationParams", min_length=_positive(int, 16), max_length=_positive(int, 32)),
+    "ns": _params("NSParams", visc=(float, param(1e-3, "a number >= 0", lambda v: v >= 0)), n_sim=_positive(int, 128),
+                  n_out=_positive(int, 64), t_final=_positive(float, 20.0), n_records=_positive(int | None, None),
+                  record_initial=(bool, False), dt=_positive(float, 1e-3), batch_size=_positive(int, 8),
+                  dtype=_dtype()),
+    "swe": _params("SWEParams", n_grid=_positive(int, 128), t_final=_positive(float, 1.0),
+                   n_frames=_positive(int, 101), momenta=(bool, False), batch_size=_positive(int, 8), dtype=_dtype()),
+    "digits": _params("DigitsParams", gap=(float, 0.0)),  # its range, [0, 1), the generator checks
 }
+#: ``{generator: {parameter: default}}``, read from :data:`PARAMS`
+DEFAULTS: dict[str, dict[str, object]] = {kind: defaults(cls) for kind, cls in PARAMS.items()}
 
 #: each generator's default seed (the order benchmark's is its training split's, 42)
 SEEDS: dict[str, int] = {"order": 42, "poisson": 0, "darcy": 0, "degradation": 0, "ns": 0, "swe": 0, "digits": 0}

@@ -17,6 +17,7 @@ from pde_data.generate.defaults import DEFAULTS, SEEDS
 from pde_data.solvers.grf import gaussian_random_field_2d
 from pde_data.core.model import SAMPLE, TIME, X, Y
 from pde_data.solvers.navier_stokes import simulate_navier_stokes, steps_per_record
+from pde_data.core.params import ParameterError
 
 __all__ = ["generate_navier_stokes"]
 
@@ -68,10 +69,10 @@ def generate_navier_stokes(
     """
     n_records = _default_records(t_final, n_records)
     if n_sim % n_out:
-        raise ValueError(f"n_out: expected a divisor of n_sim={n_sim}, found {n_out}")
+        raise ParameterError("n_out", f"a divisor of {{n_sim={n_sim}}}", str(n_out), ["n_sim"])
     if n_samples < 1 or first_sample < 0 or batch_size < 1:
-        raise ValueError(f"n_samples, first_sample, batch_size: expected >= 1, >= 0, >= 1, found "
-                         f"{n_samples}, {first_sample}, {batch_size}")
+        raise ParameterError(("n_samples", "first_sample", "batch_size"), ">= 1, >= 0, >= 1",
+                             f"{n_samples}, {first_sample}, {batch_size}")
     stride = n_sim // n_out
     wanted = range(first_sample, first_sample + n_samples)
     parts = []
@@ -92,7 +93,8 @@ def _default_records(t_final: float, n_records: int | None) -> int:
     if n_records is not None:
         return n_records
     if not t_final >= 1.0 or t_final != int(t_final):
-        raise ValueError(f"n_records: required unless t_final is a whole number >= 1, found t_final={t_final}")
+        raise ParameterError("n_records", "required unless {t_final} is a whole number >= 1, found "
+                             f"{{t_final={t_final}}}", mentions=["t_final"])
     return int(t_final)
 
 

@@ -20,6 +20,7 @@ import xarray as xr
 
 from pde_data.generate.defaults import DEFAULTS, SEEDS
 from pde_data.core.model import S, SAMPLE
+from pde_data.core.params import ParameterError
 
 __all__ = ["generate_order_benchmark", "generate_order_splits", "transfer", "order_inputs", "SPLITS"]
 
@@ -31,11 +32,11 @@ _D = DEFAULTS["order"]  # the registry's defaults (pde_data.generate.registry.KI
 
 def _check(order: int, tau: float, n_points: int) -> None:
     if not isinstance(order, (int, np.integer)) or order < 1:
-        raise ValueError(f"order: expected an integer >= 1, found {order!r}")
+        raise ParameterError("order", f"expected an integer >= 1, found {order!r}")
     if not tau > 0:
-        raise ValueError(f"tau: expected a positive number, found {tau!r}")
+        raise ParameterError("tau", f"expected a positive number, found {tau!r}")
     if n_points < 2 * _BROAD + 2:
-        raise ValueError(f"n_points: expected at least {2 * _BROAD + 2} (to resolve mode {_BROAD}), found {n_points}")
+        raise ParameterError("n_points", f"at least {2 * _BROAD + 2} (to resolve mode {_BROAD})", str(n_points))
 
 
 def transfer(x: np.ndarray, order: int, *, tau: float = _D["tau"]) -> np.ndarray:
@@ -88,7 +89,7 @@ def generate_order_benchmark(
     _check(order, tau, n_points)
     idx = np.arange(n_samples) if samples is None else np.asarray(samples)
     if n_samples < 1 or (idx.size and (idx.min() < 0 or idx.max() >= n_samples)):
-        raise ValueError(f"samples: expected indices in [0, {n_samples}) with n_samples >= 1, found n_samples={n_samples}")
+        raise ParameterError("samples", f"indices in [0, {n_samples}) with n_samples >= 1", f"n_samples={n_samples}")
     x = order_inputs(idx, n_points=n_points, seed=seed)
     return _dataset(x, transfer(x, order, tau=tau), idx, order=order, tau=tau, seed=seed)
 

@@ -24,6 +24,7 @@ import xarray as xr
 from pde_data.generate.defaults import DEFAULTS, SEEDS
 from pde_data.core.model import SAMPLE, X, Y
 from pde_data.solvers.poisson import poisson_grid
+from pde_data.core.params import ParameterError
 
 __all__ = ["generate_poisson", "generate_poisson_splits", "POISSON_SPLITS"]
 
@@ -56,14 +57,14 @@ def generate_poisson(
         samples: generate only these sample indices (a shard); default ``range(n_samples)``.
     """
     if not isinstance(K, (int, np.integer)) or K < 1:
-        raise ValueError(f"K: expected an integer >= 1, found {K!r}")
+        raise ParameterError("K", f"expected an integer >= 1, found {K!r}")
     x = poisson_grid(n_grid)
     if n_grid < K + 2:  # the grid's sine modes are 1 .. n_grid - 2 (sin((n_grid - 1)πx) vanishes on it)
-        raise ValueError(f"n_grid: expected at least K + 2 = {K + 2} points per axis (boundaries included) to "
-                         f"resolve the source's highest mode K = {K}, found {n_grid}")
+        raise ParameterError("n_grid", f"expected at least K + 2 = {K + 2} points per axis (boundaries included) "
+                             f"to resolve the source's highest mode K = {K}, found {n_grid}")
     idx = np.arange(n_samples) if samples is None else np.asarray(samples)
     if n_samples < 1 or (idx.size and (idx.min() < 0 or idx.max() >= n_samples)):
-        raise ValueError(f"samples: expected indices in [0, {n_samples}) with n_samples >= 1, found n_samples={n_samples}")
+        raise ParameterError("samples", f"indices in [0, {n_samples}) with n_samples >= 1", f"n_samples={n_samples}")
     coef = np.stack([np.random.default_rng([seed, int(i)]).uniform(-1, 1, (K, K)) for i in idx])
     f, u = _fields(coef, x)
     grid = {"grid": "points p/(n-1) on [0, 1], boundaries included (u = 0 there)"}

@@ -23,7 +23,8 @@ from typing import Callable, Mapping
 import torch
 import xarray as xr
 
-from pde_data.generate.defaults import DEFAULTS, SEEDS
+from pde_data.core.params import ParameterError, typed
+from pde_data.generate.defaults import DEFAULTS, PARAMS, SEEDS
 from pde_data.generate.dam_break import generate_dam_break
 from pde_data.generate.darcy import generate_darcy
 from pde_data.generate.navier_stokes import generate_navier_stokes
@@ -43,8 +44,9 @@ Progress = Callable[[float], None]
 @dataclass(frozen=True)
 class GenerationSpec:
     """A generated set: the generator ``kind``, its size ``n``, its ``seed`` and the generator's other
-    parameters (JSON values, the library's keyword names, e.g. ``{"n_grid": 64}``; defaults filled by
-    :meth:`complete`). Two specs are the same set exactly when they are equal."""
+    parameters (the library's keyword names, e.g. ``{"n_grid": 64}``, converted and checked by the generator's
+    :data:`~pde_data.generate.defaults.PARAMS`; defaults filled by :meth:`complete`). Two specs are the same set
+    exactly when they are equal."""
 
     kind: str
     n: int
@@ -53,13 +55,10 @@ class GenerationSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ValueError(f"kind: expected one of {sorted(KINDS)}, found {self.kind!r}")
+            raise ParameterError("kind", f"one of {sorted(KINDS)}", repr(self.kind))
         if self.n < 1 or self.seed < 0:
-            raise ValueError(f"n, seed: expected >= 1 and >= 0, found {self.n}, {self.seed}")
-        unknown = sorted(set(self.params) - set(KINDS[self.kind].defaults))
-        if unknown:
-            raise ValueError(f"params: expected names among {sorted(KINDS[self.kind].defaults)} for "
-                             f"{self.kind}, found {unknown}")
+            raise ParameterError(("n", "seed"), ">= 1 and >= 0", f"{self.n}, {self.seed}")
+        object.__setattr__(self, "params", typed(PARAMS[self.kind], self.params, "params"))
 
     def complete(self) -> "GenerationSpec":
         """This spec with every parameter the generator takes, defaults filled in (what a manifest records)."""
@@ -180,7 +179,7 @@ def make_samples(spec: GenerationSpec, samples: range, *, device: torch.device |
     """Samples ``samples`` (a non-empty step-1 range within ``[0, spec.n)``) of the set ``spec``, on ``device``
     (the torch solvers; the others run on the CPU), with ``progress(samples_done)`` as they complete."""
     if samples.step != 1 or not samples or samples.start < 0 or samples.stop > spec.n:
-        raise ValueError(f"samples: expected a non-empty contiguous range within [0, {spec.n}), found {samples}")
+        raise ParameterError("samples", f"expected a non-empty contiguous range within [0, {spec.n}), found {samples}")
     full = spec.complete()
     ds = KINDS[spec.kind].make(full.params, spec.n, spec.seed, samples, device, progress)
     if progress is not None:

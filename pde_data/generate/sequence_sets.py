@@ -29,6 +29,7 @@ import xarray as xr
 
 from pde_data.generate.defaults import DEFAULTS, SEEDS
 from pde_data.core.model import FEATURE, LENGTH, ROLE, SAMPLE, TARGET, TIME, padded_time, valid_mask
+from pde_data.core.params import ParameterError
 
 __all__ = ["generate_degradation", "generate_gapped_digits"]
 
@@ -48,8 +49,8 @@ def _per_sample(seed: int, samples: np.ndarray, draw: Callable[[np.random.Genera
 def _sample_indices(n: int, samples: Sequence[int] | None) -> np.ndarray:
     idx = np.arange(n) if samples is None else np.asarray(samples, dtype=np.int64)
     if n < 1 or (idx.size and (idx.min() < 0 or idx.max() >= n)):
-        raise ValueError(f"samples: expected indices in [0, {n}) with n >= 1, found n={n}"
-                         + (f", indices {idx.min()} .. {idx.max()}" if idx.size else ""))
+        raise ParameterError("samples", f"expected indices in [0, {n}) with n >= 1, found n={n}"
+                             + (f", indices {idx.min()} .. {idx.max()}" if idx.size else ""))
     return idx
 
 
@@ -74,8 +75,8 @@ def generate_degradation(n: int, *, min_length: int = DEFAULTS["degradation"]["m
         ``(sample,)``; the ``time`` coordinate ``(sample, time)``.
     """
     if not 1 <= min_length <= max_length:
-        raise ValueError(f"min_length, max_length: expected 1 <= min_length <= max_length, found {min_length}, "
-                         f"{max_length}")
+        raise ParameterError(("min_length", "max_length"), "1 <= {min_length} <= {max_length}",
+                             f"{min_length}, {max_length}", ["min_length", "max_length"])
     idx = _sample_indices(n, samples)
     draws = _per_sample(seed, idx, lambda rng: np.concatenate(
         [rng.random(4), rng.standard_exponential(max_length), rng.standard_normal(max_length)]))
@@ -134,7 +135,7 @@ def generate_gapped_digits(*, seed: int = SEEDS["digits"], gap: float = DEFAULTS
         and with ``gap > 0`` ``length`` ``(sample,)`` and ``time`` ``(sample, time)``.
     """
     if not 0 <= gap < 1:
-        raise ValueError(f"gap: expected a fraction in [0, 1), found {gap}")
+        raise ParameterError("gap", f"expected a fraction in [0, 1), found {gap}")
     from sklearn.datasets import load_digits  # shipped with scikit-learn (offline); heavy, so imported here
 
     digits = load_digits()

@@ -35,6 +35,7 @@ import xarray as xr
 
 from pde_data.generate.registry import GenerationSpec, block_size, chunk_size, make_samples
 from pde_data.core.io import atomic_path
+from pde_data.core.params import ExistsError, ParameterError
 from pde_data.core.versions import package_versions
 from pde_data.formats.manifest import MANIFEST, Manifest, ShardRecord, read_manifest, sha256_of
 from pde_data.generate.manifest import moments_json, moments_of, shard_name, write_manifest
@@ -113,7 +114,7 @@ def plan_shards(spec: GenerationSpec, count: int) -> list[range]:
     block = block_size(spec)
     blocks = -(-spec.n // block)
     if not 1 <= count <= blocks:
-        raise ValueError(f"shards: expected 1 to {blocks} ({spec.n} samples in blocks of {block}), found {count}")
+        raise ParameterError("shards", f"1 to {blocks} ({spec.n} samples in blocks of {block})", str(count))
     cuts = [min(spec.n, (i * blocks // count) * block) for i in range(count)] + [spec.n]
     return [range(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
 
@@ -175,8 +176,9 @@ def _existing(folder: Path, spec: GenerationSpec, count: int) -> dict[int, Shard
 def _refuse_other(where: Path, spec: GenerationSpec, theirs: GenerationSpec, count: int, their_count: int) -> None:
     diffs = spec.differences(theirs) + ([f"shards: {count} here, {their_count} there"] if count != their_count else [])
     if diffs:
-        raise FileExistsError(f"{where.parent}: expected a folder of this generate call or a new one, found a set "
-                              f"made with other parameters ({'; '.join(diffs)}); pass overwrite=True to replace it")
+        raise ExistsError("folder", f"{where.parent}: expected a folder of this generate call or a new one, found a "
+                          f"set made with other parameters ({'; '.join(diffs)}); pass {{overwrite=True}} to replace it",
+                          mentions=["overwrite"])
 
 
 def _clear(folder: Path) -> None:

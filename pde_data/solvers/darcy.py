@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from pde_data.core.params import ParameterError
+
 __all__ = ["cell_centres", "darcy_matrix", "solve_darcy"]
 
 
 def cell_centres(n_grid: int) -> np.ndarray:
     """``(i + 1/2) / n_grid`` for i = 0..n-1 (PDEBench's Darcy grid)."""
     if n_grid < 2:
-        raise ValueError(f"n_grid: expected at least 2 cells, found {n_grid}")
+        raise ParameterError("n_grid", f"expected at least 2 cells, found {n_grid}")
     return (np.arange(n_grid) + 0.5) / n_grid
 
 
@@ -32,9 +34,9 @@ def darcy_matrix(a: np.ndarray) -> "scipy.sparse.csc_matrix":
     """
     a = np.asarray(a, dtype=np.float64)
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
-        raise ValueError(f"a: expected a square (n, n) coefficient field, found shape {a.shape}")
+        raise ParameterError("a", f"expected a square (n, n) coefficient field, found shape {a.shape}")
     if not np.all(a > 0):
-        raise ValueError(f"a: expected positive coefficients, found minimum {np.min(a)}")
+        raise ParameterError("a", f"expected positive coefficients, found minimum {np.min(a)}")
     n = a.shape[0]
     scale = n * n  # 1 / h^2
     index = np.arange(n * n).reshape(n, n)
@@ -66,16 +68,16 @@ def solve_darcy(a: np.ndarray, *, forcing: float | np.ndarray = 1.0) -> np.ndarr
         u: same shape as ``a``, on the cell centres.
     """
     a = np.asarray(a, dtype=np.float64)
-    batch = a[None] if a.ndim == 2 else a
-    if batch.ndim != 3:
-        raise ValueError(f"a: expected shape (n, n) or (batch, n, n), found {a.shape}")
-    f = np.broadcast_to(np.asarray(forcing, dtype=np.float64), batch.shape)
-    u = np.empty_like(batch)
+    stacked = a[None] if a.ndim == 2 else a
+    if stacked.ndim != 3:
+        raise ParameterError("a", f"expected shape (n, n) or (batch, n, n), found {a.shape}")
+    f = np.broadcast_to(np.asarray(forcing, dtype=np.float64), stacked.shape)
+    u = np.empty_like(stacked)
     import scipy.sparse.linalg
 
-    for b in range(batch.shape[0]):
+    for b in range(stacked.shape[0]):
         # the matrix is symmetric: a symmetric fill-reducing ordering factorizes ~1.5x faster than COLAMD
-        lu = scipy.sparse.linalg.splu(darcy_matrix(batch[b]), permc_spec="MMD_AT_PLUS_A",
+        lu = scipy.sparse.linalg.splu(darcy_matrix(stacked[b]), permc_spec="MMD_AT_PLUS_A",
                                       options={"SymmetricMode": True})
-        u[b] = lu.solve(f[b].ravel()).reshape(batch.shape[1:])
+        u[b] = lu.solve(f[b].ravel()).reshape(stacked.shape[1:])
     return u[0] if a.ndim == 2 else u

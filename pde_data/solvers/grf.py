@@ -23,6 +23,8 @@ import math
 import numpy as np
 import torch
 
+from pde_data.core.params import ParameterError
+
 __all__ = ["gaussian_random_field_2d", "grf_sqrt_eig", "fft_wavenumbers", "sample_generator"]
 
 
@@ -74,11 +76,11 @@ def gaussian_random_field_2d(
         >>> w0 = gaussian_random_field_2d(4, 64, seed=0)   # (4, 64, 64), like FNO's GaussianRF(2, 64, 2.5, 7)
     """
     if n_samples < 1:
-        raise ValueError(f"n_samples: expected a positive integer, found {n_samples}")
+        raise ParameterError("n_samples", f"expected a positive integer, found {n_samples}")
     if n < 2:
-        raise ValueError(f"n: expected at least 2 grid points per side, found {n}")
+        raise ParameterError("n", f"expected at least 2 grid points per side, found {n}")
     if alpha <= 1.0 or tau <= 0.0:
-        raise ValueError(f"alpha, tau: expected alpha > 1 and tau > 0, found alpha={alpha}, tau={tau}")
+        raise ParameterError(("alpha", "tau"), f"expected alpha > 1 and tau > 0, found alpha={alpha}, tau={tau}")
     sqrt_eig = grf_sqrt_eig(n, alpha=alpha, tau=tau)
     # one inverse FFT per sample: a batched FFT may round differently depending on the batch size
     field = torch.stack([_draw(sqrt_eig, sample_generator(seed, first_sample + j)) for j in range(n_samples)])

@@ -25,6 +25,7 @@ import torch
 
 from pde_data.core.allocator import retain_freed_memory
 from pde_data.solvers.grf import fft_wavenumbers
+from pde_data.core.params import ParameterError
 
 __all__ = ["fno_forcing", "make_step", "velocity", "advective_cfl", "simulate_navier_stokes", "steps_per_record"]
 
@@ -179,8 +180,8 @@ def simulate_navier_stokes(
     cfl = advective_cfl(w, dt_step)
     if (cfl > max_cfl).any():
         i = int(cfl.argmax())
-        raise ValueError(f"dt: step {dt_step:.3g} gives advective CFL {float(cfl[i]):.3g} > max_cfl={max_cfl} "
-                         f"at t=0 in sample {first_sample + i}; use dt <= {dt_step * max_cfl / float(cfl[i]):.3g}")
+        raise ParameterError("dt", f"step {dt_step:.3g} gives advective CFL {float(cfl[i]):.3g} > max_cfl={max_cfl} "
+                             f"at t=0 in sample {first_sample + i}; use dt <= {dt_step * max_cfl / float(cfl[i]):.3g}")
     step = make_step(n, batch, visc=visc, dt=dt_step, forcing_hat=f_hat, dtype=w.dtype, device=w.device)
     out = torch.empty(batch, n_records + int(record_initial), n, n, dtype=w.dtype, device=w.device)
     if record_initial:
@@ -200,29 +201,29 @@ def simulate_navier_stokes(
 
 def _check_vorticity(w0) -> torch.Tensor:
     if not isinstance(w0, torch.Tensor):
-        raise ValueError(f"w0: expected a torch.Tensor (batch, n, n), found {type(w0).__name__}")
+        raise ParameterError("w0", f"expected a torch.Tensor (batch, n, n), found {type(w0).__name__}")
     if w0.ndim not in (2, 3) or w0.shape[-1] != w0.shape[-2]:
-        raise ValueError(f"w0: expected a square grid (batch, n, n) or (n, n), found shape {tuple(w0.shape)}")
+        raise ParameterError("w0", f"expected a square grid (batch, n, n) or (n, n), found shape {tuple(w0.shape)}")
     if w0.shape[-1] % 2 or w0.shape[-1] < 4:
-        raise ValueError(f"w0: expected an even grid size n >= 4, found n={w0.shape[-1]}")
+        raise ParameterError("w0", f"expected an even grid size n >= 4, found n={w0.shape[-1]}")
     if w0.dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"w0: expected float32 or float64, found {w0.dtype}")
+        raise ParameterError("w0", f"expected float32 or float64, found {w0.dtype}")
     if not torch.isfinite(w0).all():
-        raise ValueError("w0: expected finite values, found NaN or inf")
+        raise ParameterError("w0", "expected finite values, found NaN or inf")
     return w0
 
 
 def _check_times(*, visc, t_final, n_records, dt, max_cfl) -> None:
     if not visc >= 0.0 or not math.isfinite(visc):
-        raise ValueError(f"visc: expected a finite viscosity >= 0, found {visc}")
+        raise ParameterError("visc", f"expected a finite viscosity >= 0, found {visc}")
     if not t_final > 0.0 or not math.isfinite(t_final):
-        raise ValueError(f"t_final: expected a finite time > 0, found {t_final}")
+        raise ParameterError("t_final", f"expected a finite time > 0, found {t_final}")
     if not isinstance(n_records, int) or n_records < 1:
-        raise ValueError(f"n_records: expected a positive integer, found {n_records!r}")
+        raise ParameterError("n_records", f"expected a positive integer, found {n_records!r}")
     if not dt > 0.0 or not math.isfinite(dt):
-        raise ValueError(f"dt: expected a finite step > 0, found {dt}")
+        raise ParameterError("dt", f"expected a finite step > 0, found {dt}")
     if not max_cfl > 0.0:
-        raise ValueError(f"max_cfl: expected > 0, found {max_cfl}")
+        raise ParameterError("max_cfl", f"expected > 0, found {max_cfl}")
 
 
 def _forcing_hat(forcing, w: torch.Tensor) -> torch.Tensor | None:
@@ -231,13 +232,13 @@ def _forcing_hat(forcing, w: torch.Tensor) -> torch.Tensor | None:
         return None
     if isinstance(forcing, str):
         if forcing != "fno":
-            raise ValueError(f"forcing: expected 'fno', None or an array, found {forcing!r}")
+            raise ParameterError("forcing", f"expected 'fno', None or an array, found {forcing!r}")
         return torch.fft.rfft2(fno_forcing(n, dtype=w.dtype, device=w.device))
     f = torch.as_tensor(forcing, dtype=w.dtype, device=w.device)
     if f.shape not in ((n, n), (w.shape[0], n, n)):
-        raise ValueError(f"forcing: expected shape ({n}, {n}) or ({w.shape[0]}, {n}, {n}), found {tuple(f.shape)}")
+        raise ParameterError("forcing", f"shape ({n}, {n}) or ({w.shape[0]}, {n}, {n})", str(tuple(f.shape)))
     if not torch.isfinite(f).all():
-        raise ValueError("forcing: expected finite values, found NaN or inf")
+        raise ParameterError("forcing", "expected finite values, found NaN or inf")
     return torch.fft.rfft2(f)
 
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from pde_data.core.params import ParameterError
+
 __all__ = ["poisson_grid", "solve_poisson"]
 
 
 def poisson_grid(n_grid: int) -> np.ndarray:
     """The ``n_grid`` points ``p / (n_grid - 1)`` on [0, 1], boundaries included."""
     if n_grid < 3:
-        raise ValueError(f"n_grid: expected at least 3 points (one interior), found {n_grid}")
+        raise ParameterError("n_grid", f"expected at least 3 points (one interior), found {n_grid}")
     return np.arange(n_grid) / (n_grid - 1)
 
 
@@ -36,7 +38,7 @@ def solve_poisson(f: np.ndarray) -> np.ndarray:
     """
     f = np.asarray(f, dtype=np.float64)
     if f.ndim < 2 or f.shape[-1] != f.shape[-2] or f.shape[-1] < 3:
-        raise ValueError(f"f: expected shape (..., n, n) with n >= 3, found {f.shape}")
+        raise ParameterError("f", f"expected shape (..., n, n) with n >= 3, found {f.shape}")
     import scipy.fft  # here, not at the top: scipy's import (0.2 s) is paid only by a Poisson solve
 
     interior = f[..., 1:-1, 1:-1]

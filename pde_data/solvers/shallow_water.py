@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from pde_data.core.allocator import retain_freed_memory
 from pde_data.solvers._swe_flux import LIMITERS, face_states, hll_flux, max_rate
 from pde_data.core.native import NativeKernel
+from pde_data.core.params import ParameterError
 
 __all__ = ["make_rhs", "ssp_rk2_step", "step", "cfl_rate", "simulate_shallow_water", "cell_centres", "SWE_KERNEL"]
 
@@ -175,20 +176,20 @@ def _advance_to(q, t, t_frame, *, dx, g, cfl, limiter) -> torch.Tensor:
 def _check_state(h, hu, hv) -> torch.Tensor:
     if not isinstance(h, torch.Tensor) or h.ndim != 3 or h.shape[-1] != h.shape[-2]:
         shape = tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__
-        raise ValueError(f"h: expected a tensor (batch, n, n) on a square grid, found {shape}")
+        raise ParameterError("h", f"expected a tensor (batch, n, n) on a square grid, found {shape}")
     if h.dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"h: expected float32 or float64, found {h.dtype}")
+        raise ParameterError("h", f"expected float32 or float64, found {h.dtype}")
     if h.shape[-1] < 4:
-        raise ValueError(f"h: expected at least 4 cells per side, found {h.shape[-1]}")
+        raise ParameterError("h", f"expected at least 4 cells per side, found {h.shape[-1]}")
     momenta = [torch.zeros_like(h) if m is None else m for m in (hu, hv)]
     for name, m in zip(("hu", "hv"), momenta):
         if m.shape != h.shape:
             raise ValueError(f"{name}: expected the shape of h {tuple(h.shape)}, found {tuple(m.shape)}")
     q = torch.stack([h, *(m.to(h.dtype) for m in momenta)], dim=1)
     if not torch.isfinite(q).all():
-        raise ValueError("h, hu, hv: expected finite values, found NaN or inf")
+        raise ParameterError(("h", "hu", "hv"), "expected finite values, found NaN or inf")
     if not (h > 0).all():
-        raise ValueError(f"h: expected a positive depth everywhere, found min {float(h.min()):.3g}")
+        raise ParameterError("h", f"expected a positive depth everywhere, found min {float(h.min()):.3g}")
     return q
 
 
@@ -197,11 +198,11 @@ def _check_options(*, length, t_final, n_frames, g, cfl, limiter) -> None:
         if not value > 0 or not math.isfinite(value):
             raise ValueError(f"{name}: expected a finite value > 0, found {value}")
     if not isinstance(n_frames, int) or n_frames < 2:
-        raise ValueError(f"n_frames: expected an integer >= 2 (frame 0 is the initial state), found {n_frames!r}")
+        raise ParameterError("n_frames", f"expected an integer >= 2 (frame 0 is the initial state), found {n_frames!r}")
     if not 0 < cfl <= 0.5:
-        raise ValueError(f"cfl: expected 0 < cfl <= 0.5 (stability and positivity of h), found {cfl}")
+        raise ParameterError("cfl", f"expected 0 < cfl <= 0.5 (stability and positivity of h), found {cfl}")
     if limiter not in LIMITERS:
-        raise ValueError(f"limiter: expected one of {sorted(LIMITERS)}, found {limiter!r}")
+        raise ParameterError("limiter", f"expected one of {sorted(LIMITERS)}, found {limiter!r}")
 
 
 def _check_frame(q: torch.Tensor, *, t_prev: float, t: float) -> None:

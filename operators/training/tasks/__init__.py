@@ -1,5 +1,6 @@
-"""The tasks of a run — :class:`Steady`, :class:`Window`, :class:`Classify`, :class:`Sequence` — and
-:func:`resolve`, which fixes a :class:`~operators.training.spec.RunSpec` against its data.
+"""The tasks of a run — :class:`Steady`, :class:`Window`, :class:`Classify`, :class:`Sequence` (run by
+:class:`SequenceClassification` or :class:`SequenceRegression`) — and :func:`resolve`, which fixes a
+:class:`~operators.training.spec.RunSpec` against its data.
 
 Example:
     >>> spec = resolve(RunSpec(data=DataSpec("darcy.nc"), model=ModelSpec("fno")), "darcy.nc")
@@ -16,12 +17,13 @@ from operators.training.spec import RunSpec, SpecError, Splits
 from operators.training.tasks.base import EvalOptions, Normalizers, Task
 from operators.training.tasks.classify import Classify, label_target
 from operators.training.tasks.fields import Steady, Window
-from operators.training.tasks.sequence import Sequence
+from operators.training.tasks.sequence import Sequence, SequenceClassification, SequenceRegression
 from pde_data.core.model import SAMPLE, kind_of
 
-__all__ = ["Task", "Steady", "Window", "Classify", "Sequence", "TASKS", "Normalizers", "EvalOptions", "resolve",
-           "make_task", "default_sizes"]
+__all__ = ["Task", "Steady", "Window", "Classify", "Sequence", "SequenceClassification", "SequenceRegression", "TASKS",
+           "Normalizers", "EvalOptions", "resolve", "make_task"]
 
+#: the task that resolves each ``task.kind``; :meth:`Task.for_spec` names the one that runs a resolved spec
 TASKS: dict[str, type[Task]] = {cls.kind: cls for cls in (Steady, Window, Classify, Sequence)}
 
 
@@ -36,16 +38,10 @@ def _kind(spec: RunSpec, ds: xr.Dataset) -> str:
     return "classify" if label_target(spec, ds) is not None else "steady"
 
 
-def default_sizes(n: int) -> tuple[int, int, int]:
-    """80/10/10 %, at least one validation and test sample once there are 3 samples (all train below)."""
-    n_val = max(1, n // 10) if n >= 3 else 0
-    return n - 2 * n_val, n_val, n_val
-
-
 def _splits(spec: RunSpec, n: int) -> Splits:
     """The stored split if the spec has one (checked), else drawn from ``data.split`` sizes with ``data.split_seed``."""
     if spec.data.splits is None:
-        sizes = spec.data.split or default_sizes(n)
+        sizes = spec.data.split or pde_data.default_sizes(n)
         if sum(sizes) > n:
             raise SpecError("data.split", f"expected sizes summing to at most the {n} samples, found {list(sizes)}")
         parts = pde_data.split_indices(n, sizes=list(sizes), seed=spec.data.split_seed)
@@ -70,13 +66,15 @@ def _check_model(spec: RunSpec, task: type[Task]) -> RunSpec:
     name = spec.model.name
     if name not in MODELS:
         raise SpecError("model.name", f"expected one of {', '.join(sorted(MODELS))}; found {name!r}")
-    if MODELS[name].task != task.model_task:
-        fitting = sorted(n for n, entry in MODELS.items() if entry.task == task.model_task)
+    if MODELS[name].domain != task.domain:
+        fitting = sorted(n for n, entry in MODELS.items() if entry.domain == task.domain)
         raise SpecError("model.name", f"expected a model for a {task.kind} run (one of {', '.join(fitting)}), "
                         f"found {name!r}")
     m = spec.model
     try:
         full = model_spec(name, m.in_channels, m.out_channels, **m.settings)["config"]
+    except SpecError:  # names its parameter already (model.config.<name>)
+        raise
     except ValueError as exc:
         raise SpecError("model.config", str(exc)) from None
     return spec.override({"model.config": {k: v for k, v in full.items() if k not in m.derived}})
@@ -101,5 +99,5 @@ def resolve(spec: RunSpec, data: pde_data.Source | xr.Dataset | str) -> RunSpec:
 
 
 def make_task(spec: RunSpec, normalizers: Normalizers = Normalizers()) -> Task:
-    """The task object of a resolved ``spec``."""
-    return TASKS[spec.task.kind](spec, normalizers)
+    """The task object of a resolved ``spec`` (a sequence run's: of a label or of float targets)."""
+    return TASKS[spec.task.kind].for_spec(spec)(spec, normalizers)

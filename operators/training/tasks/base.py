@@ -6,7 +6,7 @@ generic: which variables a run reads (:meth:`Task.resolve`), its normalizers and
 the per-sample loss, the per-sample metrics (the same in validation and in ``evaluate``), the score that
 picks ``best.pt``, and how predictions are scored and written over a whole split (:meth:`Task.evaluate`).
 
-A batch is the tuple of tensors the task's dataset reads (``read_batch``), on the training device.
+A batch is the :class:`pde_data.Batch` the task's dataset reads (``read_batch``), on the training device.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from torch import nn
 
 import pde_data
 from operators.training.spec import RunSpec, SpecError
+from pde_data.datasets.batch import Batch
 
 __all__ = ["Task", "Normalizers", "EvalOptions", "MetricSums", "fit_variables"]
 
@@ -116,14 +117,17 @@ def standing_in(what: str, names: tuple[str, ...], given: Sequence[str] | None) 
 
 
 class Task:
-    """One kind of problem (see the module docstring). Subclasses set :attr:`kind`, :attr:`model_task`
-    (the registry task of the models that fit, :data:`operators.models.registry.TASKS`) and :attr:`losses_allowed`."""
+    """One kind of problem (see the module docstring). Subclasses set :attr:`kind`, :attr:`domain`
+    (the domain of the models that fit, :data:`operators.models.registry.DOMAINS`) and :attr:`losses_allowed`."""
 
     kind: ClassVar[str]
-    model_task: ClassVar[str]
+    domain: ClassVar[str]
     losses_allowed: ClassVar[tuple[str, ...]]
+    #: spec fields of classification runs alone: any other task refuses them when they are set
+    refused: ClassVar[tuple[str, ...]] = ("task.label_smoothing", "task.shift")
 
     def __init__(self, spec: RunSpec, normalizers: Normalizers = Normalizers()):
+        self.check_loss(spec)  # again: a kind run by several tasks (sequences) allows each one its own loss
         self.spec, self.normalizers = spec, normalizers
         self.loss = self.losses_allowed[0] if spec.task.loss == "auto" else spec.task.loss
 
@@ -138,10 +142,14 @@ class Task:
         if spec.task.loss not in ("auto", *cls.losses_allowed):
             raise SpecError("task.loss", f"expected one of {['auto', *cls.losses_allowed]} for a {cls.kind} run, "
                             f"found {spec.task.loss!r}")
-        if cls.kind != "classify":
-            used = [p for p in ("task.label_smoothing", "task.shift") if spec.get(p)]
-            if used:
-                raise SpecError(used[0], f"expected only in classification runs, found it in a {cls.kind} run")
+        used = [p for p in cls.refused if spec.get(p)]
+        if used:
+            raise SpecError(used[0], f"expected only in classification runs, found it in a {cls.kind} run")
+
+    @classmethod
+    def for_spec(cls, spec: RunSpec) -> type["Task"]:
+        """The task that runs a resolved ``spec`` of this kind: this one, unless the kind has several."""
+        return cls
 
     def with_variables(self, inputs: Sequence[str] | None, targets: Sequence[str] | None) -> "Task":
         """This task reading the variables ``inputs``/``targets`` (None: its own) in place of its own, in
@@ -165,14 +173,14 @@ class Task:
         return pde_data.item_bytes(source, variables)
 
     # -- learning -------------------------------------------------------------------------------
-    def predict(self, model: nn.Module, batch: tuple[torch.Tensor, ...], *, training: bool) -> torch.Tensor:
+    def predict(self, model: nn.Module, batch: Batch, *, training: bool) -> torch.Tensor:
         raise NotImplementedError
 
-    def losses(self, pred: torch.Tensor, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    def losses(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Per-sample losses ``(batch,)``."""
         raise NotImplementedError
 
-    def metrics(self, pred: torch.Tensor, batch: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
+    def metrics(self, pred: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
         """Per-sample metrics ``{name: (batch,)}`` in physical units (validation and ``evaluate``)."""
         raise NotImplementedError
 
@@ -191,14 +199,17 @@ class Task:
 
     # -- evaluation -----------------------------------------------------------------------------
     @torch.no_grad()
-    def predictions(self, model: nn.Module, source: pde_data.Source, samples,
-                    options: EvalOptions) -> Iterator[tuple[torch.Tensor, tuple[torch.Tensor, ...]]]:
-        """``(prediction on the CPU, batch)`` for ``samples``, ``options.batch_size`` at a time, read through
-        the task's dataset (the same reads as training)."""
-        data = self.dataset(source, samples, cache=False)
+    def predictions(self, model: nn.Module, source: pde_data.Source, samples, options: EvalOptions, *,
+                    inputs_only: bool = False) -> Iterator[tuple[torch.Tensor, Batch]]:
+        """``(prediction on the CPU, batch on the CPU)`` for ``samples``, ``options.batch_size`` at a time, read
+        through the task's dataset (the same reads as training; ``inputs_only``: :meth:`inputs_dataset`), by a task
+        that predicts whole samples (no rollout ``steps``)."""
+        if options.steps is not None:
+            raise SpecError("steps", f"expected none: a {self.kind} run predicts whole samples, not a time-stepper")
+        data = self.inputs_dataset(source, samples) if inputs_only else self.dataset(source, samples, cache=False)
         for start in range(0, len(samples), options.batch_size):
             batch = data.read_batch(list(range(start, min(start + options.batch_size, len(samples)))))
-            pred = self.predict(model, tuple(t.to(options.device) for t in batch), training=False)
+            pred = self.predict(model, batch.to(options.device), training=False)
             yield pred.float().cpu(), batch
 
     def evaluate(self, model: nn.Module, source: pde_data.Source, samples, options: EvalOptions) -> tuple[dict, list]:
@@ -210,5 +221,21 @@ class Task:
     def infer(self, model: nn.Module, source: pde_data.Source, samples,
               options: EvalOptions) -> Iterator[tuple[np.ndarray, xr.Dataset]]:
         """``(the chunk's sample indices, its predictions)`` from the run's inputs alone (no targets needed),
-        ``options.batch_size`` samples at a time: data-model Datasets on the source's coordinates."""
+        ``options.batch_size`` samples at a time: data-model Datasets on the source's coordinates (by default
+        :meth:`predictions` of the :meth:`inputs_dataset`, as :meth:`predicted` in :meth:`as_dataset`)."""
+        batches = self.predictions(model, source, samples, options, inputs_only=True)
+        for start, (pred, batch) in zip(range(0, len(samples), options.batch_size), batches):
+            chunk = np.asarray(samples)[start:start + options.batch_size]
+            yield chunk, self.as_dataset(source.dataset, chunk, self.predicted(pred, batch))
+
+    def inputs_dataset(self, source: pde_data.Source, indices):
+        """The dataset of the samples ``indices`` reading the run's inputs alone (its batches' targets None)."""
+        raise NotImplementedError
+
+    def predicted(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """The predicted targets in the data's units from the model's outputs ``pred`` for ``batch``."""
+        raise NotImplementedError
+
+    def as_dataset(self, ds: xr.Dataset, samples: np.ndarray, pred: torch.Tensor) -> xr.Dataset:
+        """The predicted targets ``pred`` (:meth:`predicted`) over the source's sample indices ``samples``."""
         raise NotImplementedError

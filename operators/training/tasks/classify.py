@@ -23,8 +23,8 @@ from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, MetricSums, Normalizers, Task, fit_variables
 from pde_data.core.model import SAMPLE, TIME, spatial_dims
 
-__all__ = ["Classify", "CLASS_METRICS", "label_target", "check_labels", "classes_dataset", "label_metrics", "label_score",
-           "majority_baseline"]
+__all__ = ["Classify", "LabelTask", "CLASS_METRICS", "label_target", "check_labels", "classes_dataset", "label_metrics",
+           "label_score", "majority_baseline"]
 
 #: top-1 first: the headline of a classifier (``circuitop info`` shows an evaluation's first metric)
 CLASS_METRICS = {"top1": partial(evaluation.top_k_accuracy, k=1), "top5": partial(evaluation.top_k_accuracy, k=5),
@@ -76,10 +76,47 @@ def classes_dataset(samples: np.ndarray, predicted: np.ndarray, name: str) -> xr
     return xr.Dataset({name: ((SAMPLE,), predicted.astype(np.int64))}, coords={SAMPLE: samples})
 
 
-class Classify(Task):
+class LabelTask(Task):
+    """What the tasks of one integer label per sample share (:class:`Classify`,
+    :class:`~operators.training.tasks.sequence.SequenceClassification`): logits ``(batch, classes)``, cross-entropy,
+    the label metrics and score, ``evaluate`` beside the majority class, and the predicted classes in ``pred.nc``."""
+
+    losses_allowed = ("cross_entropy",)
+
+    def losses(self, pred, batch):
+        return evaluation.cross_entropy(pred, batch.targets, reduce="none",
+                                        label_smoothing=self.spec.task.label_smoothing)
+
+    def metrics(self, pred, batch):
+        return label_metrics(pred, batch.targets)
+
+    def score(self, record: dict) -> float:
+        return label_score(record)
+
+    def predicted(self, pred, batch):
+        return pred.argmax(1)
+
+    def as_dataset(self, ds, samples, pred):
+        return classes_dataset(samples, pred.numpy(), self.spec.data.targets[0])
+
+    def evaluate(self, model, source, samples, options: EvalOptions):
+        sums, predicted, labels = MetricSums(), [], []
+        for logits, batch in self.predictions(model, source, samples, options):
+            check_labels(batch.targets, self.spec.task.classes, source.name)
+            sums.add(self.metrics(logits, batch))
+            predicted.append(self.predicted(logits, batch))
+            labels.append(batch.targets)
+        files = [pde_data.save(self.as_dataset(source.dataset, samples, torch.cat(predicted)),
+                               Path(options.out) / "pred.nc")] if options.write else []
+        baseline = majority_baseline(torch.cat(labels), self.spec.task.classes)
+        return {"metrics": self.result(sums), "baseline": {"majority_class": baseline}}, files
+
+
+class Classify(LabelTask):
     """Images ``(batch, C, h, w)`` → logits ``(batch, classes)``."""
 
-    kind, model_task, losses_allowed = "classify", "classify", ("cross_entropy",)
+    kind, domain = "classify", "images"
+    refused = ()
 
     @classmethod
     def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> RunSpec:
@@ -107,39 +144,10 @@ class Classify(Task):
         return pde_data.LabelDataset(source, self.spec.data.inputs, self.spec.data.targets[0], indices=list(indices),
                                      cache=cache, dtype=dtype, input_normalizer=self.normalizers.input)
 
+    def inputs_dataset(self, source, indices):
+        return pde_data.LabelDataset(source, self.spec.data.inputs, None, indices=list(indices),
+                                     input_normalizer=self.normalizers.input)
+
     def predict(self, model: nn.Module, batch, *, training: bool):
-        x = random_shift(batch[0], self.spec.task.shift) if training else batch[0]
+        x = random_shift(batch.inputs, self.spec.task.shift) if training else batch.inputs
         return model(x)
-
-    def losses(self, pred, batch):
-        return evaluation.cross_entropy(pred, batch[1], reduce="none", label_smoothing=self.spec.task.label_smoothing)
-
-    def metrics(self, pred, batch):
-        return label_metrics(pred, batch[1])
-
-    def score(self, record: dict) -> float:
-        return label_score(record)
-
-    def evaluate(self, model, source, samples, options: EvalOptions):
-        if options.steps is not None:
-            raise SpecError("steps", "expected none: the run is a classifier, not a time-stepper")
-        sums, predicted, labels = MetricSums(), [], []
-        for logits, batch in self.predictions(model, source, samples, options):
-            check_labels(batch[1], self.spec.task.classes, source.name)
-            sums.add(self.metrics(logits, batch))
-            predicted.append(logits.argmax(dim=1))
-            labels.append(batch[1])
-        files = []
-        if options.write:
-            classes = classes_dataset(samples, torch.cat(predicted).numpy(), self.spec.data.targets[0])
-            files.append(pde_data.save(classes, Path(options.out) / "pred.nc"))
-        baseline = majority_baseline(torch.cat(labels), self.spec.task.classes)
-        return {"metrics": self.result(sums), "baseline": {"majority_class": baseline}}, files
-
-    @torch.no_grad()
-    def infer(self, model, source, samples, options: EvalOptions):
-        name = self.spec.data.targets[0]
-        for start in range(0, len(samples), options.batch_size):
-            chunk = samples[start:start + options.batch_size]
-            x = self.normalizers.encode(source.read(self.spec.data.inputs, chunk)).to(options.device)
-            yield chunk, classes_dataset(chunk, model(x).argmax(dim=1).cpu().numpy(), name)

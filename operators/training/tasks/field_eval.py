@@ -19,72 +19,10 @@ import xarray as xr
 
 import evaluation
 import pde_data
-from operators.rollout import rollout
-from operators.training.spec import SpecError
 from pde_data import atomic_path
 from pde_data.core.model import SAMPLE, TIME
 
 __all__ = ["evaluate_fields", "infer_fields"]
-
-
-def _steps(task, n_time: int, steps: int | None, *, truth: bool) -> int:
-    """Rollout steps of a window run (0 for a steady run): ``steps``, by default to the data's last frame;
-    with ``truth`` no further than the data's frames."""
-    if task.kind != "window":
-        if steps is not None:
-            raise SpecError("steps", "expected none: the run is a steady (input → target) model, not a time-stepper")
-        return 0
-    m = task.spec.task.window
-    last = n_time - m
-    if steps is None and last < 1:
-        raise SpecError("steps", f"expected a number of rollout steps: the data's {n_time} frames leave none after "
-                        f"the run's {m} given frames")
-    chosen = last if steps is None else steps
-    if chosen < 1 or truth and chosen > last:
-        bound = f"1..{last}" if truth else "a positive number of"
-        raise SpecError("steps", f"expected {bound} rollout steps ({n_time} frames, {m} given), found {steps}")
-    return chosen
-
-
-def _template(task, ds: xr.Dataset, steps: int) -> xr.Dataset:
-    """The target variables' dims and coordinates (values unused): the data's own targets where it has them,
-    else the first input's grid; a rollout's frames past the data's last frame get times extrapolated at the
-    last spacing (frame numbers without a time coordinate)."""
-    spec = task.spec
-    targets = list(spec.data.targets)
-    if task.kind != "window":
-        if all(v in ds.data_vars for v in targets):
-            return ds[targets]
-        grid = ds[spec.data.inputs[0]]
-        return xr.Dataset({v: grid.copy(deep=False) for v in targets}, coords=grid.coords)
-    frames, n_time = spec.task.window + steps, ds.sizes[TIME]
-    if frames <= n_time:
-        return ds[targets].isel({TIME: slice(0, frames)})
-    like = ds[targets].isel({TIME: np.minimum(np.arange(frames), n_time - 1)})
-    if TIME not in ds.coords:
-        return like
-    times = ds[TIME].values
-    spacing = times[-1] - times[-2] if n_time > 1 else 1
-    extra = times[-1] + spacing * np.arange(1, frames - n_time + 1)
-    return like.assign_coords({TIME: np.concatenate([times, extra])})
-
-
-def _given(task, source: pde_data.Source, chunk: np.ndarray) -> torch.Tensor:
-    """The model's inputs of ``chunk`` in physical units: ``(batch, C_in, *s)``, or a window run's given frames
-    ``(batch, window, C, *s)``."""
-    window = slice(0, task.spec.task.window) if task.kind == "window" else None
-    return source.read(task.spec.data.inputs, chunk, window)
-
-
-@torch.no_grad()
-def _predicted(task, model, given: torch.Tensor, steps: int, device) -> torch.Tensor:
-    """Predictions from ``given`` (:func:`_given`): ``(batch, C_out, *s)``, or a window run's given frames then
-    its rollout ``(batch, window + steps, C, *s)``."""
-    norms = task.normalizers
-    if task.kind == "window":
-        pred = norms.decode(rollout(model, norms.encode(given).to(device), steps).cpu())
-        return torch.cat([given, pred], dim=1)
-    return norms.decode(model(norms.encode(given).to(device)).cpu())
 
 
 def _mean_predictor(task, pred: torch.Tensor) -> torch.Tensor | None:
@@ -98,11 +36,12 @@ def infer_fields(task, model, source: pde_data.Source, samples: np.ndarray,
                  options) -> Iterator[tuple[np.ndarray, xr.Dataset]]:
     """``(chunk, predictions)`` of ``samples`` from the inputs alone (:meth:`Task.infer`)."""
     ds = source.dataset
-    steps = _steps(task, ds.sizes.get(TIME, 0), options.steps, truth=False)
-    like = _template(task, ds, steps)
+    steps = task.rollout_steps(ds.sizes.get(TIME, 0), options.steps, truth=False)
+    like = task.template(ds, steps)
     for start in range(0, len(samples), options.batch_size):
         chunk = samples[start:start + options.batch_size]
-        pred = _predicted(task, model, _given(task, source, chunk), steps, options.device)
+        given = source.read(task.spec.data.inputs, chunk, task.frames(0))  # physical units; a window's given frames
+        pred = task.predict_physical(model, given, steps, options.device)
         yield chunk, pde_data.from_tensor(pred, like.isel({SAMPLE: chunk}), list(task.spec.data.targets))
 
 
@@ -110,7 +49,7 @@ class _Scores:
     """Accumulators of the model, the mean predictor and each variable (several targets only)."""
 
     def __init__(self, variables: list[str], initial_step: int, baseline: bool):
-        make = lambda: evaluation.MetricAccumulator(initial_step=initial_step)  # noqa: E731
+        make = lambda: evaluation.MetricAccumulator(window=initial_step)  # noqa: E731
         self.model, self.baseline = make(), make() if baseline else None
         self.variables = {v: make() for v in variables} if len(variables) > 1 else {}
 
@@ -134,9 +73,8 @@ def evaluate_fields(task, model, source: pde_data.Source, samples: np.ndarray, o
     """``({"metrics", ["baseline"], ["per_variable"], ["rollout"]}, files)`` of a field run on ``samples`` of
     ``source`` (module docstring)."""
     ds, variables = source.dataset, list(task.spec.data.targets)
-    steps = _steps(task, ds.sizes.get(TIME, 0), options.steps, truth=True)
-    time = slice(0, task.spec.task.window + steps) if task.kind == "window" else None
-    like = _template(task, ds, steps)
+    steps = task.rollout_steps(ds.sizes.get(TIME, 0), options.steps, truth=True)
+    time, like = task.frames(steps), task.template(ds, steps)
     scores = _Scores(variables, task.spec.task.window or 0, task.normalizers.has_mean)
     out, first = Path(options.out), None
     with _writer(out / "pred.nc", like, variables, samples, options.write) as writer:
@@ -144,8 +82,8 @@ def evaluate_fields(task, model, source: pde_data.Source, samples: np.ndarray, o
             chunk = samples[start:start + options.batch_size]
             true = source.read(variables, chunk, time)
             # a rollout's given frames are the truth's first frames: read once
-            given = true[:, :task.spec.task.window] if time is not None else _given(task, source, chunk)
-            pred = _predicted(task, model, given, steps, options.device)
+            given = true[:, :task.spec.task.window] if time is not None else source.read(task.spec.data.inputs, chunk)
+            pred = task.predict_physical(model, given, steps, options.device)
             here, mean = like.isel({SAMPLE: chunk}), _mean_predictor(task, pred)
             pred_ds, true_ds = (pde_data.from_tensor(t, here, variables) for t in (pred, true))
             scores.update(pred_ds, true_ds, None if mean is None else pde_data.from_tensor(mean, here, variables))

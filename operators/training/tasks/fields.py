@@ -2,13 +2,16 @@
 (``window`` given frames → the next ``horizon`` frames of the same variables, rolled out autoregressively).
 
 Losses and validation metrics are relative errors in physical units (decoded), per sample; ``evaluate``
-adds the PDEBench suite and, for windows, per-step rollout errors (:mod:`operators.training.tasks.field_eval`).
+adds the PDEBench suite and, for windows, per-step rollout errors (:mod:`operators.training.tasks.field_eval`,
+which reads each sample's :meth:`~Steady.frames`, predicts with :meth:`~Steady.predict_physical` and writes on the
+:meth:`~Steady.template` of the task: a :class:`Window` rolls out).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import torch
 import xarray as xr
 from torch import nn
@@ -41,7 +44,7 @@ def _model_fields(spec: RunSpec, ds: xr.Dataset, in_channels: int, out_channels:
 
 
 class _FieldTask(Task):
-    model_task = "fields"
+    domain = "fields"
     losses_allowed = ("rel_l2", "rel_l1", "h1")
     #: axes of a prediction before its spatial ones: ``(batch, channels)``; a window's ``(batch, horizon, channels)``
     lead_axes = 2
@@ -49,10 +52,10 @@ class _FieldTask(Task):
     def losses(self, pred, batch):
         decode = self.normalizers.decode
         grid = {"periodic": self.spec.task.periodic, "n_spatial": pred.ndim - self.lead_axes} if self.loss == "h1" else {}
-        return FIELD_LOSSES[self.loss](decode(pred), decode(batch[1]), reduce="none", **grid)
+        return FIELD_LOSSES[self.loss](decode(pred), decode(batch.targets), reduce="none", **grid)
 
     def metrics(self, pred, batch):
-        p, t = self.normalizers.decode(pred), self.normalizers.decode(batch[1])
+        p, t = self.normalizers.decode(pred), self.normalizers.decode(batch.targets)
         return {name: fn(p, t, reduce="none") for name, fn in FIELD_METRICS.items()}
 
     def score(self, record: dict) -> float:
@@ -107,11 +110,38 @@ class Steady(_FieldTask):
                                     cache=cache, dtype=dtype, input_normalizer=n.input, output_normalizer=n.output)
 
     def predict(self, model: nn.Module, batch, *, training: bool):
-        return model(batch[0])
+        return model(batch.inputs)
+
+    def rollout_steps(self, n_time: int, steps: int | None, *, truth: bool) -> int:
+        """The rollout steps ``evaluate``/``infer`` take for ``steps`` asked for on data of ``n_time`` frames
+        (``truth``: scored against them): none for a steady run."""
+        if steps is not None:
+            raise SpecError("steps", "expected none: the run is a steady (input → target) model, not a time-stepper")
+        return 0
+
+    def frames(self, steps: int) -> slice | None:
+        """The frames of a sample that ``steps`` rollout steps read, the given ones and the steps' truth: None, a
+        steady run's samples have no frames."""
+        return None
+
+    def template(self, ds: xr.Dataset, steps: int) -> xr.Dataset:
+        """The target variables' dims and coordinates (values unused): the data's own targets where it has them,
+        else the first input's grid."""
+        targets = list(self.spec.data.targets)
+        if all(v in ds.data_vars for v in targets):
+            return ds[targets]
+        grid = ds[self.spec.data.inputs[0]]
+        return xr.Dataset({v: grid.copy(deep=False) for v in targets}, coords=grid.coords)
+
+    @torch.no_grad()
+    def predict_physical(self, model: nn.Module, given: torch.Tensor, steps: int, device) -> torch.Tensor:
+        """Predictions in physical units from the inputs ``given`` in physical units, ``(batch, C_out, *s)``."""
+        norms = self.normalizers
+        return norms.decode(model(norms.encode(given).to(device)).cpu())
 
 
 class Window(_FieldTask):
-    """``window`` frames ``(batch, m, C, *s)`` → the next ``horizon`` frames ``(batch, horizon, C, *s)`` by
+    """``window`` frames ``(batch, window, C, *s)`` → the next ``horizon`` frames ``(batch, horizon, C, *s)`` by
     a one-step model rolled out (:func:`operators.rollout.rollout`; ``pushforward`` in training)."""
 
     kind = "window"
@@ -143,7 +173,7 @@ class Window(_FieldTask):
 
     def dataset(self, source, indices, *, cache, dtype=torch.float32):
         t = self.spec.task
-        return pde_data.WindowDataset(source, self.spec.data.inputs, m=t.window, horizon=t.horizon,
+        return pde_data.WindowDataset(source, self.spec.data.inputs, window=t.window, horizon=t.horizon,
                                       indices=list(indices), normalizer=self.normalizers.output, cache=cache,
                                       dtype=dtype)
 
@@ -157,4 +187,41 @@ class Window(_FieldTask):
 
     def predict(self, model: nn.Module, batch, *, training: bool):
         push = training and self.spec.task.pushforward
-        return rollout(model, batch[0], batch[1].shape[1], pushforward=push)
+        return rollout(model, batch.inputs, batch.targets.shape[1], pushforward=push)
+
+    def rollout_steps(self, n_time: int, steps: int | None, *, truth: bool) -> int:
+        """``steps``, by default to the data's last frame; with ``truth`` no further than the data's frames."""
+        m = self.spec.task.window
+        last = n_time - m
+        if steps is None and last < 1:
+            raise SpecError("steps", f"expected a number of rollout steps: the data's {n_time} frames leave none "
+                            f"after the run's {m} given frames")
+        chosen = last if steps is None else steps
+        if chosen < 1 or truth and chosen > last:
+            bound = f"1..{last}" if truth else "a positive number of"
+            raise SpecError("steps", f"expected {bound} rollout steps ({n_time} frames, {m} given), found {steps}")
+        return chosen
+
+    def frames(self, steps: int) -> slice:
+        return slice(0, self.spec.task.window + steps)
+
+    def template(self, ds: xr.Dataset, steps: int) -> xr.Dataset:
+        """The targets' given frames and ``steps`` more: past the data's last frame at times extrapolated at the
+        last spacing (frame numbers without a time coordinate)."""
+        targets, frames, n_time = list(self.spec.data.targets), self.spec.task.window + steps, ds.sizes[TIME]
+        if frames <= n_time:
+            return ds[targets].isel({TIME: slice(0, frames)})
+        like = ds[targets].isel({TIME: np.minimum(np.arange(frames), n_time - 1)})
+        if TIME not in ds.coords:
+            return like
+        times = ds[TIME].values
+        spacing = times[-1] - times[-2] if n_time > 1 else 1
+        extra = times[-1] + spacing * np.arange(1, frames - n_time + 1)
+        return like.assign_coords({TIME: np.concatenate([times, extra])})
+
+    @torch.no_grad()
+    def predict_physical(self, model: nn.Module, given: torch.Tensor, steps: int, device) -> torch.Tensor:
+        """The given frames ``(batch, window, C, *s)`` then ``steps`` rolled out: ``(batch, window + steps, C, *s)``."""
+        norms = self.normalizers
+        pred = norms.decode(rollout(model, norms.encode(given).to(device), steps).cpu())
+        return torch.cat([given, pred], dim=1)

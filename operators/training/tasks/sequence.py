@@ -16,15 +16,16 @@ With several float targets ``evaluate`` also scores each alone (``per_variable``
 MSE mixes them). A label target's baseline is the majority class; a float target's is the training mean when its
 normalizer has one (gaussian).
 
-A batch is ``(x, y, dt, mask)`` (:class:`pde_data.SequenceDataset`); every model of the registry's
-``sequence`` task is called as ``model(x, dt=dt, mask=mask)``.
+:class:`Sequence` resolves a run; :class:`SequenceClassification` (a label target) or :class:`SequenceRegression`
+(float targets) runs it. A batch is a :class:`pde_data.Batch` of :class:`pde_data.SequenceDataset`; every model of
+the registry's ``sequence`` task is called as ``model(inputs, dt=dt, mask=mask)``.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import torch
 import xarray as xr
 from torch import nn
@@ -33,11 +34,11 @@ import evaluation
 import pde_data
 from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, MetricSums, Normalizers, Task
-from operators.training.tasks.classify import (check_labels, classes_dataset, label_metrics, label_score, label_target,
-                                              majority_baseline)
+from operators.training.tasks.classify import LabelTask, label_target
 from pde_data.core.model import FEATURE, LENGTH, ROLE, SAMPLE, TARGET, TIME
+from pde_data.datasets.batch import Batch
 
-__all__ = ["Sequence", "RUL"]
+__all__ = ["Sequence", "SequenceRegression", "SequenceClassification", "RUL"]
 
 #: the name of a remaining-useful-life target, which is also scored with the PHM score
 RUL = "rul"
@@ -68,18 +69,15 @@ def _padding_nan(pred: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class Sequence(Task):
-    """Sequences ``x (batch, time, C_in)`` with step sizes and masks → per-sequence or per-step targets."""
+    """Sequences ``inputs (batch, time, C_in)`` with step sizes ``dt`` and a ``mask`` → per-sequence or per-step
+    targets: what the two sequence tasks share. :meth:`resolve` fixes the targets; :meth:`for_spec` then picks
+    :class:`SequenceClassification` (a label) or :class:`SequenceRegression` (float targets)."""
 
-    kind, model_task, losses_allowed = "sequence", "sequence", ("mse", "cross_entropy")
+    kind, domain, losses_allowed = "sequence", "sequences", ("mse", "cross_entropy")
 
-    def __init__(self, spec: RunSpec, normalizers: Normalizers = Normalizers()):
-        super().__init__(spec, normalizers)
-        self.labels = spec.task.classes > 0
-        if spec.task.loss == "auto":
-            self.loss = "cross_entropy" if self.labels else "mse"
-        if (self.loss == "cross_entropy") != self.labels:
-            raise SpecError("task.loss", f"expected {'cross_entropy' if self.labels else 'mse'} (or auto) for these "
-                            f"targets, found {spec.task.loss!r}")
+    @classmethod
+    def for_spec(cls, spec: RunSpec) -> type[Task]:
+        return SequenceClassification if spec.task.classes > 0 else SequenceRegression
 
     @classmethod
     def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> RunSpec:
@@ -105,64 +103,78 @@ class Sequence(Task):
                               "model.derived": derived, "model.in_channels": in_channels,
                               "model.out_channels": classes or len(targets)})
 
-    def fit_normalizers(self, source):
-        train, kind = list(self.spec.data.splits.train), self.spec.data.normalize
-        if kind is None:
-            return Normalizers()
-        fit = lambda vs: pde_data.fit_sequence_normalizer(source, list(vs), indices=train, kind=kind)  # noqa: E731
-        return Normalizers(fit(self.spec.data.inputs), None if self.labels else fit(self.spec.data.targets))
+    def _fit(self, source, variables) -> pde_data.Normalizer | None:
+        """The normalizer of ``variables`` over the training split's valid steps (``data.normalize``; None: none)."""
+        kind, train = self.spec.data.normalize, list(self.spec.data.splits.train)
+        return None if kind is None else pde_data.fit_sequence_normalizer(source, list(variables), indices=train,
+                                                                          kind=kind)
 
     def dataset(self, source, indices, *, cache, dtype=torch.float32):
         n = self.normalizers
         return pde_data.SequenceDataset(source, self.spec.data.inputs, self.spec.data.targets, indices=list(indices),
                                         input_normalizer=n.input, output_normalizer=n.output, cache=cache, dtype=dtype)
 
-    def predict(self, model: nn.Module, batch, *, training: bool):
-        x, _, dt, mask = batch
-        return model(x, dt=dt, mask=mask)
+    def predict(self, model: nn.Module, batch: Batch, *, training: bool):
+        return model(batch.inputs, dt=batch.dt, mask=batch.mask)
 
-    def _squares(self, pred, batch) -> tuple[torch.Tensor, torch.Tensor]:
+    def inputs_dataset(self, source, indices):
+        return pde_data.SequenceDataset(source, self.spec.data.inputs, (), indices=list(indices),
+                                        input_normalizer=self.normalizers.input)
+
+
+class SequenceClassification(LabelTask, Sequence):
+    """Sequences → logits ``(batch, classes)`` of one integer label per sequence."""
+
+    def fit_normalizers(self, source):
+        return Normalizers(self._fit(source, self.spec.data.inputs), None)
+
+
+class SequenceRegression(Sequence):
+    """Sequences → float targets per sequence ``(batch, C_out)`` or per step ``(batch, time, C_out)``."""
+
+    losses_allowed = ("mse",)
+
+    def fit_normalizers(self, source):
+        return Normalizers(self._fit(source, self.spec.data.inputs), self._fit(source, self.spec.data.targets))
+
+    def _squares(self, pred, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Per sample: the sum of squared errors over valid steps and channels, and their number ``(batch,)`` each."""
-        y, mask = batch[1], batch[3]
+        y = batch.targets
         if pred.shape != y.shape:
             raise ValueError(f"pred: expected the targets' shape {tuple(y.shape)}, found {tuple(pred.shape)}")
         sq = (pred - y).square()
         if sq.ndim == 3:  # per step: (batch, time, C), padded steps left out
-            weight = mask.to(sq.dtype)[..., None]
+            weight = batch.mask.to(sq.dtype)[..., None]
             return (sq * weight).sum((1, 2)), weight.sum((1, 2)) * sq.shape[2]
         return sq.sum(1), torch.full_like(sq[:, 0], sq.shape[1])
 
     def losses(self, pred, batch):
-        if self.labels:
-            return evaluation.cross_entropy(pred, batch[1], reduce="none")
         sq, n = self._squares(pred, batch)
         return sq / n.clamp_min(1)
 
     def metrics(self, pred, batch):
-        if self.labels:
-            return label_metrics(pred, batch[1])
         return self._errors(self.normalizers.decode(pred), self._decoded(batch), self.rul_channel)
 
-    def _decoded(self, batch):
+    def _decoded(self, batch: Batch) -> Batch:
         """``batch`` with its targets in physical units."""
-        return batch[0], self.normalizers.decode(batch[1]), batch[2], batch[3]
+        return replace(batch, targets=self.normalizers.decode(batch.targets))
 
-    def _errors(self, p: torch.Tensor, batch, rul: int | None) -> dict[str, torch.Tensor]:
+    def _errors(self, p: torch.Tensor, batch: Batch, rul: int | None) -> dict[str, torch.Tensor]:
         """Per sample: squared errors and their number over the channels of ``p`` (physical units), and the PHM
         score of channel ``rul`` (a per-sequence remaining useful life)."""
         sq, n = self._squares(p, batch)
         out = {"squares": sq, "entries": n}
         if rul is not None and p.ndim == 2:
-            out["phm"] = evaluation.phm_score(p[:, rul], batch[1][:, rul], reduce="none")
+            out["phm"] = evaluation.phm_score(p[:, rul], batch.targets[:, rul], reduce="none")
         return out
 
-    def _per_variable(self, p: torch.Tensor, batch) -> dict[str, dict[str, torch.Tensor]]:
+    def _per_variable(self, p: torch.Tensor, batch: Batch) -> dict[str, dict[str, torch.Tensor]]:
         """:meth:`_errors` of each float target alone, from predictions ``p`` and a :meth:`_decoded` ``batch``, both
         in physical units (several targets only: their units differ)."""
-        targets, t = self.spec.data.targets, batch[1]
+        targets, t = self.spec.data.targets, batch.targets
         if len(targets) < 2:
             return {}
-        return {name: self._errors(p[..., c:c + 1], (batch[0], t[..., c:c + 1], batch[2], batch[3]),
+        return {name: self._errors(p[..., c:c + 1], replace(batch, targets=t[..., c:c + 1]),
                                    0 if c == self.rul_channel else None) for c, name in enumerate(targets)}
 
     @property
@@ -182,52 +194,35 @@ class Sequence(Task):
         return out
 
     def score(self, record: dict) -> float:
-        if self.labels:
-            return label_score(record)
         return record.get("val_rmse", record["train_loss"])
 
+    def predicted(self, pred, batch):
+        return _padding_nan(self.normalizers.decode(pred), batch.mask)
+
     def evaluate(self, model, source, samples, options: EvalOptions):
-        if options.steps is not None:
-            raise SpecError("steps", "expected none: a sequence run is scored on whole sequences")
-        sums, preds = MetricSums(), []
+        sums, preds, per_variable = MetricSums(), [], {}
         # the mean predictor: the training mean of each target, i.e. zero in a gaussian normalizer's units
-        mean = MetricSums() if not self.labels and self.normalizers.has_mean else None
-        labels, per_variable = [], {}
+        mean = MetricSums() if self.normalizers.has_mean else None
         for pred, batch in self.predictions(model, source, samples, options):
-            if self.labels:
-                check_labels(batch[1], self.spec.task.classes, source.name)
-                labels.append(batch[1])
-                sums.add(label_metrics(pred, batch[1]))
-                preds.append(pred.argmax(1))
-                continue
             p, truth = self.normalizers.decode(pred), self._decoded(batch)  # physical units, decoded once
             sums.add(self._errors(p, truth, self.rul_channel))
             for name, values in self._per_variable(p, truth).items():
                 per_variable.setdefault(name, MetricSums()).add(values)
             if mean is not None:
                 mean.add(self._errors(self.normalizers.decode(torch.zeros_like(pred)), truth, self.rul_channel))
-            preds.append(_padding_nan(p, batch[3]))
-        pred = torch.cat(preds)
-        files = [self._write(Path(options.out) / "pred.nc", source.dataset, samples, pred)] if options.write else []
+            preds.append(_padding_nan(p, batch.mask))
+        files = [pde_data.save(self.as_dataset(source.dataset, samples, torch.cat(preds)),
+                               Path(options.out) / "pred.nc")] if options.write else []
         result = {"metrics": self.result(sums)}
         if mean is not None:
             result["baseline"] = {"mean_predictor": self.result(mean)}
-        if self.labels:
-            result["baseline"] = {"majority_class": majority_baseline(torch.cat(labels), self.spec.task.classes)}
         if per_variable:
             result["per_variable"] = {name: self.result(v) for name, v in per_variable.items()}
         return result, files
 
-    def _write(self, path: Path, ds: xr.Dataset, samples: np.ndarray, pred: torch.Tensor) -> Path:
-        """``pred.nc``: :meth:`_as_dataset` of the predictions, atomically."""
-        return pde_data.save(self._as_dataset(ds, samples, pred), path)
-
-    def _as_dataset(self, ds: xr.Dataset, samples: np.ndarray, pred: torch.Tensor) -> xr.Dataset:
-        """The predicted targets over the source's sample indices (per step: with the time coordinate, NaN on
-        padded steps; labels as integers)."""
+    def as_dataset(self, ds, samples, pred):
+        """Per step: with the time coordinate (NaN on padded steps)."""
         targets, values = self.spec.data.targets, pred.numpy()
-        if self.labels:
-            return classes_dataset(samples, values, targets[0])
         if values.ndim == 3:
             variables = {v: ((SAMPLE, TIME), values[..., k]) for k, v in enumerate(targets)}
         else:
@@ -236,15 +231,3 @@ class Sequence(Task):
         if values.ndim == 3 and TIME in ds.coords:
             out = out.assign_coords({TIME: ds[TIME].isel({SAMPLE: samples}) if SAMPLE in ds[TIME].dims else ds[TIME]})
         return out
-
-    @torch.no_grad()
-    def infer(self, model, source, samples, options: EvalOptions):
-        data = pde_data.SequenceDataset(source, self.spec.data.inputs, (), indices=list(samples),
-                                        input_normalizer=self.normalizers.input)
-        for start in range(0, len(samples), options.batch_size):
-            items = list(range(start, min(start + options.batch_size, len(samples))))
-            batch = tuple(t.to(options.device) for t in data.read_batch(items))
-            pred = self.predict(model, batch, training=False).float().cpu()
-            pred = pred.argmax(1) if self.labels else _padding_nan(self.normalizers.decode(pred), batch[3].cpu())
-            chunk = np.asarray(samples)[items]
-            yield chunk, self._as_dataset(source.dataset, chunk, pred)
