@@ -41,7 +41,7 @@ ALLOWED = [
     ("pde_data/core/room.py", r"\(3\.15 MB\)|\"1\.23 MB\"|found 1\.2 MB free", "examples of the message's format"),
     ("operators/cli/_generation.py", r"\"1\.5 min\"", "an example of _duration's format"),
     ("operators/cli/_verified.py", r"1\.2 MB in 0\.01 s", "an example of the verification line's format"),
-    ("operators/training/tasks/__init__.py", r"80/10/10 %", "the default split"),
+    ("pde_data/datasets/fields.py", r"80/10/10 %", "the default split"),
     ("evaluation/gapped.py", r"gap of (?:5|15|30) %|totalling 20 %", "the gapped protocol's gap sizes"),
 ]
 

@@ -27,7 +27,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import torch
 from torch import nn
@@ -41,6 +41,7 @@ from operators.training.optim import clip_gradients, make_optimizer, make_schedu
 from operators.training.tasks.base import MetricSums
 from pde_data import atomic_path
 from pde_data.datasets.batch import Batch
+from pde_data.core.params import Mentions
 from pde_data.core.room import NoRoomError, format_bytes, free_bytes, is_disk_full
 
 __all__ = ["Trainer", "NonFiniteLossError", "epoch_order", "CHECKPOINT_COPIES", "LOG_BYTES"]
@@ -66,9 +67,17 @@ class _Step(NamedTuple):
     n_global: int
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(Mentions, RuntimeError):
     """Training diverged (a NaN/inf loss or gradient, or a loss beyond :data:`DIVERGENCE` × its first
-    value); the last good checkpoint was left in place."""
+    value); the last good checkpoint was left in place. The parameters its advice names are ``mentions``
+    (:class:`~pde_data.core.params.Mentions`: the command line names them by their options)."""
+
+    def __init__(self, message: str, mentions: Sequence[str] = ()):
+        self._name_parts((), message, None, mentions)
+        super().__init__(self.describe())
+
+    def __reduce__(self):  # RuntimeError's would call __init__ with the message alone
+        return type(self), (self.expected, self.mentions)
 
 
 class Trainer:
@@ -136,7 +145,7 @@ class Trainer:
                 self.first_loss = mean
             elif mean > DIVERGENCE * self.first_loss:
                 self._fail(f"the loss {mean:.4g} grew beyond {DIVERGENCE:g}x its first value {self.first_loss:.4g} "
-                           f"{where} (diverging: lower optim.lr or clip with optim.grad_clip)")
+                           f"{where} (diverging: lower {{optim.lr}} or clip with {{optim.grad_clip}})", ["optim.lr", "optim.grad_clip"])
             if not math.isfinite(norm):
                 self._fail(f"non-finite gradient norm ({norm}) {where}")
         return math.fsum(totals)
@@ -264,8 +273,8 @@ class Trainer:
             tmp.write_text(json.dumps(self.history, indent=1))
         _write_csv(self.out / "metrics.csv", self.history)
 
-    def _fail(self, what: str) -> None:
-        raise NonFiniteLossError(f"training stopped: {what}; {self._kept()}")
+    def _fail(self, what: str, mentions: Sequence[str] = ()) -> None:
+        raise NonFiniteLossError(f"training stopped: {what}; {self._kept()}", mentions)
 
     def _kept(self) -> str:
         if self._saved_epoch is None:

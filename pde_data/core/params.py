@@ -169,13 +169,17 @@ def _typed(hint, value, where: str):
         if type(None) in options:
             return None
         raise ParameterError(where, _describe(hint), "none")
-    if isinstance(value, str) and str not in options:
-        value = _literal(value)
+    if isinstance(value, str) and (str not in options or _quoted(value)):
+        value = _literal(value)  # "64" -> 64; a quoted text ("'A'", as Python writes it) -> its contents
     for option in options:
         converted = _convert(option, value)
         if converted is not _NO:
             return converted
     raise ParameterError(where, _describe(hint), repr(value))
+
+
+def _quoted(text: str) -> bool:
+    return len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" and isinstance(_literal(text), str)
 
 
 def _literal(text: str):
