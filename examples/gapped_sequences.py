@@ -75,7 +75,7 @@ def gapped(run_dir, data) -> dict[str, float]:
     run = load_run(run_dir, checkpoint="last")
     test = list(run.spec.data.splits.test)
     x = pde_data.open_source(data).read(run.spec.data.inputs, test)  # (n, time, features), as in the file
-    batch = run.task.dataset(str(data), test, cache=True).read_batch(list(range(len(test))))
+    batch = run.task.batches(pde_data.open_source(data), test, cache=True).read_batch(list(range(len(test))))
     report = gapped_evaluation(run.model, run.task.normalizers.encode(x), batch.targets, dt=batch.dt)
     return {k: 100 * v for k, v in report.items()}
 

@@ -95,7 +95,7 @@ def resources(run_dir, data, device: str, batch_size: int) -> dict[str, float]:
     batch) and the peak live tensor memory of one batch (MB)."""
     run = load_run(run_dir, checkpoint="last", device=device)
     test = list(run.spec.data.splits.test)
-    dataset = run.task.dataset(str(data), test, cache=True)
+    dataset = run.task.batches(pde_data.open_source(data), test, cache=True)
     batches = [dataset.read_batch(list(range(a, min(a + batch_size, len(test))))).to(device)
                for a in range(0, len(test), batch_size)]
     predict = lambda batch: run.task.predict(run.model, batch, training=False)  # noqa: E731

@@ -89,14 +89,16 @@ def test_pair_dataset_over_lazy_file(tmp_path):
     path = write_pdebench(ds, tmp_path / "2D_DarcyFlow_beta1.0_Train.hdf5", layout="darcy")
     lazy = open_source(path).dataset
     splits = split_indices(10, sizes=(6, 2, 2), seed=0)
-    norm = fit_normalizer(lazy, ["a"], indices=splits["train"])
-    data = PairDataset(lazy, ["a"], ["u"], indices=splits["val"], input_normalizer=norm)
+    data = PairDataset(lazy, ["a"], ["u"], indices=splits["val"])
     assert len(data) == 2
     x, y = _xy(data[1])
     i = splits["val"][1]
     assert x.shape == (1, 6, 5) and y.shape == (1, 6, 5)
-    torch.testing.assert_close(y[0], torch.from_numpy(ds["u"].values[i]))
-    torch.testing.assert_close(norm.decode(x)[0], torch.from_numpy(ds["a"].values[i]), atol=1e-5, rtol=1e-6)
+    torch.testing.assert_close(y[0], torch.from_numpy(ds["u"].values[i]))  # the data's units
+    torch.testing.assert_close(x[0], torch.from_numpy(ds["a"].values[i]))
+    alone = PairDataset(lazy, ["a"], [], indices=splits["val"]).read_batch([1])  # the inputs alone
+    assert alone.targets is None
+    torch.testing.assert_close(alone.inputs[0], x)
     clone = pickle.loads(pickle.dumps(data))  # what a DataLoader worker receives
     torch.testing.assert_close(clone[1].targets, y)
     assert next(iter(DataLoader(data, batch_size=2))).inputs.shape == (2, 1, 6, 5)
@@ -125,15 +127,18 @@ def test_window_dataset(tmp_path, m):
     lazy.close()
 
 
-def test_window_dataset_normalized_and_bad_args():
+def test_window_dataset_rollouts_from_the_start_and_bad_args():
     ds = _unsteady()
-    norm = fit_normalizer(ds, ["u"], indices=[0])
-    x, y = _xy(WindowDataset(ds, ["u"], window=2, normalizer=norm)[0])
-    raw = torch.from_numpy(ds["u"].values[0])
-    assert x.shape == (2, 1, 6, 5) and y.shape == (1, 1, 6, 5)
-    torch.testing.assert_close(norm.decode(y)[0, 0], raw[2], atol=1e-5, rtol=1e-6)
-    torch.testing.assert_close(x[:, 0], norm.encode(raw[:2]), atol=1e-6, rtol=1e-6)
+    raw = torch.from_numpy(ds["u"].values)
     assert len(WindowDataset(ds, ["u"], window=2, stride=2)) == 3 * 3
+    rollouts = WindowDataset(ds, ["u"], window=2, horizon=4, stride=7, indices=[2, 0])  # one per sample, from t = 0
+    assert rollouts.windows.tolist() == [[2, 0], [0, 0]]
+    batch = rollouts.read_batch([0, 1])
+    torch.testing.assert_close(batch.inputs[:, :, 0], raw[[2, 0], :2])
+    torch.testing.assert_close(batch.targets[:, :, 0], raw[[2, 0], 2:6])
+    given = WindowDataset(ds, ["u"], window=3, horizon=0, stride=7).read_batch([1, 2])  # the given frames alone
+    assert given.targets is None
+    torch.testing.assert_close(given.inputs[:, :, 0], raw[1:3, :3])
     with pytest.raises(ValueError, match="window \\+ horizon <= 7 frames; found window=7"):
         WindowDataset(ds, ["u"], window=7)
     with pytest.raises(ValueError, match="without time: \\['a'\\]"):
@@ -146,7 +151,7 @@ def test_pair_dataset_on_order_benchmark():
 
     ds = generate_order_benchmark(6, 2, n_points=128, seed=0)
     norm = fit_normalizer(ds, ["target"], indices=[0, 1, 2, 3])
-    data = PairDataset(ds, ["input"], ["target"], indices=[4, 5], output_normalizer=norm)
+    data = PairDataset(ds, ["input"], ["target"], indices=[4, 5])
     x, y = _xy(data[0])
     assert x.shape == (1, 128) and norm.shift.shape == (1, 1)
-    torch.testing.assert_close(norm.decode(y)[0], torch.from_numpy(ds["target"].values[4]).float(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(y[0], torch.from_numpy(ds["target"].values[4]).float())

@@ -81,3 +81,44 @@ def test_a_sequence_run_is_run_by_the_task_of_its_targets():
         task = make_task(spec)
         assert spec.task.kind == "sequence" and type(task) is expected and task.loss == loss
         assert type(task.with_variables(None, None)) is expected
+
+
+#: an encode call (a normalizer applied) in a module of ``pde_data.datasets`` other than the normalizers' own
+ENCODE = re.compile(r"\.encode_?\(")
+
+
+def test_pde_data_datasets_never_encode():
+    folder = ROOT / "pde_data" / "datasets"
+    found = [line for line in offending_lines(ENCODE, [folder])  # docstring examples (">>>") show a caller's code
+             if not line.startswith(str(folder / "normalize.py")) and ": >>> " not in line]
+    assert not found, "expected batches in the data's units (the run's processor encodes), found:\n" + "\n".join(found)
+
+
+def test_the_processor_encodes_what_the_datasets_read_in_the_data_units():
+    seq = _sequences(labels=False)
+    seq["z"] = seq["x"] * 2
+    seq["length"] = ("sample",), np.array([5, 3, 1, 4, 2])
+    padded = 0
+    for labels, ds, variables in ((False, _darcy(), {"targets": ("u",)}), (False, seq, {"targets": ("y",)}),
+                                  (False, seq, {"inputs": ("x",), "targets": ("z",)}),
+                                  (True, _sequences(labels=True), {"targets": ("y",)})):
+        spec = resolve(RunSpec(data=DataSpec("in-memory", split=(3, 1, 1), **variables),
+                               model=ModelSpec("fno" if ds is not seq and not labels else "cfc")), ds)
+        task = make_task(spec)
+        task = make_task(spec, task.fit_normalizers(pde_data.open_source(ds)))
+        raw = task.dataset(ds, range(5)).read_batch([4, 1, 2])
+        encoded = task.batches(ds, range(5)).read_batch([4, 1, 2])
+        norms = task.normalizers
+        assert norms.input is not None and (norms.output is None) == labels
+        keep = torch.ones_like(raw.inputs, dtype=torch.bool) if raw.mask is None else raw.mask[..., None]
+        torch.testing.assert_close(encoded.inputs, torch.where(keep, norms.input.encode(raw.inputs), 0.0))
+        if labels:
+            assert torch.equal(encoded.targets, raw.targets) and encoded.targets.dtype == torch.int64
+        else:
+            want = norms.output.encode(raw.targets)
+            want = torch.where(keep, want, 0.0) if raw.targets.ndim == 3 else want
+            torch.testing.assert_close(encoded.targets, want)
+        if raw.mask is not None and not raw.mask.all():
+            padded += 1
+            assert not encoded.inputs[~raw.mask].any()  # padding stays 0 after encoding
+    assert padded == 2

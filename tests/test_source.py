@@ -69,16 +69,14 @@ def test_a_plain_dataloader_with_workers_batches_windows_as_read_batch(tmp_path,
         source = pde_data.open_source(pde_data.write_pdebench(ds, tmp_path / "2D_CFD.hdf5", layout="cfd"))
         variables = ["density", "Vx"]
     assert source.format == fmt
-    norm = pde_data.fit_normalizer(source, variables, indices=[0, 1, 2])
-    windows = pde_data.WindowDataset(source, variables, window=2, horizon=2, stride=1, indices=[1, 3, 4], normalizer=norm)
+    windows = pde_data.WindowDataset(source, variables, window=2, horizon=2, stride=1, indices=[1, 3, 4])
     loader_equals_read_batch(windows, workers=2)
 
 
 def test_pairs_and_labels_in_a_plain_dataloader(tmp_path):
     darcy = fields(names=("a", "u")).isel(time=0, drop=True)
     source = pde_data.open_source(pde_data.write_pdebench(darcy, tmp_path / "darcy.h5", layout="darcy"))
-    norm = pde_data.fit_normalizer(source, ["a"], indices=range(6))
-    pairs = pde_data.PairDataset(source, ["a"], ["u"], indices=[9, 2, 2, 5, 7], input_normalizer=norm)
+    pairs = pde_data.PairDataset(source, ["a"], ["u"], indices=[9, 2, 2, 5, 7])
     loader_equals_read_batch(pairs, workers=0)
     torch.testing.assert_close(pairs[1].targets[0], torch.from_numpy(darcy["u"].values[2]))
     labels = pde_data.LabelDataset(pde_data.save(images(), tmp_path / "digits.nc"), ["image"], "label",
@@ -159,9 +157,9 @@ def test_training_from_one_source_opens_the_file_once(tmp_path, monkeypatch, fmt
     source = pde_data.open_source(path)
     splits = pde_data.split_indices(12, sizes=(8, 2, 2), seed=0)
     timed = ["vx", "vy", "particles"]
-    norm = pde_data.fit_normalizer(source, timed, indices=splits["train"])
+    pde_data.fit_normalizer(source, timed, indices=splits["train"])
     assert pde_data.normalizer_from_stats(source, timed) is None
-    windows = pde_data.WindowDataset(source, timed, window=2, indices=splits["train"], normalizer=norm)
+    windows = pde_data.WindowDataset(source, timed, window=2, indices=splits["train"])
     pairs = pde_data.PairDataset(source, ["force_x"], ["force_y"], indices=splits["val"])
     (x, y), (a, b) = ((b.inputs, b.targets) for data in (windows, pairs)
                       for b in [next(iter(DataLoader(data, batch_size=5, num_workers=0)))])
@@ -171,7 +169,7 @@ def test_training_from_one_source_opens_the_file_once(tmp_path, monkeypatch, fmt
     assert source.format == fingerprint.format == fmt
     assert sum(reads) >= 3 * 8 * 6 * 8 * 5  # the fit read every frame of the training split from the file
     sample = windows.windows[0][0]
-    expected = norm.encode(pde_data.to_tensor(ds.isel(sample=[sample]), timed)[0, :3])
+    expected = pde_data.to_tensor(ds.isel(sample=[sample]), timed)[0, :3]
     torch.testing.assert_close(x[0], expected[:2])
     torch.testing.assert_close(y[0], expected[2:])
     torch.testing.assert_close(a[:, 0], torch.from_numpy(ds["force_x"].values[splits["val"]]))

@@ -67,11 +67,11 @@ def make_loaders(task, source, *, batch_size: int, seed: int, dist: DistInfo | N
 
         train = StreamLoader(task, stream, source, batch_size=batch_size, seed=seed, dist=dist)
     else:
-        train = Loader(task.dataset(source, splits.train, cache=cache, dtype=dtype),
+        train = Loader(task.batches(source, splits.train, cache=cache, dtype=dtype),
                        batch_size=batch_size, seed=seed, dist=dist, **common)
     val = None
     if splits.val and (dist is None or dist.is_main):  # rank 0 validates alone
-        val_set = task.dataset(source, splits.val, cache=cache, dtype=dtype)
+        val_set = task.batches(source, splits.val, cache=cache, dtype=dtype)
         val = Loader(val_set, batch_size=batch_size, shuffle=False, dist=DistInfo(device=(dist or DistInfo()).device),
                      **common)
     return train, val

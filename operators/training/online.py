@@ -219,7 +219,7 @@ def fit_stream_normalizers(task: Task, stream: Stream) -> Normalizers:
 
 class StreamLoader:
     """The training batches of a generated run, with :class:`~operators.training.loader.Loader`'s interface:
-    epoch ``e`` reads :meth:`Stream.samples` ``(e)`` through the task's dataset (in memory), in the seeded
+    epoch ``e`` reads :meth:`Stream.samples` ``(e)`` through the task's batches (in memory), in the seeded
     order of ``(seed, e)``; under ``torchrun`` every process holds the whole epoch (each makes its part:
     :class:`Stream`) and reads its slice of each global batch."""
 
@@ -242,7 +242,7 @@ class StreamLoader:
     def epoch(self, epoch: int) -> Iterator[Batch]:
         """This process's batches of ``epoch`` (its samples made first, unless made in the background already)."""
         made = self.stream.samples(epoch, ahead=epoch + 1 < self.epochs)
-        data = self.task.dataset(pde_data.open_source(made), range(made.sizes[SAMPLE]), cache=True)
+        data = self.task.batches(pde_data.open_source(made), range(made.sizes[SAMPLE]), cache=True)
         if len(data) != len(self):
             raise ValueError(f"data.generate: expected {len(self)} items of {len(self) // self.per_sample} generated "
                              f"samples like the fixed set's, found {len(data)}")

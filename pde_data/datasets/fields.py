@@ -7,8 +7,10 @@ the Source (:meth:`pde_data.Source.read`; HDF5 fields straight into the batch te
 in its batch into its rows of ``x`` and ``y`` at once), which a DataLoader worker opens again for
 itself. Batch tensors live in memory reused once a batch is dropped (:class:`pde_data.datasets.batches.BatchBuffers`). With ``cache=True`` the split's samples are read once into
 memory; items are then sliced from there, with values identical to reading them from the file. Splits
-are explicit seeded index arrays (:func:`split_indices`); normalizers (:mod:`pde_data.datasets.normalize`) are
-fitted on the training indices and applied to each fresh batch in place.
+are explicit seeded index arrays (:func:`split_indices`). Batches are in the data's units: normalizers
+(:mod:`pde_data.datasets.normalize`) are fitted on the training indices and applied by the caller (a run's
+processor, :class:`operators.training.tasks.Normalizers`); every batch's tensors are fresh (never views of the
+cache), so the caller may encode them in place.
 
 ``read_batch(items)`` returns the items stacked along a leading batch axis, a
 :class:`pde_data.datasets.batch.Batch` (its table gives the layouts), and raises a one-line
@@ -20,8 +22,9 @@ Example:
     >>> source = open_source("darcy.nc")
     >>> splits = split_indices(source.sizes["sample"], sizes=(800, 100, 100), seed=0)
     >>> norm = fit_normalizer(source, ["a"], indices=splits["train"])
-    >>> train = PairDataset(source, ["a"], ["u"], indices=splits["train"], input_normalizer=norm)
+    >>> train = PairDataset(source, ["a"], ["u"], indices=splits["train"])
     >>> batch = train.read_batch([0, 5, 7])          # batch.inputs, batch.targets: (3, 1, 128, 128) each
+    >>> x = norm.encode_(batch.inputs)               # the model's inputs, encoded in place
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ import torch
 from pde_data.datasets.batch import Batch
 from pde_data.datasets.batches import BatchBuffers, BatchReads
 from pde_data.core.model import SAMPLE, TIME, spatial_dims
-from pde_data.datasets.normalize import Normalizer
 from pde_data.core.errors import DataReadError, one_line
 from pde_data.formats.source import SourceLike, open_source, sample_runs
 
@@ -149,11 +151,6 @@ class SampleDataset(BatchReads):
         return [self._read(group, samples, out=self.buffers.tensor((len(samples), *self.item_shape(group)), self.dtype))
                 for group in groups]
 
-    @staticmethod
-    def _encode_(t: torch.Tensor, normalizer: Normalizer | None) -> torch.Tensor:
-        """``t`` encoded in place (``t`` must be a fresh tensor of this batch, never a view of the cache)."""
-        return t if normalizer is None else normalizer.encode_(t)
-
 
 class PairDataset(SampleDataset):
     """Steady pairs: ``inputs`` variables of sample ``i`` → ``outputs`` variables of the same sample.
@@ -161,31 +158,32 @@ class PairDataset(SampleDataset):
     Args:
         source: a :class:`pde_data.Source` (or a path, or a Dataset) with dims ``(sample, *spatial)``
             (e.g. Darcy ``a`` → ``u``).
-        inputs, outputs: variable names, in channel order.
+        inputs, outputs: variable names, in channel order; no ``outputs`` (``()``): the inputs read alone
+            (``targets`` None).
         indices: the samples of this split (default: all).
-        input_normalizer, output_normalizer: applied per item (fitted on the training split).
         cache: read the split's samples into memory once (items identical to reading them from the file).
     """
 
     def __init__(self, source: SourceLike, inputs: Sequence[str], outputs: Sequence[str], *,
-                 indices: Sequence[int] | None = None, input_normalizer: Normalizer | None = None,
-                 output_normalizer: Normalizer | None = None, dtype: torch.dtype = torch.float32,
-                 cache: bool = False):
+                 indices: Sequence[int] | None = None, dtype: torch.dtype = torch.float32, cache: bool = False):
         self.inputs, self.outputs = list(inputs), list(outputs)
-        self.input_normalizer, self.output_normalizer = input_normalizer, output_normalizer
         super().__init__(source, self.inputs + self.outputs, indices, dtype)
         if cache:
-            self._cache = tuple(self._read(group, self.cached_samples) for group in (self.inputs, self.outputs))
+            self._cache = tuple(self._read(group, self.cached_samples) for group in self._groups)
+
+    @property
+    def _groups(self) -> list[list[str]]:
+        return [self.inputs, self.outputs] if self.outputs else [self.inputs]
 
     def __len__(self) -> int:
         return len(self.indices)
 
     def read_batch(self, items: Sequence[int]) -> Batch:
         """Items ``items`` stacked: inputs ``(batch, in_channels, *spatial)``, targets ``(batch, out_channels,
-        *spatial)``."""
+        *spatial)`` (None without outputs)."""
         samples = self.indices[np.asarray(items, dtype=np.int64)]
-        x, y = self._gather([self.inputs, self.outputs], samples)
-        return Batch(self._encode_(x, self.input_normalizer), self._encode_(y, self.output_normalizer))
+        x, *y = self._gather(self._groups, samples)
+        return Batch(x, y[0] if y else None)
 
 
 class WindowDataset(SampleDataset):
@@ -193,29 +191,30 @@ class WindowDataset(SampleDataset):
 
     Windows start at ``t0 = 0, stride, 2·stride, ...`` while ``t0 + window + horizon <= T``, for every sample
     of ``indices`` (PDEBench's ``initial_step`` is ``window``); window ``k`` is the pair ``windows[k] =
-    (sample, t0)``. A batch reads each of its samples once, over the frames its windows span.
+    (sample, t0)``. A batch reads each of its samples once, over the frames its windows span. A stride of at
+    least ``T`` gives one window per sample, from its first frame (a rollout's given frames and its truth);
+    ``horizon=0`` reads the given frames alone (``targets`` None: prediction).
 
     Args:
         source: a :class:`pde_data.Source` (or a path, or a Dataset) with dims ``(sample, time, *spatial)``.
         variables: the variables (channels), in order; inputs and targets use the same ones.
         window: number of given frames (e.g. 1, 3, 5, 10).
-        indices: the samples of this split. normalizer: per-channel, applied to every frame.
-        horizon: frames predicted per window. stride: step between window starts.
+        indices: the samples of this split.
+        horizon: frames predicted per window (0: none read). stride: step between window starts.
         cache: read the split's samples into memory once (items identical to reading them from the file).
     """
 
     def __init__(self, source: SourceLike, variables: Sequence[str], *, window: int, indices: Sequence[int] | None = None,
-                 normalizer: Normalizer | None = None, horizon: int = 1, stride: int = 1,
-                 dtype: torch.dtype = torch.float32, cache: bool = False):
-        self.variables, self.window, self.horizon, self.normalizer = list(variables), window, horizon, normalizer
+                 horizon: int = 1, stride: int = 1, dtype: torch.dtype = torch.float32, cache: bool = False):
+        self.variables, self.window, self.horizon = list(variables), window, horizon
         super().__init__(source, self.variables, indices, dtype)
         ds = self.source.dataset
         without = [v for v in self.variables if TIME not in ds[v].dims]
         if without:
             raise ValueError(f"WindowDataset: expected variables with a '{TIME}' dim; without time: {without}")
         n_time = ds.sizes[TIME]
-        if window < 1 or horizon < 1 or stride < 1 or window + horizon > n_time:
-            raise ValueError(f"WindowDataset: expected window >= 1, horizon >= 1, stride >= 1 and window + horizon <= "
+        if window < 1 or horizon < 0 or stride < 1 or window + horizon > n_time:
+            raise ValueError(f"WindowDataset: expected window >= 1, horizon >= 0, stride >= 1 and window + horizon <= "
                              f"{n_time} frames; found window={window}, horizon={horizon}, stride={stride}")
         starts = np.arange(0, n_time - window - horizon + 1, stride)
         self.windows = np.stack([np.repeat(self.indices, starts.size), np.tile(starts, self.indices.size)], axis=1)
@@ -234,25 +233,28 @@ class WindowDataset(SampleDataset):
 
     def read_batch(self, items: Sequence[int]) -> Batch:
         """Windows ``items`` stacked: inputs ``(batch, window, channels, *spatial)``, targets ``(batch, horizon, channels,
-        *spatial)``.
+        *spatial)`` (None when ``horizon`` is 0).
 
         A window alone in the batch with its sample is read straight into its rows of ``x`` and ``y``;
         the samples of several windows are read once, over the frames their windows span, and each window
-        copied from there (so is every window of the cache). ``x`` and ``y`` are then encoded in place.
+        copied from there (so is every window of the cache).
         """
         pairs = self.windows[np.asarray(items, dtype=np.int64)]
         length, item = self.window + self.horizon, self.item_shape(self.variables)
         x = self.buffers.tensor((len(pairs), self.window, *item), self.dtype)
-        y = self.buffers.tensor((len(pairs), self.horizon, *item), self.dtype)
+        y = self.buffers.tensor((len(pairs), self.horizon, *item), self.dtype) if self.horizon else None
         for sample in np.unique(pairs[:, 0]):
             mine = np.flatnonzero(pairs[:, 0] == sample)
             if len(mine) == 1 and self._cache is None:
                 k, t0 = int(mine[0]), int(pairs[mine[0], 1])
-                self._read(self.variables, [sample], slice(t0, t0 + length), out=(x[k:k + 1], y[k:k + 1]))
+                rows = x[k:k + 1] if y is None else (x[k:k + 1], y[k:k + 1])
+                self._read(self.variables, [sample], slice(t0, t0 + length), out=rows)
                 continue
             first, last = int(pairs[mine, 1].min()), int(pairs[mine, 1].max())
             block = self._block(int(sample), first, last + length)
             for k in mine:
                 t0 = int(pairs[k, 1]) - first
-                x[k], y[k] = block[t0:t0 + self.window], block[t0 + self.window:t0 + length]
-        return Batch(self._encode_(x, self.normalizer), self._encode_(y, self.normalizer))
+                x[k] = block[t0:t0 + self.window]
+                if y is not None:
+                    y[k] = block[t0 + self.window:t0 + length]
+        return Batch(x, y)

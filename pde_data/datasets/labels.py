@@ -23,7 +23,6 @@ import xarray as xr
 from pde_data.datasets.batch import Batch
 from pde_data.datasets.fields import SampleDataset
 from pde_data.core.model import SAMPLE
-from pde_data.datasets.normalize import Normalizer
 from pde_data.formats.source import SourceLike
 
 __all__ = ["is_label", "read_labels", "n_classes", "LabelDataset"]
@@ -73,14 +72,12 @@ class LabelDataset(SampleDataset):
         inputs: the image variables, in channel order. label: the label variable (None: the images alone,
             ``targets`` None).
         indices: the samples of this split (default: all).
-        input_normalizer: applied per item (fitted on the training split).
         cache: read the split's images into memory once (items identical to reading them from the file).
     """
 
     def __init__(self, source: SourceLike, inputs: Sequence[str], label: str | None, *,
-                 indices: Sequence[int] | None = None, input_normalizer: Normalizer | None = None,
-                 dtype: torch.dtype = torch.float32, cache: bool = False):
-        self.inputs, self.label, self.input_normalizer = list(inputs), label, input_normalizer
+                 indices: Sequence[int] | None = None, dtype: torch.dtype = torch.float32, cache: bool = False):
+        self.inputs, self.label = list(inputs), label
         super().__init__(source, self.inputs, indices, dtype)
         self.labels = None if label is None else torch.as_tensor(read_labels(self.source.dataset, label, self.indices))
         if cache:
@@ -94,4 +91,4 @@ class LabelDataset(SampleDataset):
         items = np.asarray(items, dtype=np.int64)
         (x,) = self._gather([self.inputs], self.indices[items])
         labels = None if self.labels is None else self.labels[torch.as_tensor(items)]
-        return Batch(self._encode_(x, self.input_normalizer), labels)
+        return Batch(x, labels)

@@ -8,16 +8,19 @@ table): the input variables as channels (``to_tensor``), the targets, the step s
 (:func:`pde_data.core.model.time_steps`; 1.0 without a time coordinate and on padding) and the ``mask`` of valid
 steps (all without ``length``).
 
-Normalizers encode the inputs and float targets; padded steps of the inputs and of per-step targets are 0 after
-encoding, as in the file. Items are read when asked for, through the :class:`pde_data.Source` (one read
-per run of consecutive samples, :meth:`pde_data.Source.read`); the per-sequence variables ``(sample,)`` —
-targets and lengths — are a few bytes per sample and read once.
+Batches are in the data's units, padded steps of the inputs and of per-step targets 0; normalizers
+(:func:`fit_sequence_normalizer`) are applied by the caller (a run's processor,
+:class:`operators.training.tasks.Normalizers`, which keeps padded steps 0 after encoding). Items are read when
+asked for, through the :class:`pde_data.Source` (one read per run of consecutive samples,
+:meth:`pde_data.Source.read`); the per-sequence variables ``(sample,)`` — targets and lengths — are a few bytes
+per sample and read once.
 
 Example:
     >>> source = open_source("seq.nc")
     >>> norm = fit_sequence_normalizer(source, ["health", "gap"], indices=splits["train"])
-    >>> train = SequenceDataset(source, ["health", "gap"], ["rul"], indices=splits["train"], input_normalizer=norm)
+    >>> train = SequenceDataset(source, ["health", "gap"], ["rul"], indices=splits["train"])
     >>> batch = train.read_batch([0, 1, 2])   # inputs (3, 32, 2), targets (3, 1), dt and mask (3, 32)
+    >>> x = norm.encode(batch.inputs).masked_fill(~batch.mask[..., None], 0.0)
 """
 
 from __future__ import annotations
@@ -78,16 +81,12 @@ class SequenceDataset(SampleDataset):
         targets: float variables ``(sample,)``, float variables ``(sample, time[, feature])``, or one label;
             none (``()``) to read the inputs alone (``targets`` then None).
         indices: the samples of this split (default: all).
-        input_normalizer, output_normalizer: applied to the inputs and to float targets (fitted on the training
-            split, e.g. by :func:`fit_sequence_normalizer`).
         cache: read the split's samples into memory once (items identical to reading them from the file).
     """
 
     def __init__(self, source: SourceLike, inputs: Sequence[str], targets: Sequence[str], *,
-                 indices: Sequence[int] | None = None, input_normalizer: Normalizer | None = None,
-                 output_normalizer: Normalizer | None = None, cache: bool = False, dtype: torch.dtype = torch.float32):
+                 indices: Sequence[int] | None = None, cache: bool = False, dtype: torch.dtype = torch.float32):
         self.inputs, self.targets = list(inputs), list(targets)
-        self.input_normalizer, self.output_normalizer = input_normalizer, output_normalizer
         source = open_source(source)
         ds = source.dataset
         if target_kind(ds, self.inputs, "inputs") != "step":
@@ -142,21 +141,14 @@ class SequenceDataset(SampleDataset):
         """Items ``items`` stacked, as in the module docstring."""
         items = np.asarray(items, dtype=np.int64)
         steps, mask = self._steps(self.indices[items]), self._mask(items)
-        x, dt = _encode(steps[0], self.input_normalizer, mask), steps[-1].masked_fill(~mask, 1.0)
+        padded = ~mask[..., None]
+        x, dt = steps[0].masked_fill(padded, 0.0), steps[-1].masked_fill(~mask, 1.0)
         y = None  # no targets (prediction from the inputs alone)
         if self.target_kind == "step":
-            y = _encode(steps[1], self.output_normalizer, mask)
-        elif self.target_kind == "sequence":
-            y = _encode(self._y[torch.as_tensor(items)], self.output_normalizer)
-        elif self.target_kind == "label":
+            y = steps[1].masked_fill(padded, 0.0)
+        elif self.target_kind in ("sequence", "label"):
             y = self._y[torch.as_tensor(items)]
         return Batch(x, y, dt, mask)
-
-
-def _encode(t: torch.Tensor, normalizer: Normalizer | None, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """``t`` encoded (a new tensor), with its padded steps (``~mask``, ``(batch, time)``) set to 0."""
-    t = t if normalizer is None else normalizer.encode(t)
-    return t if mask is None else t.masked_fill(~mask[..., None], 0.0)
 
 
 def fit_sequence_normalizer(data: SourceLike, variables: Sequence[str], *, indices: Sequence[int] | None = None,

@@ -14,14 +14,14 @@ import xarray as xr
 
 import pde_data
 from operators.training.spec import RunSpec, SpecError, Splits
-from operators.training.tasks.base import EvalOptions, Normalizers, Task
+from operators.training.tasks.base import EvalOptions, Normalizers, Task, TaskBatches
 from operators.training.tasks.classify import Classify, label_target
 from operators.training.tasks.fields import Steady, Window
 from operators.training.tasks.sequence import Sequence, SequenceClassification, SequenceRegression
 from pde_data.core.model import SAMPLE, kind_of
 
 __all__ = ["Task", "Steady", "Window", "Classify", "Sequence", "SequenceClassification", "SequenceRegression", "TASKS",
-           "Normalizers", "EvalOptions", "resolve", "make_task"]
+           "Normalizers", "TaskBatches", "EvalOptions", "resolve", "make_task"]
 
 #: the task that resolves each ``task.kind``; :meth:`Task.for_spec` names the one that runs a resolved spec
 TASKS: dict[str, type[Task]] = {cls.kind: cls for cls in (Steady, Window, Classify, Sequence)}

@@ -6,7 +6,11 @@ generic: which variables a run reads (:meth:`Task.resolve`), its normalizers and
 the per-sample loss, the per-sample metrics (the same in validation and in ``evaluate``), the score that
 picks ``best.pt``, and how predictions are scored and written over a whole split (:meth:`Task.evaluate`).
 
-A batch is the :class:`pde_data.Batch` the task's dataset reads (``read_batch``), on the training device.
+A task reads a file one way: its :meth:`Task.dataset` (a ``pde_data`` dataset, in the data's units) and, for the
+model, :meth:`Task.batches` — the same reads encoded by the run's one processor, :class:`Normalizers` (encode before
+the model, decode after it; never inside ``pde_data``). Training, validation, ``evaluate``, ``predict`` and generated
+runs all read their :class:`pde_data.Batch` there; a field run's ``evaluate`` scores the dataset's batches in the
+data's units, encoding only the model's inputs.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from torch import nn
 import pde_data
 from operators.training.spec import RunSpec, SpecError
 from pde_data.datasets.batch import Batch
+from pde_data.datasets.batches import BatchReads
 
-__all__ = ["Task", "Normalizers", "EvalOptions", "MetricSums", "fit_variables"]
+__all__ = ["Task", "Normalizers", "TaskBatches", "EvalOptions", "MetricSums", "fit_variables"]
 
 
 def fit_variables(source: pde_data.Source, spec: RunSpec, variables) -> pde_data.Normalizer | None:
@@ -38,7 +43,8 @@ def fit_variables(source: pde_data.Source, spec: RunSpec, variables) -> pde_data
 
 @dataclass(frozen=True)
 class Normalizers:
-    """The run's normalizers of the model's inputs and outputs (``None``: not normalized)."""
+    """The run's processor: its normalizers of the model's inputs and outputs (``None``: not normalized), which
+    encode a batch for the model (:meth:`encode_batch`) and decode the model's outputs (:meth:`decode`)."""
 
     input: pde_data.Normalizer | None = None
     output: pde_data.Normalizer | None = None
@@ -58,6 +64,20 @@ class Normalizers:
     def decode(self, y: torch.Tensor) -> torch.Tensor:
         return y if self.output is None else self.output.decode(y)
 
+    def encode_batch(self, batch: Batch) -> Batch:
+        """``batch`` (a dataset's fresh read, data units) as the model reads it, encoded in place: the inputs, and
+        the targets unless they are labels (no output normalizer); padded steps (``~mask``) of the inputs and of
+        per-step targets ``(batch, time, C)`` 0 again."""
+        x, y = batch.inputs, batch.targets
+        padded = None if batch.mask is None else ~batch.mask[..., None]
+        if self.input is not None:
+            x = self.input.encode_(x)
+            x = x if padded is None else x.masked_fill_(padded, 0.0)
+        if self.output is not None and y is not None:
+            y = self.output.encode_(y)
+            y = y if padded is None or y.ndim != 3 else y.masked_fill_(padded, 0.0)
+        return Batch(x, y, batch.dt, batch.mask)
+
     @property
     def has_mean(self) -> bool:
         """Whether the outputs' training mean is known: a gaussian output normalizer's shift."""
@@ -67,6 +87,25 @@ class Normalizers:
         """The training mean of every output channel, broadcast to ``like``'s shape ``(batch, [time,] C, *s)``
         (the mean predictor, a baseline every model must beat); ``None`` unless :attr:`has_mean`."""
         return self.output.decode(torch.zeros_like(like)) if self.has_mean else None
+
+
+class TaskBatches(BatchReads):
+    """A task's batches as its model reads them: ``dataset``'s reads (data units) encoded by ``normalizers``
+    (:meth:`Normalizers.encode_batch`), in a DataLoader worker too (it pickles with both)."""
+
+    def __init__(self, dataset: BatchReads, normalizers: Normalizers):
+        self.dataset, self.normalizers = dataset, normalizers
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    @property
+    def buffers(self):
+        """The dataset's reused batch memory (:class:`pde_data.datasets.batches.BatchBuffers`)."""
+        return self.dataset.buffers
+
+    def read_batch(self, items) -> Batch:
+        return self.normalizers.encode_batch(self.dataset.read_batch(items))
 
 
 @dataclass(frozen=True)
@@ -163,9 +202,17 @@ class Task:
     def fit_normalizers(self, source: pde_data.Source) -> Normalizers:
         raise NotImplementedError
 
-    def dataset(self, source: pde_data.Source, indices, *, cache: bool, dtype: torch.dtype = torch.float32):
-        """The dataset of the samples ``indices``: a ``pde_data`` dataset reading through ``source``."""
+    def dataset(self, source: pde_data.Source, indices, *, cache: bool = False, targets: bool = True,
+                steps: int | None = None, dtype: torch.dtype = torch.float32) -> BatchReads:
+        """The ``pde_data`` dataset of the samples ``indices`` of ``source``, in the data's units: the run's inputs and
+        (``targets``) its targets; ``steps`` (a window run's ``evaluate``/``predict``): one item per sample, its given
+        frames and ``steps`` frames of truth."""
         raise NotImplementedError
+
+    def batches(self, source: pde_data.Source, indices, *, cache: bool = False, targets: bool = True,
+                dtype: torch.dtype = torch.float32) -> TaskBatches:
+        """The batches the model reads: :meth:`dataset`'s, encoded by the run's :class:`Normalizers`."""
+        return TaskBatches(self.dataset(source, indices, cache=cache, targets=targets, dtype=dtype), self.normalizers)
 
     def item_bytes(self, source: pde_data.Source) -> int:
         """Bytes one sample of the run's variables takes in memory (the cache decision)."""
@@ -202,11 +249,11 @@ class Task:
     def predictions(self, model: nn.Module, source: pde_data.Source, samples, options: EvalOptions, *,
                     inputs_only: bool = False) -> Iterator[tuple[torch.Tensor, Batch]]:
         """``(prediction on the CPU, batch on the CPU)`` for ``samples``, ``options.batch_size`` at a time, read
-        through the task's dataset (the same reads as training; ``inputs_only``: :meth:`inputs_dataset`), by a task
+        through the task's :meth:`batches` (the same reads as training; ``inputs_only``: targets None), by a task
         that predicts whole samples (no rollout ``steps``)."""
         if options.steps is not None:
             raise SpecError("steps", f"expected none: a {self.kind} run predicts whole samples, not a time-stepper")
-        data = self.inputs_dataset(source, samples) if inputs_only else self.dataset(source, samples, cache=False)
+        data = self.batches(source, samples, targets=not inputs_only)
         for start in range(0, len(samples), options.batch_size):
             batch = data.read_batch(list(range(start, min(start + options.batch_size, len(samples)))))
             pred = self.predict(model, batch.to(options.device), training=False)
@@ -222,15 +269,11 @@ class Task:
               options: EvalOptions) -> Iterator[tuple[np.ndarray, xr.Dataset]]:
         """``(the chunk's sample indices, its predictions)`` from the run's inputs alone (no targets needed),
         ``options.batch_size`` samples at a time: data-model Datasets on the source's coordinates (by default
-        :meth:`predictions` of the :meth:`inputs_dataset`, as :meth:`predicted` in :meth:`as_dataset`)."""
+        :meth:`predictions` of the inputs alone, as :meth:`predicted` in :meth:`as_dataset`)."""
         batches = self.predictions(model, source, samples, options, inputs_only=True)
         for start, (pred, batch) in zip(range(0, len(samples), options.batch_size), batches):
             chunk = np.asarray(samples)[start:start + options.batch_size]
             yield chunk, self.as_dataset(source.dataset, chunk, self.predicted(pred, batch))
-
-    def inputs_dataset(self, source: pde_data.Source, indices):
-        """The dataset of the samples ``indices`` reading the run's inputs alone (its batches' targets None)."""
-        raise NotImplementedError
 
     def predicted(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
         """The predicted targets in the data's units from the model's outputs ``pred`` for ``batch``."""

@@ -140,13 +140,10 @@ class Classify(LabelTask):
     def item_bytes(self, source) -> int:
         return pde_data.item_bytes(source, list(self.spec.data.inputs))
 
-    def dataset(self, source, indices, *, cache, dtype=torch.float32):
-        return pde_data.LabelDataset(source, self.spec.data.inputs, self.spec.data.targets[0], indices=list(indices),
-                                     cache=cache, dtype=dtype, input_normalizer=self.normalizers.input)
-
-    def inputs_dataset(self, source, indices):
-        return pde_data.LabelDataset(source, self.spec.data.inputs, None, indices=list(indices),
-                                     input_normalizer=self.normalizers.input)
+    def dataset(self, source, indices, *, cache=False, targets=True, steps=None, dtype=torch.float32):
+        label = self.spec.data.targets[0] if targets else None
+        return pde_data.LabelDataset(source, self.spec.data.inputs, label, indices=list(indices), cache=cache,
+                                     dtype=dtype)
 
     def predict(self, model: nn.Module, batch, *, training: bool):
         x = random_shift(batch.inputs, self.spec.task.shift) if training else batch.inputs

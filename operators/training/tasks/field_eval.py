@@ -38,11 +38,17 @@ def infer_fields(task, model, source: pde_data.Source, samples: np.ndarray,
     ds = source.dataset
     steps = task.rollout_steps(ds.sizes.get(TIME, 0), options.steps, truth=False)
     like = task.template(ds, steps)
-    for start in range(0, len(samples), options.batch_size):
-        chunk = samples[start:start + options.batch_size]
-        given = source.read(task.spec.data.inputs, chunk, task.frames(0))  # physical units; a window's given frames
-        pred = task.predict_physical(model, given, steps, options.device)
+    for chunk, batch in _batches(task.dataset(source, samples, targets=False, steps=steps), samples, options):
+        pred = task.predict_physical(model, batch.inputs, steps, options.device)
         yield chunk, pde_data.from_tensor(pred, like.isel({SAMPLE: chunk}), list(task.spec.data.targets))
+
+
+def _batches(data, samples: np.ndarray, options) -> Iterator[tuple[np.ndarray, pde_data.Batch]]:
+    """``(the source's sample indices, their batch)`` of ``data`` (one item per sample), ``options.batch_size`` at
+    a time."""
+    for start in range(0, len(samples), options.batch_size):
+        stop = min(start + options.batch_size, len(samples))
+        yield samples[start:stop], data.read_batch(list(range(start, stop)))
 
 
 class _Scores:
@@ -74,25 +80,21 @@ def evaluate_fields(task, model, source: pde_data.Source, samples: np.ndarray, o
     ``source`` (module docstring)."""
     ds, variables = source.dataset, list(task.spec.data.targets)
     steps = task.rollout_steps(ds.sizes.get(TIME, 0), options.steps, truth=True)
-    time, like = task.frames(steps), task.template(ds, steps)
+    like = task.template(ds, steps)
     scores = _Scores(variables, task.spec.task.window or 0, task.normalizers.has_mean)
-    out, first = Path(options.out), None
+    out, first, start = Path(options.out), None, 0
     with _writer(out / "pred.nc", like, variables, samples, options.write) as writer:
-        for start in range(0, len(samples), options.batch_size):
-            chunk = samples[start:start + options.batch_size]
-            true = source.read(variables, chunk, time)
-            # a rollout's given frames are the truth's first frames: read once
-            given = true[:, :task.spec.task.window] if time is not None else source.read(task.spec.data.inputs, chunk)
-            pred = task.predict_physical(model, given, steps, options.device)
+        for chunk, batch in _batches(task.dataset(source, samples, steps=steps), samples, options):
+            pred = task.predict_physical(model, batch.inputs, steps, options.device)
             here, mean = like.isel({SAMPLE: chunk}), _mean_predictor(task, pred)
-            pred_ds, true_ds = (pde_data.from_tensor(t, here, variables) for t in (pred, true))
+            pred_ds, true_ds = (pde_data.from_tensor(t, here, variables) for t in (pred, task.truth(batch)))
             scores.update(pred_ds, true_ds, None if mean is None else pde_data.from_tensor(mean, here, variables))
             if writer is not None:
                 writer.write(start, pred_ds, sample_ids=chunk)
-            first = first or (pred_ds.isel({SAMPLE: [0]}), true_ds.isel({SAMPLE: [0]}))
+            first, start = first or (pred_ds.isel({SAMPLE: [0]}), true_ds.isel({SAMPLE: [0]})), start + len(chunk)
     result = scores.result()
     files = [out / "pred.nc"] if options.write else []
-    if time is not None:
+    if steps:
         per_step, mean = scores.model.per_step()
         result["rollout"] = {"steps": steps, "per_step_rel_l2": [float(v) for v in per_step], "mean_rel_l2": float(mean)}
         if options.write:

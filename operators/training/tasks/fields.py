@@ -3,8 +3,9 @@
 
 Losses and validation metrics are relative errors in physical units (decoded), per sample; ``evaluate``
 adds the PDEBench suite and, for windows, per-step rollout errors (:mod:`operators.training.tasks.field_eval`,
-which reads each sample's :meth:`~Steady.frames`, predicts with :meth:`~Steady.predict_physical` and writes on the
-:meth:`~Steady.template` of the task: a :class:`Window` rolls out).
+which reads the task's :meth:`~Steady.dataset` in the data's units, predicts with :meth:`~Steady.predict_physical`,
+scores against its :meth:`~Steady.truth` and writes on the :meth:`~Steady.template` of the task: a :class:`Window`
+rolls out).
 """
 
 from __future__ import annotations
@@ -104,10 +105,10 @@ class Steady(_FieldTask):
         spec = self.spec
         return Normalizers(fit_variables(source, spec, spec.data.inputs), fit_variables(source, spec, spec.data.targets))
 
-    def dataset(self, source, indices, *, cache, dtype=torch.float32):
-        n = self.normalizers
-        return pde_data.PairDataset(source, self.spec.data.inputs, self.spec.data.targets, indices=list(indices),
-                                    cache=cache, dtype=dtype, input_normalizer=n.input, output_normalizer=n.output)
+    def dataset(self, source, indices, *, cache=False, targets=True, steps=None, dtype=torch.float32):
+        names = self.spec.data.targets if targets else ()
+        return pde_data.PairDataset(source, self.spec.data.inputs, names, indices=list(indices), cache=cache,
+                                    dtype=dtype)
 
     def predict(self, model: nn.Module, batch, *, training: bool):
         return model(batch.inputs)
@@ -118,11 +119,6 @@ class Steady(_FieldTask):
         if steps is not None:
             raise SpecError("steps", "expected none: the run is a steady (input → target) model, not a time-stepper")
         return 0
-
-    def frames(self, steps: int) -> slice | None:
-        """The frames of a sample that ``steps`` rollout steps read, the given ones and the steps' truth: None, a
-        steady run's samples have no frames."""
-        return None
 
     def template(self, ds: xr.Dataset, steps: int) -> xr.Dataset:
         """The target variables' dims and coordinates (values unused): the data's own targets where it has them,
@@ -138,6 +134,10 @@ class Steady(_FieldTask):
         """Predictions in physical units from the inputs ``given`` in physical units, ``(batch, C_out, *s)``."""
         norms = self.normalizers
         return norms.decode(model(norms.encode(given).to(device)).cpu())
+
+    def truth(self, batch) -> torch.Tensor:
+        """What a prediction of :meth:`predict_physical` is scored against: the targets of ``batch``."""
+        return batch.targets
 
 
 class Window(_FieldTask):
@@ -171,11 +171,14 @@ class Window(_FieldTask):
         norm = fit_variables(source, self.spec, self.spec.data.inputs)
         return Normalizers(norm, norm)
 
-    def dataset(self, source, indices, *, cache, dtype=torch.float32):
-        t = self.spec.task
-        return pde_data.WindowDataset(source, self.spec.data.inputs, window=t.window, horizon=t.horizon,
-                                      indices=list(indices), normalizer=self.normalizers.output, cache=cache,
-                                      dtype=dtype)
+    def dataset(self, source, indices, *, cache=False, targets=True, steps=None, dtype=torch.float32):
+        """Training windows (every start, ``horizon`` frames of truth); with ``steps``, one per sample from its first
+        frame with ``steps`` frames of truth (``targets``) or none."""
+        source, t, rollout_from_start = pde_data.open_source(source), self.spec.task, steps is not None
+        horizon = (steps if rollout_from_start else t.horizon) if targets else 0
+        stride = source.dataset.sizes[TIME] if rollout_from_start else 1
+        return pde_data.WindowDataset(source, self.spec.data.inputs, window=t.window, horizon=horizon, stride=stride,
+                                      indices=list(indices), cache=cache, dtype=dtype)
 
     def with_variables(self, inputs, targets):
         """A window run predicts its inputs: its targets follow them (``targets``: None or the same)."""
@@ -202,9 +205,6 @@ class Window(_FieldTask):
             raise SpecError("steps", f"expected {bound} rollout steps ({n_time} frames, {m} given), found {steps}")
         return chosen
 
-    def frames(self, steps: int) -> slice:
-        return slice(0, self.spec.task.window + steps)
-
     def template(self, ds: xr.Dataset, steps: int) -> xr.Dataset:
         """The targets' given frames and ``steps`` more: past the data's last frame at times extrapolated at the
         last spacing (frame numbers without a time coordinate)."""
@@ -225,3 +225,8 @@ class Window(_FieldTask):
         norms = self.normalizers
         pred = norms.decode(rollout(model, norms.encode(given).to(device), steps).cpu())
         return torch.cat([given, pred], dim=1)
+
+    def truth(self, batch) -> torch.Tensor:
+        """The given frames then the rollout's truth ``(batch, window + steps, C, *s)``, :meth:`predict_physical`'s
+        layout."""
+        return torch.cat([batch.inputs, batch.targets], dim=1)

@@ -109,17 +109,13 @@ class Sequence(Task):
         return None if kind is None else pde_data.fit_sequence_normalizer(source, list(variables), indices=train,
                                                                           kind=kind)
 
-    def dataset(self, source, indices, *, cache, dtype=torch.float32):
-        n = self.normalizers
-        return pde_data.SequenceDataset(source, self.spec.data.inputs, self.spec.data.targets, indices=list(indices),
-                                        input_normalizer=n.input, output_normalizer=n.output, cache=cache, dtype=dtype)
+    def dataset(self, source, indices, *, cache=False, targets=True, steps=None, dtype=torch.float32):
+        names = self.spec.data.targets if targets else ()
+        return pde_data.SequenceDataset(source, self.spec.data.inputs, names, indices=list(indices), cache=cache,
+                                        dtype=dtype)
 
     def predict(self, model: nn.Module, batch: Batch, *, training: bool):
         return model(batch.inputs, dt=batch.dt, mask=batch.mask)
-
-    def inputs_dataset(self, source, indices):
-        return pde_data.SequenceDataset(source, self.spec.data.inputs, (), indices=list(indices),
-                                        input_normalizer=self.normalizers.input)
 
 
 class SequenceClassification(LabelTask, Sequence):
