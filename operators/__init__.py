@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["MODELS", "build", "make_config", "model_spec", "rebuild"]
+__all__ = ["MODELS", "build", "make_config"]
 
-_HOMES = {"MODELS": "operators.models", "build": "operators.models", "make_config": "operators.models",
-          "model_spec": "operators.models", "rebuild": "operators.models"}
+_HOMES = {"MODELS": "operators.models", "build": "operators.models", "make_config": "operators.models"}
 
 
 def __getattr__(name: str):

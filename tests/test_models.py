@@ -100,11 +100,13 @@ def test_unknown_model_and_key_errors_name_the_choices():
         operators.build("unet", 2, 1, **TINY_UNET)(torch.zeros(1, 3, 16, 16))
 
 
-def test_rebuild_from_spec_gives_same_architecture():
-    spec = operators.model_spec("unet", 2, 1, **TINY_UNET)
-    a, b = operators.rebuild(spec), operators.build("unet", 2, 1, **TINY_UNET)
+def test_rebuild_from_a_stored_spec_gives_same_architecture():
+    from operators.training import ModelSpec, RunSpec
+
+    stored = RunSpec(model=ModelSpec("unet", TINY_UNET, in_channels=2, out_channels=1)).to_dict()  # plain values
+    a, b = RunSpec.from_dict(stored).model.build(), operators.build("unet", 2, 1, **TINY_UNET)
     assert a.state_dict().keys() == b.state_dict().keys()
-    assert all(isinstance(v, (int, float, str, bool, tuple)) for v in spec["config"].values())
+    assert all(isinstance(v, (int, float, str, bool, list)) for v in stored["model"]["config"].values())
 
 
 def test_coarsened_block_is_a_residual_on_the_coarse_grid():

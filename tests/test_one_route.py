@@ -122,3 +122,14 @@ def test_the_processor_encodes_what_the_datasets_read_in_the_data_units():
             padded += 1
             assert not encoded.inputs[~raw.mask].any()  # padding stays 0 after encoding
     assert padded == 2
+
+
+def test_a_run_is_resolved_in_one_pass(monkeypatch):
+    from operators.training.spec import RunSpec as Spec
+
+    calls, override = [], Spec.override
+    monkeypatch.setattr(Spec, "override", lambda self, values: calls.append(sorted(values)) or override(self, values))
+    for ds, model in ((_darcy(), "fno"), (_sequences(labels=True), "cfc")):
+        calls.clear()
+        spec = resolve(RunSpec(data=DataSpec("in-memory", split=(3, 1, 1)), model=ModelSpec(model)), ds)
+        assert spec.resolved and len(calls) == 1, calls  # everything the data fix, applied at once

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import operators
-from operators.models import MODELS, model_spec, rebuild
+from operators.models import MODELS
+from operators.training import ModelSpec, RunSpec
 
 IN, OUT, T = 3, 2, 7
 LENGTHS = (T, 5, 2, 1)
@@ -52,7 +53,8 @@ def test_rebuild_from_spec_gives_the_same_model(case):
     name, config = CASES[case]
     model = _build(case)
     torch.manual_seed(0)
-    again = rebuild(model_spec(name, IN, OUT, **config)).eval()
+    stored = RunSpec(model=ModelSpec(name, config, in_channels=IN, out_channels=OUT)).to_dict()  # as a run stores it
+    again = RunSpec.from_dict(stored).model.build().eval()
     x, dt, mask = _batch()
     with torch.no_grad():
         torch.testing.assert_close(again(x, dt, mask), model(x, dt, mask))

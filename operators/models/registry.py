@@ -1,8 +1,8 @@
 """The model registry: an explicit table from names to (config class, builder), and ``build``.
 
-A model is fully described by ``{"name", "in_channels", "out_channels", "config"}`` (plain Python
-values): :func:`model_spec` writes it, :func:`rebuild` turns it back into a module. A run stores the same
-in its spec's ``model`` part (``operators.training.spec.ModelSpec``), in ``run.json`` and checkpoints.
+A model is fully described by its name, channels and config: a run's spec stores them in its ``model`` part
+(``operators.training.spec.ModelSpec``: plain values in ``run.json`` and checkpoints; ``ModelSpec.build`` turns
+it back into a module through :func:`build`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from operators.models.fno import FNOConfig, build_fno, spectral_in_float32
 from operators.models.unet import UNet, UNetConfig
 from pde_data.core.params import ParameterError, typed
 
-__all__ = ["ModelEntry", "MODELS", "DOMAINS", "build", "make_config", "config_values", "model_spec", "rebuild"]
+__all__ = ["ModelEntry", "MODELS", "DOMAINS", "build", "make_config", "config_values"]
 
 
 #: a model's domain, what it maps: fields to fields, images to class logits, or sequences (batch, time, channels)
@@ -126,18 +126,3 @@ def build(name: str, in_channels: int, out_channels: int, **config: Any) -> nn.M
     return spectral_in_float32(_entry(name).build(in_channels, out_channels, make_config(name, **config)))
 
 
-def model_spec(name: str, in_channels: int, out_channels: int, **config: Any) -> dict:
-    """``{"name", "in_channels", "out_channels", "config"}`` of a model, its config validated and every default
-    written out (a resolved run spec's ``model.config`` holds this config less the values the data derive);
-    :func:`rebuild` builds it."""
-    cfg = make_config(name, **config)
-    return {"name": name, "in_channels": in_channels, "out_channels": out_channels,
-            "config": dataclasses.asdict(cfg)}
-
-
-def rebuild(spec: dict) -> nn.Module:
-    """The module described by a :func:`model_spec` dict."""
-    missing = {"name", "in_channels", "out_channels", "config"} - set(spec)
-    if missing:
-        raise ValueError(f"model spec: missing keys {sorted(missing)}, found {sorted(spec)}")
-    return build(spec["name"], spec["in_channels"], spec["out_channels"], **spec["config"])

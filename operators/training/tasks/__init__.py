@@ -10,6 +10,8 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+
 import xarray as xr
 
 import pde_data
@@ -58,10 +60,10 @@ def _splits(spec: RunSpec, n: int) -> Splits:
     return Splits(*(tuple(p) for p in parts))
 
 
-def _check_model(spec: RunSpec, task: type[Task]) -> RunSpec:
-    """``spec`` with the model's whole config (validated by the registry; the defaults written out, the derived
-    values apart), if the model fits the task."""
-    from operators.models import MODELS, model_spec
+def _model_config(spec: RunSpec, task: type[Task], derived: dict) -> dict:
+    """The model's whole config (validated by the registry; the defaults written out, the ``derived`` values apart),
+    if the model fits the task."""
+    from operators.models import MODELS, make_config
 
     name = spec.model.name
     if name not in MODELS:
@@ -70,20 +72,19 @@ def _check_model(spec: RunSpec, task: type[Task]) -> RunSpec:
         fitting = sorted(n for n, entry in MODELS.items() if entry.domain == task.domain)
         raise SpecError("model.name", f"expected a model for a {task.kind} run (one of {', '.join(fitting)}), "
                         f"found {name!r}")
-    m = spec.model
     try:
-        full = model_spec(name, m.in_channels, m.out_channels, **m.settings)["config"]
+        full = dataclasses.asdict(make_config(name, **{**spec.model.config, **derived}))
     except SpecError:  # names its parameter already (model.config.<name>)
         raise
     except ValueError as exc:
         raise SpecError("model.config", str(exc)) from None
-    return spec.override({"model.config": {k: v for k, v in full.items() if k not in m.derived}})
+    return {k: v for k, v in full.items() if k not in derived}
 
 
 def resolve(spec: RunSpec, data: pde_data.Source | xr.Dataset | str) -> RunSpec:
     """``spec`` fixed against ``data`` (a :class:`pde_data.Source`, or what :func:`pde_data.open_source`
-    opens): task kind, variables, split indices, fingerprint, classes, model channels and whole config.
-    Raises :class:`SpecError` naming the field that does not fit."""
+    opens) in one pass: task kind, variables, split indices, fingerprint, classes, model channels and whole
+    config, applied at once. Raises :class:`SpecError` naming the field that does not fit."""
     source = pde_data.open_source(data)
     ds = source.dataset
     if SAMPLE not in ds.dims:
@@ -91,11 +92,11 @@ def resolve(spec: RunSpec, data: pde_data.Source | xr.Dataset | str) -> RunSpec:
     kind = spec.task.kind or _kind(spec, ds)
     task = TASKS[kind]
     task.check_loss(spec)
-    spec = spec.override({"task.kind": kind})
-    spec = spec.override({"data.splits": _splits(spec, ds.sizes[SAMPLE])})
-    spec = task.resolve(spec, ds)
-    spec = spec.override({"data.split": list(spec.data.splits.sizes), "data.fingerprint": source.fingerprint()})
-    return _check_model(spec, task)
+    splits = _splits(spec, ds.sizes[SAMPLE])
+    fixed = {"task.kind": kind, "data.splits": splits, "data.split": list(splits.sizes),
+             "data.fingerprint": source.fingerprint(), **task.resolve(spec, ds)}
+    fixed["model.config"] = _model_config(spec, task, fixed.get("model.derived", {}))
+    return spec.override(fixed)
 
 
 def make_task(spec: RunSpec, normalizers: Normalizers = Normalizers()) -> Task:

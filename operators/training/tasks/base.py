@@ -172,8 +172,9 @@ class Task:
 
     # -- choosing the data (classmethods: before the run exists) --------------------------------
     @classmethod
-    def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> RunSpec:
-        """``spec`` with the variables chosen and checked against ``ds``, classes and model channels set."""
+    def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> dict:
+        """What ``ds`` fixes of ``spec``, ``{path: value}``: the variables chosen and checked, the classes, the model's
+        channels and derived config values (:func:`operators.training.tasks.resolve` applies them at once)."""
         raise NotImplementedError
 
     @classmethod

@@ -119,7 +119,7 @@ class Classify(LabelTask):
     refused = ()
 
     @classmethod
-    def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> RunSpec:
+    def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> dict:
         label = label_target(spec, ds)
         if label is None:
             raise SpecError("data.targets", f"expected one integer label variable of dims ({SAMPLE},), found "
@@ -131,8 +131,8 @@ class Classify(LabelTask):
             raise SpecError("data.inputs", f"expected 2D image variables (sample, x, y) to classify by {label!r}; "
                             f"found {bad or 'none'} among {names}")
         classes = pde_data.n_classes(ds, label)
-        return spec.override({"data.inputs": images, "data.targets": [label], "task.classes": classes,
-                              "model.in_channels": len(images), "model.out_channels": classes})
+        return {"data.inputs": images, "data.targets": [label], "task.classes": classes,
+                "model.in_channels": len(images), "model.out_channels": classes}
 
     def fit_normalizers(self, source):
         return Normalizers(fit_variables(source, self.spec, self.spec.data.inputs), None)

@@ -32,16 +32,16 @@ FIELD_METRICS = {"rel_l2": evaluation.rel_l2, "rel_l1": evaluation.rel_l1,
                  "rel_l2_spectral": evaluation.rel_l2_spectral, "nrmse_range": evaluation.nrmse_range}
 
 
-def _model_fields(spec: RunSpec, ds: xr.Dataset, in_channels: int, out_channels: int, **auto) -> RunSpec:
+def _model_fields(spec: RunSpec, ds: xr.Dataset, inputs: list[str], in_channels: int, out_channels: int,
+                  **auto) -> dict:
     """The model's channels, and the config values the data decide (``n_dim``; ``frames``) unless given."""
     from operators.models import MODELS
 
     entry = MODELS.get(spec.model.name)
     names = {f.name for f in dataclasses.fields(entry.config)} if entry else set()
-    values = {"n_dim": len(spatial_dims(ds[spec.data.inputs[0]])), **auto}
+    values = {"n_dim": len(spatial_dims(ds[inputs[0]])), **auto}
     derived = {k: v for k, v in values.items() if k in names and k not in spec.model.config}
-    return spec.override({"model.in_channels": in_channels, "model.out_channels": out_channels,
-                          "model.derived": derived})
+    return {"model.in_channels": in_channels, "model.out_channels": out_channels, "model.derived": derived}
 
 
 class _FieldTask(Task):
@@ -79,7 +79,7 @@ class Steady(_FieldTask):
     kind = "steady"
 
     @classmethod
-    def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> RunSpec:
+    def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> dict:
         names = list(ds.data_vars)
         inputs = list(spec.data.inputs) or names[:1]
         timed = [v for v in inputs if v in names and TIME in ds[v].dims]
@@ -98,8 +98,8 @@ class Steady(_FieldTask):
         if timed:
             raise SpecError("data.targets", f"expected steady targets for steady inputs, found {timed} with a '{TIME}' "
                             "dim")
-        spec = spec.override({"data.inputs": inputs, "data.targets": targets})
-        return _model_fields(spec, ds, len(inputs), len(targets))
+        return {"data.inputs": inputs, "data.targets": targets,
+                **_model_fields(spec, ds, inputs, len(inputs), len(targets))}
 
     def fit_normalizers(self, source):
         spec = self.spec
@@ -148,7 +148,7 @@ class Window(_FieldTask):
     lead_axes = 3
 
     @classmethod
-    def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> RunSpec:
+    def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> dict:
         names, inputs, targets = list(ds.data_vars), list(spec.data.inputs), list(spec.data.targets)
         variables = inputs or [v for v in names if TIME in ds[v].dims]
         if not variables:
@@ -164,8 +164,8 @@ class Window(_FieldTask):
         if m is None or m + k > n_time:
             raise SpecError("task.window", f"expected window >= 1 and window + horizon <= {n_time} frames; found "
                             f"window={m}, horizon={k}")
-        spec = spec.override({"data.inputs": variables, "data.targets": variables})
-        return _model_fields(spec, ds, m * len(variables), len(variables), frames=m)
+        return {"data.inputs": variables, "data.targets": variables,
+                **_model_fields(spec, ds, variables, m * len(variables), len(variables), frames=m)}
 
     def fit_normalizers(self, source):
         norm = fit_variables(source, self.spec, self.spec.data.inputs)

@@ -80,7 +80,7 @@ class Sequence(Task):
         return SequenceClassification if spec.task.classes > 0 else SequenceRegression
 
     @classmethod
-    def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> RunSpec:
+    def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> dict:
         names = list(ds.data_vars)
         label = label_target(spec, ds)
         targets = list(spec.data.targets) or ([label] if label else [])
@@ -99,9 +99,8 @@ class Sequence(Task):
         classes = pde_data.n_classes(ds, targets[0]) if kind == "label" else 0
         in_channels = sum(ds.sizes[FEATURE] if FEATURE in ds[v].dims else 1 for v in inputs)
         derived = {} if "readout" in spec.model.config else {"readout": readout}
-        return spec.override({"data.inputs": inputs, "data.targets": targets, "task.classes": classes,
-                              "model.derived": derived, "model.in_channels": in_channels,
-                              "model.out_channels": classes or len(targets)})
+        return {"data.inputs": inputs, "data.targets": targets, "task.classes": classes, "model.derived": derived,
+                "model.in_channels": in_channels, "model.out_channels": classes or len(targets)}
 
     def _fit(self, source, variables) -> pde_data.Normalizer | None:
         """The normalizer of ``variables`` over the training split's valid steps (``data.normalize``; None: none)."""
