@@ -15,12 +15,12 @@ from pathlib import Path
 
 import torch
 
-from pde_data.core.native import NativeKernel, NativeKernelWarning, build_kernels, compiler_kind
+from pde_data.core.native import NativeKernel, NativeKernelWarning, build_kernels, compiler_family
 from pde_data.core.native import native_enabled
 
 __all__ = [
     "NativeKernelWarning", "KERNELS", "STEMS", "build_native_kernels",
-    "compiler_kind", "native_enabled", "scan_build_error", "kirchhoff_ops", "kirchhoff_for", "resample_for",
+    "compiler_family", "native_enabled", "scan_build_error", "kirchhoff_ops", "kirchhoff_for", "resample_for",
 ]
 
 _CSRC = Path(__file__).with_name("csrc")

@@ -12,7 +12,7 @@ import torch
 import xarray as xr
 from torch import nn
 
-from pde_data.core.model import TIME, from_tensor, kind_of, time_steps, to_tensor
+from pde_data.core.model import TIME, from_tensor, family_of, time_steps, to_tensor
 
 __all__ = ["apply"]
 
@@ -59,7 +59,7 @@ def apply(
 
 
 def _run(module: nn.Module, x: torch.Tensor, obj, *, use_time: bool) -> torch.Tensor:
-    if kind_of(obj) == "sequence":
+    if family_of(obj) == "sequence":
         kwargs = {}
         if use_time and TIME in obj.coords and _takes_dt(module):
             kwargs["dt"] = time_steps(obj, dtype=x.dtype, device=x.device)

@@ -77,7 +77,7 @@ class CfCCell(nn.Module):
         if cell.sparsity_mask is not None:
             raise ValueError("cell: expected an ncps CfCCell without sparsity_mask (wired cells unsupported)")
         linears = [m for m in cell.backbone if isinstance(m, nn.Linear)] if cell.backbone_layers > 0 else []
-        acts = [name for name, kind in _ACTIVATIONS.items() if linears and isinstance(cell.backbone[1], kind)]
+        acts = [name for name, module in _ACTIVATIONS.items() if linears and isinstance(cell.backbone[1], module)]
         dropout = [m.p for m in (cell.backbone or []) if isinstance(m, nn.Dropout)]
         ours = cls(cell.input_size, cell.hidden_size, mode=cell.mode, backbone_layers=cell.backbone_layers,
                    backbone_units=linears[0].out_features if linears else 128,

@@ -22,9 +22,9 @@ __all__ = ["MetricAccumulator"]
 
 
 def _signature(ds: xr.Dataset) -> tuple:
-    """What every batch must share: kind, non-sample dim sizes and data variables."""
+    """What every batch must share: family, non-sample dim sizes and data variables."""
     sizes = {d: n for d, n in ds.sizes.items() if d != model.SAMPLE}
-    return model.kind_of(ds), sizes, list(ds.data_vars)
+    return model.family_of(ds), sizes, list(ds.data_vars)
 
 
 class MetricAccumulator:
@@ -61,18 +61,18 @@ class MetricAccumulator:
         """
         signature = _signature(true)
         if self._signature is not None and signature != self._signature:
-            raise ValueError(f"true: expected batches with (kind, dims, variables) {self._signature} like "
+            raise ValueError(f"true: expected batches with (family, dims, variables) {self._signature} like "
                              f"the first, found {signature}")
-        kind = signature[0]
+        family = signature[0]
         p = scored_frames(pred, self.window, "pred")
         t = scored_frames(true, self.window, "true")
         values = {}
-        for _, metric, _ in per_sample_metrics(kind):
+        for _, metric, _ in per_sample_metrics(family):
             if metric.__name__ not in values:  # per sample: The Well's metrics averaged over time and variables
                 per = np.atleast_1d(metric(p, t, reduce="none"))
                 values[metric.__name__] = per.reshape(per.shape[0], -1).mean(axis=1)
         steps = step_values(p, t)[0].numpy() if model.TIME in true.dims else None
-        if kind == "field":
+        if family == "field":
             self._pdebench.update(pred, true)
         for name, v in values.items():
             self._values.setdefault(name, []).append(v)
@@ -89,12 +89,12 @@ class MetricAccumulator:
     def result(self) -> dict[str, float]:
         """``{metric name: value}`` over every sample so far, equal to :func:`evaluation.summarize`."""
         self._check_started()
-        kind = self._signature[0]
+        family = self._signature[0]
         table = {}
-        for key, metric, reduce in per_sample_metrics(kind):
+        for key, metric, reduce in per_sample_metrics(family):
             values = torch.from_numpy(np.concatenate(self._values[metric.__name__]))
             table[key] = finish(values, reduce, False)
-        if kind == "field":
+        if family == "field":
             table.update(present_bands(self._pdebench.result()))
         return table
 

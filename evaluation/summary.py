@@ -40,9 +40,9 @@ _FIELD_ONLY = (("rel_l2_spectral", rel_l2_spectral, "mean"), ("rel_l2_derivative
                *_WELL)
 
 
-def per_sample_metrics(kind: str) -> tuple:
-    """The ``(key, metric, reduce)`` rows of :func:`summarize` for data of ``kind`` (field or sequence)."""
-    return _POINTWISE + _FIELD_ONLY if kind == "field" else _POINTWISE
+def per_sample_metrics(family: str) -> tuple:
+    """The ``(key, metric, reduce)`` rows of :func:`summarize` for data of ``family`` (field or sequence)."""
+    return _POINTWISE + _FIELD_ONLY if family == "field" else _POINTWISE
 
 
 def scored_frames(ds: xr.Dataset, window: int, name: str) -> xr.Dataset:
@@ -74,11 +74,11 @@ def summarize(pred: xr.Dataset, true: xr.Dataset, *, window: int = 0) -> dict[st
         ``{metric name: value}``, in print order. A frequency band the grid has no radius in (e.g.
         ``fRMSE_high``, radii ≥ 12, on a 16² grid) is absent, not NaN.
     """
-    kind = model.kind_of(true)
+    family = model.family_of(true)
     p = scored_frames(pred, window, "pred")
     t = scored_frames(true, window, "true")
-    table = {key: metric(p, t, reduce=reduce) for key, metric, reduce in per_sample_metrics(kind)}
-    if kind == "field":
+    table = {key: metric(p, t, reduce=reduce) for key, metric, reduce in per_sample_metrics(family)}
+    if family == "field":
         table.update(present_bands(pdebench_metrics(pred, true, window=window)))
     return table
 

@@ -35,7 +35,7 @@ _WHERE = {
     **dict.fromkeys(["Batch"], "pde_data.datasets.batch"),
     **dict.fromkeys(["generate_degradation", "generate_gapped_digits"], "pde_data.generate.sequence_sets"),
     **dict.fromkeys([
-        "SequenceDataset", "fit_sequence_normalizer", "is_step", "target_kind"
+        "SequenceDataset", "fit_sequence_normalizer", "is_step", "target_form"
     ], "pde_data.datasets.sequences"),
     **dict.fromkeys(["DataReadError"], "pde_data.core.errors"),
     **dict.fromkeys(["Normalizer", "fit_normalizer", "normalizer_from_stats"], "pde_data.datasets.normalize"),

@@ -29,7 +29,7 @@ def test_info_describes_a_data_file(tmp_path):
     ds = xr.Dataset({"a": (("sample", "x", "y"), np.zeros((2, 4, 4)))}, attrs={"seed": 3})
     pde_data.save(ds, tmp_path / "a.nc")
     out = circuitop("info", str(tmp_path / "a.nc"), check=True).stdout
-    assert "kind: field" in out and "attr seed: 3" in out
+    assert "family: field" in out and "attr seed: 3" in out
 
 
 def _assert_one_line_error(result, *fragments):

@@ -46,7 +46,7 @@ def test_sequence_layout_and_time_steps():
     t = np.array([[0.0, 0.5, 1.5, 1.75], [0.0, 1.0, 2.0, 3.0]])
     da = xr.DataArray(np.arange(24.0).reshape(2, 4, 3), dims=("sample", "time", "feature"),
                       coords={"time": (("sample", "time"), t)})
-    assert model.kind_of(da) == "sequence"
+    assert model.family_of(da) == "sequence"
     x = model.to_tensor(da)
     assert x.shape == (2, 4, 3)
     back = model.from_tensor(x.double(), da)
@@ -64,7 +64,7 @@ def test_time_steps_refuse_non_increasing_time():
 
 def test_missing_dims_are_named():
     with pytest.raises(ValueError, match=r"expected a 'sample' dim.*\('a', 'b'\)"):
-        model.kind_of(xr.DataArray(np.zeros((2, 2)), dims=("a", "b")))
+        model.family_of(xr.DataArray(np.zeros((2, 2)), dims=("a", "b")))
     with pytest.raises(ValueError, match="missing \\['nope'\\]"):
         model.to_tensor(_field_dataset(), ["nope"])
 

@@ -49,7 +49,7 @@ def test_normalizer_uses_training_split_only(kind):
     ds = _steady()
     ds["a"][8:] = 1e6  # outliers outside the training split must not move the statistics
     train = np.arange(8)
-    norm = fit_normalizer(ds, ["a", "u"], indices=train, kind=kind, chunk_size=3)
+    norm = fit_normalizer(ds, ["a", "u"], indices=train, method=kind, chunk_size=3)
     x = to_tensor(ds.isel(sample=train), ["a", "u"], dtype=torch.float64)  # (8, 2, 6, 5)
     z = norm.encode(x)
     assert norm.shift.shape == (2, 1, 1)
@@ -60,24 +60,26 @@ def test_normalizer_uses_training_split_only(kind):
         torch.testing.assert_close(z.amin(dim=(0, 2, 3)), torch.zeros(2, dtype=torch.float64), atol=1e-6, rtol=0)
         torch.testing.assert_close(z.amax(dim=(0, 2, 3)), torch.ones(2, dtype=torch.float64), atol=1e-6, rtol=0)
     torch.testing.assert_close(norm.decode(z), x, atol=1e-5, rtol=1e-6)
-    whole = fit_normalizer(ds, ["a", "u"], indices=train, kind=kind, chunk_size=100)
+    whole = fit_normalizer(ds, ["a", "u"], indices=train, method=kind, chunk_size=100)
     torch.testing.assert_close(norm.shift, whole.shift)
     torch.testing.assert_close(norm.scale, whole.scale)
 
 
 def test_normalizer_checkpoint_weights_only(tmp_path):
-    norm = fit_normalizer(_unsteady(), ["u", "v"], indices=[0, 1], kind="minmax")
+    norm = fit_normalizer(_unsteady(), ["u", "v"], indices=[0, 1], method="minmax")
     torch.save({"normalizer": norm.state_dict()}, tmp_path / "ckpt.pt")
     state = torch.load(tmp_path / "ckpt.pt", weights_only=True)["normalizer"]
     back = Normalizer.from_state_dict(state)
-    assert back.kind == "minmax"
+    assert back.method == "minmax"
     torch.testing.assert_close(back.scale, norm.scale)
     batch = torch.randn(4, 3, 2, 6, 5)  # (batch, time, channels, x, y) broadcasts too
     torch.testing.assert_close(back.encode(batch), norm.encode(batch))
-    with pytest.raises(ValueError, match="expected kind in"):
-        Normalizer.from_state_dict({**state, "kind": "robust"})
-    with pytest.raises(ValueError, match="kind: expected one of"):
-        fit_normalizer(_unsteady(), ["u"], kind="robust")
+    with pytest.raises(ValueError, match="expected method in"):
+        Normalizer.from_state_dict({**state, "method": "robust"})
+    earlier = {("kind" if k == "method" else k): v for k, v in state.items()}  # a checkpoint before the rename
+    assert Normalizer.from_state_dict(earlier).method == "minmax"
+    with pytest.raises(ValueError, match="method: expected one of"):
+        fit_normalizer(_unsteady(), ["u"], method="robust")
 
 
 def _xy(item):

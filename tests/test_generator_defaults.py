@@ -10,7 +10,7 @@ import torch
 
 import pde_data
 from operators.cli import build_parser
-from pde_data.generate.registry import DEFAULTS, KINDS, SEEDS
+from pde_data.generate.registry import DEFAULTS, GENERATORS, SEEDS
 from pde_data.generate.order import order_inputs, transfer
 
 #: the functions that take each generator's parameters (the first makes its sets; the others share parameters)
@@ -28,14 +28,14 @@ FUNCTIONS = {
 OPTION_DEST = {"n_records": "records", "n_frames": "frames"}
 
 
-def _registry(kind: str) -> dict[str, object]:
-    return {**DEFAULTS[kind], "seed": SEEDS[kind]}
+def _registry(generator: str) -> dict[str, object]:
+    return {**DEFAULTS[generator], "seed": SEEDS[generator]}
 
 
-def _cli(kind: str) -> dict[str, object]:
+def _cli(generator: str) -> dict[str, object]:
     """The defaults ``circuitop generate KIND --help`` shows: the parsed options given only ``--out``."""
-    args = vars(build_parser().parse_args(["generate", kind, "--out", "unused.nc"]))
-    return {name: args[OPTION_DEST.get(name, name)] for name in _registry(kind) if OPTION_DEST.get(name, name) in args}
+    args = vars(build_parser().parse_args(["generate", generator, "--out", "unused.nc"]))
+    return {name: args[OPTION_DEST.get(name, name)] for name in _registry(generator) if OPTION_DEST.get(name, name) in args}
 
 
 def _signature(function) -> dict[str, object]:
@@ -54,25 +54,25 @@ def _typed(values: dict[str, object]) -> dict[str, tuple[str, object]]:
 
 
 def test_every_generator_is_checked():
-    assert set(FUNCTIONS) == set(DEFAULTS) == set(SEEDS) == {*KINDS, "digits"}
-    assert all(KINDS[kind].defaults is DEFAULTS[kind] for kind in KINDS)
+    assert set(FUNCTIONS) == set(DEFAULTS) == set(SEEDS) == {*GENERATORS, "digits"}
+    assert all(GENERATORS[generator].defaults is DEFAULTS[generator] for generator in GENERATORS)
 
 
-@pytest.mark.parametrize("kind", sorted(FUNCTIONS))
-def test_cli_defaults_are_the_registry_s(kind):
-    registry = _registry(kind)
-    cli = _cli(kind)
-    assert set(cli) == set(registry), f"{kind}: options for {sorted(cli)}, registry parameters {sorted(registry)}"
+@pytest.mark.parametrize("generator", sorted(FUNCTIONS))
+def test_cli_defaults_are_the_registry_s(generator):
+    registry = _registry(generator)
+    cli = _cli(generator)
+    assert set(cli) == set(registry), f"{generator}: options for {sorted(cli)}, registry parameters {sorted(registry)}"
     assert _typed(cli) == _typed(registry)
 
 
-@pytest.mark.parametrize("kind", sorted(FUNCTIONS))
-def test_function_defaults_are_the_registry_s(kind):
-    registry = _registry(kind)
-    main, *others = FUNCTIONS[kind]
+@pytest.mark.parametrize("generator", sorted(FUNCTIONS))
+def test_function_defaults_are_the_registry_s(generator):
+    registry = _registry(generator)
+    main, *others = FUNCTIONS[generator]
     takes = set(inspect.signature(main).parameters)
     assert set(registry) <= takes, f"{main.__name__} lacks {sorted(set(registry) - takes)}"
-    for function in FUNCTIONS[kind]:
+    for function in FUNCTIONS[generator]:
         defaults = _signature(function)
         shared = set(defaults) & set(registry)
         assert _typed({n: defaults[n] for n in shared}) == _typed({n: registry[n] for n in shared}), function.__name__

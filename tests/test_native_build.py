@@ -26,20 +26,20 @@ def _can_compile() -> bool:
     return native.compiler() != "other" and native.native_enabled()
 
 
-@pytest.mark.parametrize("text,kind", [
+@pytest.mark.parametrize("text,family", [
     ("c++ (Debian 12.2.0-14) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.", "gcc"),
     ("Apple clang version 15.0.0 (clang-1500.1.0.2.5)\nTarget: arm64-apple-darwin23", "apple-clang"),
     ("Ubuntu clang version 18.1.3\nTarget: x86_64-pc-linux-gnu", "clang"),
     ("Microsoft (R) C/C++ Optimizing Compiler", "other"),
 ])
-def test_compiler_family_and_flags(text, kind):
-    assert _native.compiler_kind(text) == kind
-    cflags, ldflags = _native.KERNELS["kirchhoff"].flags(kind)
-    if kind == "other":
+def test_compiler_family_and_flags(text, family):
+    assert _native.compiler_family(text) == family
+    cflags, ldflags = _native.KERNELS["kirchhoff"].flags(family)
+    if family == "other":
         assert (cflags, ldflags) == ([], [])
     else:
         assert "-O3" in cflags and "-fno-trapping-math" in cflags
-        assert ("-fopenmp" in cflags) == (kind == "gcc" and _native.torch.backends.openmp.is_available())
+        assert ("-fopenmp" in cflags) == (family == "gcc" and _native.torch.backends.openmp.is_available())
         assert ldflags == [f for f in cflags if f == "-fopenmp"]
 
 

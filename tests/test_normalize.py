@@ -44,7 +44,7 @@ def test_streaming_fit_equals_in_memory_fit(tmp_path, kind, max_bytes):
     """Blocks of 2 frames (5 per sample), of 2 whole samples, or the whole split in one block."""
     ds = _fields()
     lazy = pde_data.open_source(pde_data.save(ds, tmp_path / "fields.nc")).dataset
-    _check(fit_normalizer(lazy, ["u", "v"], kind=kind, max_bytes=max_bytes), ds, np.arange(6), kind)
+    _check(fit_normalizer(lazy, ["u", "v"], method=kind, max_bytes=max_bytes), ds, np.arange(6), kind)
     lazy.close()
 
 
@@ -54,7 +54,7 @@ def test_training_subset_only(tmp_path, kind):
     ds["u"][[1, 6]] = 1e6  # samples outside the training split must not move the statistics
     train = [0, 2, 3, 5, 7]
     lazy = pde_data.open_source(pde_data.save(ds, tmp_path / "fields.nc")).dataset
-    norm = fit_normalizer(lazy, ["u", "v"], indices=[7, 0, 3, 2, 5], kind=kind, max_bytes=8 * 2 * 40 * 3)
+    norm = fit_normalizer(lazy, ["u", "v"], indices=[7, 0, 3, 2, 5], method=kind, max_bytes=8 * 2 * 40 * 3)
     _check(norm, ds, train, kind)
     lazy.close()
 

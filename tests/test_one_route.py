@@ -133,3 +133,34 @@ def test_a_run_is_resolved_in_one_pass(monkeypatch):
         calls.clear()
         spec = resolve(RunSpec(data=DataSpec("in-memory", split=(3, 1, 1)), model=ModelSpec(model)), ds)
         assert spec.resolved and len(calls) == 1, calls  # everything the data fix, applied at once
+
+
+def kind_names(folders: list[Path]) -> list[str]:
+    """``path:line: name`` of every identifier ``kind`` (a name, argument, keyword or attribute) in the ``.py``
+    files under ``folders``, but a task's kind (``task.kind``, and the tasks' own ``cls.kind``/``self.kind``) and
+    NumPy's (``dtype.kind``, ``argsort(kind=...)``)."""
+    import ast
+
+    found = []
+    for folder in folders:
+        for path in sorted(folder.rglob("*.py")):
+            in_tasks = "tasks" in path.parts or path.name == "spec.py"
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Attribute) and node.attr == "kind":
+                    base = ast.unparse(node.value)
+                    if base.endswith(("task", "dtype")) or (in_tasks and base in ("cls", "self", "task")):
+                        continue
+                elif isinstance(node, ast.keyword) and node.arg == "kind":
+                    if ast.unparse(node).startswith("kind='stable'"):
+                        continue
+                elif not (isinstance(node, ast.Name) and node.id == "kind" or isinstance(node, ast.arg) and
+                          node.arg == "kind") or in_tasks:
+                    continue
+                found.append(f"{path}:{node.lineno}: kind")
+    return found
+
+
+def test_kind_means_the_task_kind_alone():
+    found = kind_names([ROOT / name for name in ("operators", "pde_data", "evaluation", "circuitop")])
+    assert not found, ("expected 'kind' for a task's kind alone (a data set's family, a target's form, a "
+                       "normalizer's method, a generator's name), found:\n" + "\n".join(found))

@@ -13,7 +13,7 @@ from operators.training import load_checkpoint, load_run, stored_spec
 from operators.training.distributed import DistInfo
 from operators.training.online import Stream, completed, epoch_set, rank_samples
 from operators.training.spec import RunSpec
-from pde_data.generate.registry import KINDS, GenerationSpec, make_samples
+from pde_data.generate.registry import GENERATORS, GenerationSpec, make_samples
 
 NS = ["--generate", "ns", "--gen", "n_sim=32", "n_out=16", "t_final=1", "n_records=4", "batch_size=4",
       "--samples-per-epoch", "8"]
@@ -95,7 +95,7 @@ def test_darcy_and_swe_train_too(tmp_path, args):
     (["--gen", "n_sim=big"], "--gen n_sim: expected int, found 'big'"),
     (["--gen", "dtype=float16"], "--gen dtype: expected one of ['float32', 'float64'], found 'float16'"),
     (["--samples-per-epoch", "6"], "--samples-per-epoch: expected a multiple of --gen batch_size=4 (each epoch"),
-    (["--generate", "heat"], f"--generate: expected one of {sorted(KINDS)}, found 'heat'"),
+    (["--generate", "heat"], f"--generate: expected one of {sorted(GENERATORS)}, found 'heat'"),
     (["--generate-seeds", "3,3"], "--generate-seeds: expected two different seeds >= 0"),
     (["--split", "4,2,2"], "--split: expected 0 training samples in a generated run"),
 ])

@@ -205,7 +205,7 @@ def test_normalizer_ignores_padding(degradation):
     again = pde_data.fit_sequence_normalizer(noisy, INPUTS, indices=range(10))
     torch.testing.assert_close(again.shift, norm.shift)
     torch.testing.assert_close(again.scale, norm.scale)
-    rul = pde_data.fit_sequence_normalizer(degradation, ["rul"], kind="minmax")
+    rul = pde_data.fit_sequence_normalizer(degradation, ["rul"], method="minmax")
     assert rul.shift.item() == pytest.approx(degradation["rul"].min().item(), rel=1e-6)
 
 
@@ -214,9 +214,9 @@ def test_normalizer_and_dataset_read_through_one_source(degradation, seq_file):
     read is one line naming the file and the samples."""
     source = pde_data.open_source(seq_file)
     for kind in ("gaussian", "minmax"):
-        fitted = pde_data.fit_sequence_normalizer(source, INPUTS, indices=range(10), kind=kind, chunk_size=4)
-        expected = pde_data.fit_sequence_normalizer(degradation, INPUTS, indices=range(10), kind=kind)
-        assert fitted.kind == kind and fitted.shift.shape == (2,)
+        fitted = pde_data.fit_sequence_normalizer(source, INPUTS, indices=range(10), method=kind, chunk_size=4)
+        expected = pde_data.fit_sequence_normalizer(degradation, INPUTS, indices=range(10), method=kind)
+        assert fitted.method == kind and fitted.shift.shape == (2,)
         torch.testing.assert_close(fitted.shift, expected.shift)
         torch.testing.assert_close(fitted.scale, expected.scale)
     data = pde_data.SequenceDataset(source, INPUTS, ["rul_step"], indices=[3, 4, 5, 9])

@@ -36,12 +36,12 @@ __all__ = ["positive_int", "non_negative_int", "add_common_options", "add_parame
            "run_generation"]
 
 
-def _number(kind: type, accept: Callable[[float], bool], expected: str) -> Callable[[str], float]:
-    """An argparse ``type``: ``kind(text)`` if finite and accepted, else "expected ..., found ..." (argparse
+def _number(number: type, accept: Callable[[float], bool], expected: str) -> Callable[[str], float]:
+    """An argparse ``type``: ``number(text)`` if finite and accepted, else "expected ..., found ..." (argparse
     prints it after the option's name and exits 2); ``accept`` is its ``check``."""
     def parse(text: str):
         try:
-            value = kind(text)
+            value = number(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {expected}, found {text!r}") from None
         if not (math.isfinite(value) and accept(value)):
@@ -78,13 +78,13 @@ def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_defau
 _LIBRARY_NAMES = {"n_samples": "n", "n_records": "records", "n_frames": "frames", "folder": "out"}
 
 
-def add_parameter_options(p: argparse.ArgumentParser, kind: str, help: dict[str, str]) -> None:
-    """An option for each parameter of the generator ``kind`` named in ``help`` (in its order), made from its
+def add_parameter_options(p: argparse.ArgumentParser, generator: str, help: dict[str, str]) -> None:
+    """An option for each parameter of the ``generator`` named in ``help`` (in its order), made from its
     field in :data:`~pde_data.generate.defaults.PARAMS`: ``n_grid`` is ``--n-grid`` (unless :data:`_LIBRARY_NAMES`
     renames it), with the field's default and choices; a bool is a flag; a number is converted and checked against
     the field's range (:func:`_number`). ``help`` gives the texts; ``(default X)`` ends those that do not say it."""
-    p.set_defaults(generator=kind)
-    fields, hints = {f.name: f for f in dataclasses.fields(PARAMS[kind])}, typing.get_type_hints(PARAMS[kind])
+    p.set_defaults(generator=generator)
+    fields, hints = {f.name: f for f in dataclasses.fields(PARAMS[generator])}, typing.get_type_hints(PARAMS[generator])
     for name, text in help.items():
         option, meta = "--" + _LIBRARY_NAMES.get(name, name).replace("_", "-"), fields[name].metadata
         if hints[name] is bool:
@@ -99,9 +99,9 @@ def add_parameter_options(p: argparse.ArgumentParser, kind: str, help: dict[str,
         p.add_argument(option, default=fields[name].default, help=text, **check)
 
 
-def parameters(args: argparse.Namespace, kind: str) -> dict:
-    """The generator ``kind``'s parameters as its options (:func:`add_parameter_options`) set them."""
-    return {f.name: getattr(args, _LIBRARY_NAMES.get(f.name, f.name)) for f in dataclasses.fields(PARAMS[kind])}
+def parameters(args: argparse.Namespace, generator: str) -> dict:
+    """The ``generator``'s parameters as its options (:func:`add_parameter_options`) set them."""
+    return {f.name: getattr(args, _LIBRARY_NAMES.get(f.name, f.name)) for f in dataclasses.fields(PARAMS[generator])}
 
 
 def generation_spec(args: argparse.Namespace) -> pde_data.GenerationSpec:
@@ -189,12 +189,12 @@ def run_generation(args: argparse.Namespace, *, device: str | None = None) -> in
                 raise ValueError(f"--{option}: expected with --shards (the Dask options shard the set), found it alone")
         path = check_out(args.out, overwrite=args.overwrite)
         announce(path, spec.n, sample_bytes=pde_data.generate.registry.sample_bytes(spec))
-        with progress_bar(spec.n, unit="sample", desc=spec.kind) as bar:
+        with progress_bar(spec.n, unit="sample", desc=spec.name) as bar:
             pde_data.write_samples(spec, range(spec.n), path, pdebench_layout=layout,
                                    pdebench_variables=getattr(args, "pdebench_variables", None), device=device,
                                    progress=lambda done: bar.update(done - bar.n))
-        kind = f"PDEBench {layout} layout" if layout else "NetCDF"
-        print(f"wrote {path}: {spec.n} samples ({kind})")
+        written_as = f"PDEBench {layout} layout" if layout else "NetCDF"
+        print(f"wrote {path}: {spec.n} samples ({written_as})")
         return 0
     if layout is not None:
         raise ValueError("--pdebench: expected one output file; shards are NetCDF (leave out --shards, or --pdebench)")
@@ -203,7 +203,7 @@ def run_generation(args: argparse.Namespace, *, device: str | None = None) -> in
     pde_data.generate.sharded.plan_shards(spec, args.shards)  # the shard count checked before the folder is made
     folder = _check_folder(args.out)
     announce(folder / "shard-*.nc", spec.n, sample_bytes=pde_data.generate.registry.sample_bytes(spec))
-    with progress_bar(spec.n, unit="sample", desc=f"{spec.kind} on Dask") as bar:
+    with progress_bar(spec.n, unit="sample", desc=f"{spec.name} on Dask") as bar:
         def show(info) -> None:
             bar.update(info["done"] - bar.n)
             bar.set_postfix_str(f"{info['workers']} workers, {info['retries']} retries", refresh=False)

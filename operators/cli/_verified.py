@@ -60,7 +60,8 @@ def verified_set(path: str | os.PathLike, *, full: bool = False):
         return verify_set(path, full=full, announce=announce)
     except DamagedShards as exc:
         raise ManifestError(exc.describe(
-            f"to regenerate, re-run the `circuitop generate {exc.kind} … --shards {exc.count} --out {exc.folder}` "
+            f"to regenerate, re-run the `circuitop generate {exc.generator} … --shards {exc.count} "
+            f"--out {exc.folder}` "
             f"command that made the set (the options {MANIFEST} records): it keeps the intact shards and remakes "
             "the others")) from None
 

@@ -47,7 +47,8 @@ def describe(path: str) -> list[str]:
     """
     with pde_data.open_source(path) as source:
         ds = source.dataset
-        lines = [f"file: {path}", f"format: {source.format}", f"kind: {model.kind_of(ds)}", f"dims: {dict(ds.sizes)}"]
+        lines = [f"file: {path}", f"format: {source.format}", f"family: {model.family_of(ds)}",
+                 f"dims: {dict(ds.sizes)}"]
         lines += [f"variable {name}: {var.dims} {var.dtype}" for name, var in ds.data_vars.items()]
         lines += [f"attr {key}: {value}" for key, value in ds.attrs.items()]
     return lines
@@ -69,7 +70,7 @@ def describe_set(folder: Path, *, verify: bool = False) -> list[str]:
     spec = pde_data.generate.registry.GenerationSpec.from_json(manifest.generator)
     with pde_data.open_source(folder) as source:  # checks each shard's bytes, samples and variables
         sizes = dict(source.sizes)
-    lines = [f"set: {folder}", f"generator: {spec.kind}, {spec.n} samples, seed {spec.seed}",
+    lines = [f"set: {folder}", f"generator: {spec.name}, {spec.n} samples, seed {spec.seed}",
              f"parameters: {dict(spec.params)}", f"dims: {sizes}",
              f"shards: {len(manifest.shards)} shards, {manifest.bytes:,} bytes"]
     lines += [f"  {s.file}: samples {s.start}-{s.stop - 1}, {s.bytes:,} bytes, sha256 {s.sha256[:12]}…"

@@ -70,7 +70,7 @@ def _choices(field: str, *, none: str | None = None) -> dict:
 #: option -> (spec field, argparse settings, help); the one table between the command line and a RunSpec
 OPTIONS: dict[str, tuple[str, dict, str]] = {
     "--data": ("data.path", {}, "NetCDF file, shard glob, PDEBench/The Well HDF5, neuraloperator .pt or FNO .mat"),
-    "--generate": ("data.generate", dict(metavar="KIND"), "train on samples this generator (ns, swe, darcy, poisson, "
+    "--generate": ("data.generate", dict(metavar="GENERATOR"), "train on samples this generator (ns, swe, darcy, poisson, "
                    "order: as `circuitop generate`) makes as it goes, on the training device, with no files"),
     "--gen": ("data.generator", dict(nargs="+", action="extend", metavar="KEY=VALUE"),
               "--generate: a generator parameter (repeatable), e.g. --gen n_sim=64 --gen t_final=5"),

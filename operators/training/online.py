@@ -1,5 +1,5 @@
 """Training on samples generated as it goes, with no files: the data of a run whose ``data.generate`` names a
-generator (:data:`pde_data.generate.registry.KINDS`; the torch solvers run on the training device).
+generator (:data:`pde_data.generate.registry.GENERATORS`; the torch solvers run on the training device).
 
 ==================  ==========================================================================================
 set                 samples
@@ -41,7 +41,7 @@ from operators.training.loader import Loader, global_batches
 from operators.training.spec import RunSpec, SpecError, Splits
 from operators.training.tasks import Normalizers, Task, make_task, resolve
 from pde_data.datasets.batch import Batch
-from pde_data.generate.registry import KINDS, GenerationSpec, block_size, make_samples
+from pde_data.generate.registry import GENERATORS, GenerationSpec, block_size, make_samples
 from pde_data.core.model import SAMPLE
 
 __all__ = ["completed", "fixed_set", "epoch_set", "rank_samples", "open_fixed", "resolve_run", "Stream", "StreamLoader",
@@ -68,10 +68,10 @@ def completed(spec: RunSpec) -> RunSpec:
     data = spec.data
     if data.generate is None:
         return spec
-    if data.generate not in KINDS:
-        raise SpecError("data.generate", f"one of {sorted(KINDS)}", repr(data.generate))
+    if data.generate not in GENERATORS:
+        raise SpecError("data.generate", f"one of {sorted(GENERATORS)}", repr(data.generate))
     _check_stream(data)
-    params = {**KINDS[data.generate].defaults, **data.generator}
+    params = {**GENERATORS[data.generate].defaults, **data.generator}
     block = block_size(GenerationSpec(data.generate, 1, 0, params))
     if data.samples_per_epoch % block:
         raise SpecError("data.samples_per_epoch", f"a multiple of {{data.generator.batch_size={block}}} (each "

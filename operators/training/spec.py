@@ -60,7 +60,7 @@ _EPOCHS = "a positive number of epochs", lambda v: v >= 1
 class DataSpec(Typed, prefix="data"):
     """The source and what is read from it. Empty ``inputs``/``targets``: chosen from the data.
 
-    A run trains on generated data when ``generate`` names a generator (:data:`pde_data.generate.registry.KINDS`):
+    A run trains on generated data when ``generate`` names a generator (:data:`pde_data.generate.registry.GENERATORS`):
     epoch ``e`` trains on samples ``[e·N, (e+1)·N)`` (``N = samples_per_epoch``) of the stream of seed
     ``generate_seeds[0]``, made as it goes (:mod:`operators.training.online`), with the generator's
     ``generator`` parameters (completed with their defaults once resolved); validation and test read the

@@ -3,7 +3,7 @@
 Everything the toolkit generates or reads is an ``xarray.Dataset`` (see ``docs/specs/data.md``):
 
 ============  ==========================================  ===============================
-kind          xarray dims                                 torch layout
+family        xarray dims                                 torch layout
 ============  ==========================================  ===============================
 field         ``(sample, [time], x[, y[, z]])``           ``(batch, channels, x, y)`` or
                                                           ``(batch, time, channels, x, y)``
@@ -35,7 +35,7 @@ import xarray as xr
 
 __all__ = [
     "SAMPLE", "TIME", "X", "Y", "Z", "S", "FEATURE", "SPATIAL_DIMS",
-    "spatial_dims", "field_order", "kind_of", "check_dims",
+    "spatial_dims", "field_order", "family_of", "check_dims",
     "to_tensor", "from_tensor", "time_steps", "LENGTH", "ROLE", "TARGET", "valid_mask", "padded_time",
 ]
 
@@ -60,11 +60,11 @@ def spatial_dims(obj: XrObj) -> tuple[str, ...]:
     return tuple(d for d in SPATIAL_DIMS if d in obj.dims)
 
 
-def kind_of(obj: XrObj) -> str:
+def family_of(obj: XrObj) -> str:
     """``"field"`` if ``obj`` has spatial dims, ``"sequence"`` if it has ``time`` but no space.
 
     Raises:
-        ValueError: if ``obj`` lacks the ``sample`` dim or is neither kind.
+        ValueError: if ``obj`` lacks the ``sample`` dim or is neither a field nor a sequence.
     """
     dims = tuple(obj.dims)
     if SAMPLE not in dims:
@@ -140,16 +140,16 @@ def to_tensor(
         >>> to_tensor(ds).shape
         torch.Size([2, 1, 8, 8])
     """
-    kind = kind_of(obj)
+    family = family_of(obj)
     arrays = []
     for da in _channels(obj, variables):
-        if kind == "field":
+        if family == "field":
             values = da.variable.transpose(*field_order(da)).values  # the Variable: no coordinates to carry
             arrays.append(np.expand_dims(values, 2 if TIME in da.dims else 1))
         else:
             values = da.variable.transpose(*_sequence_order(da)).values
             arrays.append(values if values.ndim == 3 else values[..., None])
-    channel_axis = 2 if (kind == "field" and TIME in obj.dims) or kind == "sequence" else 1
+    channel_axis = 2 if (family == "field" and TIME in obj.dims) or family == "sequence" else 1
     data = np.concatenate(arrays, axis=channel_axis) if len(arrays) > 1 else arrays[0]
     return torch.as_tensor(np.ascontiguousarray(data), dtype=dtype, device=device)
 
@@ -161,17 +161,17 @@ def from_tensor(tensor: torch.Tensor, like: XrObj, variables: Sequence[str] | No
     size may differ from ``like``'s ``sample`` size only if ``like`` has no ``sample`` coordinate.
     Returns the same type as ``like`` (a Dataset with the same variables, or a DataArray).
     """
-    kind = kind_of(like)
+    family = family_of(like)
     values = tensor.detach().cpu().numpy()
     if isinstance(like, xr.DataArray):
-        return _wrap_channel(values, like, 0, kind, len(_channels(like, None)))
+        return _wrap_channel(values, like, 0, family, len(_channels(like, None)))
     names = list(variables) if variables is not None else list(like.data_vars)
-    out = {name: _wrap_channel(values, like[name], i, kind, len(names)) for i, name in enumerate(names)}
+    out = {name: _wrap_channel(values, like[name], i, family, len(names)) for i, name in enumerate(names)}
     return xr.Dataset(out, coords=like.coords, attrs=like.attrs)
 
 
-def _wrap_channel(values: np.ndarray, da: xr.DataArray, index: int, kind: str, n: int) -> xr.DataArray:
-    if kind == "field":
+def _wrap_channel(values: np.ndarray, da: xr.DataArray, index: int, family: str, n: int) -> xr.DataArray:
+    if family == "field":
         order = field_order(da)
         axis = 2 if TIME in da.dims else 1
         if values.shape[axis] != n:

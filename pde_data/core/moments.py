@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Normalizer", "Moments", "KINDS"]
+__all__ = ["Normalizer", "Moments", "METHODS"]
 
-KINDS = ("gaussian", "minmax")
+METHODS = ("gaussian", "minmax")
 
 
 @dataclass
@@ -19,11 +19,11 @@ class Normalizer:
     """An affine per-channel map ``encode(x) = (x - shift) / scale``; ``decode`` is its inverse.
 
     Args:
-        kind: ``"gaussian"`` (shift = mean, scale = std + eps) or ``"minmax"`` (shift = min, scale = range + eps).
+        method: ``"gaussian"`` (shift = mean, scale = std + eps) or ``"minmax"`` (shift = min, scale = range + eps).
         shift, scale: ``(channels, 1, ..., 1)`` float tensors.
     """
 
-    kind: str
+    method: str
     shift: torch.Tensor
     scale: torch.Tensor
 
@@ -39,16 +39,19 @@ class Normalizer:
 
     def state_dict(self) -> dict[str, object]:
         """Plain tensors and strings only (loads with ``torch.load(..., weights_only=True)``)."""
-        return {"kind": self.kind, "shift": self.shift.clone(), "scale": self.scale.clone()}
+        return {"method": self.method, "shift": self.shift.clone(), "scale": self.scale.clone()}
 
     @classmethod
     def from_state_dict(cls, state: dict[str, object]) -> "Normalizer":
-        missing = {"kind", "shift", "scale"} - set(state)
+        """Inverse of :meth:`state_dict`; the checkpoints of runs trained before 2026-11-28 name the method ``kind``."""
+        if "kind" in state and "method" not in state:
+            state = {("method" if k == "kind" else k): v for k, v in state.items()}
+        missing = {"method", "shift", "scale"} - set(state)
         if missing:
-            raise ValueError(f"normalizer state: expected keys kind, shift, scale; missing {sorted(missing)}")
-        if state["kind"] not in KINDS:
-            raise ValueError(f"normalizer state: expected kind in {KINDS}, found {state['kind']!r}")
-        return cls(str(state["kind"]), torch.as_tensor(state["shift"]), torch.as_tensor(state["scale"]))
+            raise ValueError(f"normalizer state: expected keys method, shift, scale; missing {sorted(missing)}")
+        if state["method"] not in METHODS:
+            raise ValueError(f"normalizer state: expected method in {METHODS}, found {state['method']!r}")
+        return cls(str(state["method"]), torch.as_tensor(state["shift"]), torch.as_tensor(state["scale"]))
 
 
 @dataclass(frozen=True)
@@ -87,15 +90,15 @@ class Moments:
         m2 = self.m2 + other.m2 + delta.square() * (self.count * other.count / n)
         return Moments(n, mean, m2, torch.minimum(self.low, other.low), torch.maximum(self.high, other.high))
 
-    def normalizer(self, kind: str, eps: float, *, n_spatial: int = 0) -> Normalizer:
+    def normalizer(self, method: str, eps: float, *, n_spatial: int = 0) -> Normalizer:
         """The :class:`Normalizer` of these moments: ``gaussian`` shift = mean, scale = std + eps with the
         population ``std = sqrt(M2 / count)``; ``minmax`` shift = min, scale = max - min + eps. ``shift`` and
         ``scale`` are float32 ``(channels, 1, ..., 1)`` with ``n_spatial`` ones (``(channels,)`` for sequences)."""
-        if kind not in KINDS:
-            raise ValueError(f"kind: expected one of {KINDS}, found {kind!r}")
-        if kind == "gaussian":
+        if method not in METHODS:
+            raise ValueError(f"method: expected one of {METHODS}, found {method!r}")
+        if method == "gaussian":
             shift, scale = self.mean, (self.m2 / self.count).sqrt() + eps
         else:
             shift, scale = self.low, self.high - self.low + eps
         ones = (1,) * n_spatial
-        return Normalizer(kind, shift.float().reshape(-1, *ones), scale.float().reshape(-1, *ones))
+        return Normalizer(method, shift.float().reshape(-1, *ones), scale.float().reshape(-1, *ones))

@@ -42,7 +42,7 @@ from pathlib import Path
 import torch
 
 __all__ = ["NativeKernel", "NativeKernelWarning", "SWITCH", "CHECKOUT_CACHE", "build_kernels", "compiler", "compiler_flags",
-           "compiler_kind", "native_enabled"]
+           "compiler_family", "native_enabled"]
 
 #: the environment variable that disables every native kernel when set to 0 (or false/off/no)
 SWITCH = "CIRCUITOP_NATIVE"
@@ -108,9 +108,9 @@ class NativeKernel:
             return CHECKOUT_CACHE / name
         return Path(_get_build_directory(name, verbose=False))
 
-    def flags(self, kind: str | None = None) -> tuple[list[str], list[str]]:
-        """``(cflags, ldflags)`` of this kernel for the compiler family ``kind`` (:func:`compiler_flags`)."""
-        return compiler_flags(self.extra_cflags, kind)
+    def flags(self, family: str | None = None) -> tuple[list[str], list[str]]:
+        """``(cflags, ldflags)`` of this kernel for the compiler ``family`` (:func:`compiler_flags`)."""
+        return compiler_flags(self.extra_cflags, family)
 
     def _is_built(self, directory: Path) -> bool:
         """Whether a compiled module newer than its source is in ``directory`` (then loading is quick)."""
@@ -149,10 +149,10 @@ def compiler() -> str:
         version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return "other"
-    return compiler_kind(version)
+    return compiler_family(version)
 
 
-def compiler_kind(version_text: str) -> str:
+def compiler_family(version_text: str) -> str:
     """The compiler family from ``<cxx> --version`` output."""
     text = version_text.lower()
     if "apple" in text and "clang" in text:
@@ -164,15 +164,15 @@ def compiler_kind(version_text: str) -> str:
     return "other"
 
 
-def compiler_flags(extra_cflags: tuple[str, ...] = (), kind: str | None = None) -> tuple[list[str], list[str]]:
-    """``(cflags, ldflags)`` for a kernel with ``extra_cflags`` and the compiler family ``kind`` (default:
+def compiler_flags(extra_cflags: tuple[str, ...] = (), family: str | None = None) -> tuple[list[str], list[str]]:
+    """``(cflags, ldflags)`` for a kernel with ``extra_cflags`` and the compiler ``family`` (default:
     the one found). OpenMP (``at::parallel_for`` runs serially unless the extension itself is built with
     it; torch's own libgomp is already loaded, so the extension shares its thread pool) only with GCC and
     a torch built with OpenMP; ``-O3`` and the extra flags with GCC and clang."""
-    kind = kind or compiler()
-    if kind not in ("gcc", "clang", "apple-clang"):
+    family = family or compiler()
+    if family not in ("gcc", "clang", "apple-clang"):
         return [], []
-    omp = ["-fopenmp"] if kind == "gcc" and torch.backends.openmp.is_available() else []
+    omp = ["-fopenmp"] if family == "gcc" and torch.backends.openmp.is_available() else []
     return ["-O3", *omp, *extra_cflags], omp
 
 

@@ -24,11 +24,11 @@ import numpy as np
 import torch
 import xarray as xr
 
-from pde_data.core.model import SAMPLE, TIME, kind_of, spatial_dims
-from pde_data.core.moments import KINDS, Moments, Normalizer
+from pde_data.core.model import SAMPLE, TIME, family_of, spatial_dims
+from pde_data.core.moments import METHODS, Moments, Normalizer
 from pde_data.formats.source import Source, SourceLike, open_source
 
-__all__ = ["Normalizer", "Moments", "fit_normalizer", "normalizer_from_stats", "training_samples", "KINDS"]
+__all__ = ["Normalizer", "Moments", "fit_normalizer", "normalizer_from_stats", "training_samples", "METHODS"]
 
 def _frame_values(sub: xr.Dataset) -> int:
     """Values in one (sample, frame) of all variables of ``sub`` (one whole sample if steady)."""
@@ -86,7 +86,7 @@ def fit_normalizer(
     variables: Sequence[str],
     *,
     indices: Sequence[int] | None = None,
-    kind: str = "gaussian",
+    method: str = "gaussian",
     max_bytes: int = 64 * 2**20,
     chunk_size: int | None = None,
     eps: float = 1e-8,
@@ -105,7 +105,7 @@ def fit_normalizer(
         variables: the variables (channels) to normalize, in channel order.
         indices: sample indices to fit on (default: all), used as a set (sorted, duplicates once);
             the statistics see no other sample.
-        kind: ``"gaussian"`` or ``"minmax"``.
+        method: ``"gaussian"`` or ``"minmax"``.
         max_bytes: largest block read at a time, in bytes of float64 values (default 64 MiB).
         chunk_size: at most this many samples per block (default: as many as ``max_bytes`` allows).
         eps: added to the scale (std or range) so that a constant channel does not divide by zero.
@@ -116,8 +116,8 @@ def fit_normalizer(
     Raises:
         ValueError: a NaN or Inf in the training samples, naming the variable, sample and frame.
     """
-    if kind not in KINDS:
-        raise ValueError(f"kind: expected one of {KINDS}, found {kind!r}")
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {METHODS}, found {method!r}")
     if max_bytes < 1 or (chunk_size is not None and chunk_size < 1):
         raise ValueError(f"max_bytes, chunk_size: expected positive integers, found {max_bytes}, {chunk_size}")
     source = open_source(data)
@@ -131,25 +131,25 @@ def fit_normalizer(
         if not bool(torch.isfinite(moments.mean).all()):  # a NaN/Inf anywhere makes its channel's mean non-finite
             _raise_non_finite(source, variables, t, block, channel_axis, time)
         total = moments if total is None else total.merge(moments)
-    return total.normalizer(kind, eps, n_spatial=_n_spatial(sub))
+    return total.normalizer(method, eps, n_spatial=_n_spatial(sub))
 
 
 def _n_spatial(sub: xr.Dataset) -> int:
     """The spatial dims of fields (a normalizer's ones after ``channels``); 0 for sequences."""
-    return len(spatial_dims(sub)) if kind_of(sub) == "field" else 0
+    return len(spatial_dims(sub)) if family_of(sub) == "field" else 0
 
 
-def normalizer_from_stats(data: SourceLike, variables: Sequence[str], *, kind: str = "gaussian",
+def normalizer_from_stats(data: SourceLike, variables: Sequence[str], *, method: str = "gaussian",
                           eps: float = 1e-8) -> Normalizer | None:
     """A gaussian :class:`Normalizer` from statistics shipped with the data (:meth:`pde_data.Source.stats`:
     The Well's ``stats.yaml``): shift = mean, scale = std + eps, shaped as :func:`fit_normalizer`'s. None
-    when ``kind`` is not gaussian or a variable has no entry (then the caller fits on the training split);
+    when ``method`` is not gaussian or a variable has no entry (then the caller fits on the training split);
     always None for an in-memory Dataset (it ships none)."""
     source = open_source(data)
     stats = source.stats()
-    if kind != "gaussian" or not stats or not all(v in stats for v in variables):
+    if method != "gaussian" or not stats or not all(v in stats for v in variables):
         return None
     ones = (1,) * _n_spatial(source.dataset[list(variables)])
     shift = torch.tensor([stats[v]["mean"] for v in variables], dtype=torch.float32).reshape(-1, *ones)
     scale = torch.tensor([stats[v]["std"] + eps for v in variables], dtype=torch.float32).reshape(-1, *ones)
-    return Normalizer(kind, shift, scale)
+    return Normalizer(method, shift, scale)

@@ -35,10 +35,10 @@ from pde_data.datasets.batch import Batch
 from pde_data.datasets.fields import SampleDataset
 from pde_data.datasets.labels import is_label, read_labels
 from pde_data.core.model import FEATURE, LENGTH, SAMPLE, TIME, time_steps, valid_mask
-from pde_data.datasets.normalize import KINDS, Moments, Normalizer, training_samples
+from pde_data.datasets.normalize import METHODS, Moments, Normalizer, training_samples
 from pde_data.formats.source import SourceLike, open_source
 
-__all__ = ["SequenceDataset", "fit_sequence_normalizer", "target_kind", "is_step"]
+__all__ = ["SequenceDataset", "fit_sequence_normalizer", "target_form", "is_step"]
 
 _STEP_DIMS = ({SAMPLE, TIME}, {SAMPLE, TIME, FEATURE})
 
@@ -47,9 +47,9 @@ def is_step(da: xr.DataArray) -> bool:
     return set(da.dims) in _STEP_DIMS
 
 
-def target_kind(ds: xr.Dataset, names: Sequence[str], param: str) -> str:
+def target_form(ds: xr.Dataset, names: Sequence[str], param: str) -> str:
     """``"label"`` (one integer label), ``"sequence"`` (float ``(sample,)``) or ``"step"`` (``(sample, time[,
-    feature])``): the kind of all variables ``names``, else a ``ValueError`` naming the parameter ``param``."""
+    feature])``): the form of all variables ``names``, else a ``ValueError`` naming the parameter ``param``."""
     missing = [v for v in names if v not in ds.data_vars]
     if not names or missing:
         raise ValueError(f"{param}: expected variables of the data set; missing {missing or 'all'}, "
@@ -89,18 +89,18 @@ class SequenceDataset(SampleDataset):
         self.inputs, self.targets = list(inputs), list(targets)
         source = open_source(source)
         ds = source.dataset
-        if target_kind(ds, self.inputs, "inputs") != "step":
+        if target_form(ds, self.inputs, "inputs") != "step":
             raise ValueError(f"inputs: expected sequence variables of dims ({SAMPLE}, {TIME}[, {FEATURE}]), found "
                              f"{[tuple(ds[v].dims) for v in self.inputs]}")
-        self.target_kind = target_kind(ds, self.targets, "targets") if self.targets else "none"
+        self.target_form = target_form(ds, self.targets, "targets") if self.targets else "none"
         super().__init__(source, self.inputs + self.targets, indices, dtype)
         self.n_time = ds.sizes[TIME]
         self._lengths = ds[LENGTH].values[self.indices] if LENGTH in ds.data_vars else None
         if self._lengths is not None:
             valid_mask(self._lengths, self.n_time)  # checks the lengths once
-        if self.target_kind == "label":
+        if self.target_form == "label":
             self._y = torch.as_tensor(read_labels(ds, self.targets[0], self.indices))
-        elif self.target_kind == "sequence":
+        elif self.target_form == "sequence":
             self._y = torch.as_tensor(_per_sequence(ds, self.targets, self.indices), dtype=dtype)
         if cache:
             self._cache = tuple(self._steps(self.cached_samples))
@@ -110,7 +110,7 @@ class SequenceDataset(SampleDataset):
 
     @property
     def _groups(self) -> list[list[str]]:
-        return [self.inputs, self.targets] if self.target_kind == "step" else [self.inputs]
+        return [self.inputs, self.targets] if self.target_form == "step" else [self.inputs]
 
     def _steps(self, samples: np.ndarray) -> list[torch.Tensor]:
         """Of ``samples`` (any order, repeats allowed): each group of step variables ``(n, time, C)``, then the
@@ -144,15 +144,15 @@ class SequenceDataset(SampleDataset):
         padded = ~mask[..., None]
         x, dt = steps[0].masked_fill(padded, 0.0), steps[-1].masked_fill(~mask, 1.0)
         y = None  # no targets (prediction from the inputs alone)
-        if self.target_kind == "step":
+        if self.target_form == "step":
             y = steps[1].masked_fill(padded, 0.0)
-        elif self.target_kind in ("sequence", "label"):
+        elif self.target_form in ("sequence", "label"):
             y = self._y[torch.as_tensor(items)]
         return Batch(x, y, dt, mask)
 
 
 def fit_sequence_normalizer(data: SourceLike, variables: Sequence[str], *, indices: Sequence[int] | None = None,
-                            kind: str = "gaussian", chunk_size: int = 4096, eps: float = 1e-8) -> Normalizer:
+                            method: str = "gaussian", chunk_size: int = 4096, eps: float = 1e-8) -> Normalizer:
     """Per-channel statistics of ``variables`` on the samples ``indices``, over their valid steps only.
 
     As :func:`pde_data.fit_normalizer` (one streaming pass, Chan et al.'s merge of float64 moments,
@@ -163,20 +163,20 @@ def fit_sequence_normalizer(data: SourceLike, variables: Sequence[str], *, indic
     Args:
         data: a :class:`pde_data.Source` of the sequence layout (or what :func:`pde_data.open_source` takes:
             a path, a Dataset). variables: channels in order (``feature`` expands).
-        indices: training samples (default: all). kind: ``"gaussian"`` or ``"minmax"``.
+        indices: training samples (default: all). method: ``"gaussian"`` or ``"minmax"``.
         chunk_size: samples read per block. eps: added to the scale.
 
     Returns:
         A :class:`Normalizer` with ``shift``, ``scale`` ``(channels,)`` float32 (broadcasting over
         ``(batch, [time,] channels)``).
     """
-    if kind not in KINDS:
-        raise ValueError(f"kind: expected one of {KINDS}, found {kind!r}")
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {METHODS}, found {method!r}")
     if chunk_size < 1:
         raise ValueError(f"chunk_size: expected a positive int, found {chunk_size}")
     source = open_source(data)
     ds = source.dataset
-    steps = {"step": True, "sequence": False}.get(target_kind(ds, variables, "variables"))
+    steps = {"step": True, "sequence": False}.get(target_form(ds, variables, "variables"))
     if steps is None:
         raise ValueError(f"variables: expected float variables to normalize, found the label {list(variables)}")
     samples = training_samples(ds.sizes[SAMPLE], indices)
@@ -195,4 +195,4 @@ def fit_sequence_normalizer(data: SourceLike, variables: Sequence[str], *, indic
             raise ValueError(f"variables: expected finite training data in {list(variables)}, found NaN or Inf "
                              f"in samples {block[0]} .. {block[-1]}")
         total = moments if total is None else total.merge(moments)
-    return total.normalizer(kind, eps)
+    return total.normalizer(method, eps)

@@ -73,7 +73,7 @@ class ShardRecord:
 
 @dataclass(frozen=True)
 class Manifest:
-    """A complete generated set: its ``generator`` (plain JSON: ``kind``, ``n``, ``seed`` and every parameter in
+    """A complete generated set: its ``generator`` (plain JSON: ``name``, ``n``, ``seed`` and every parameter in
     ``params``; :meth:`pde_data.generate.registry.GenerationSpec.from_json` reads it), its ``shards`` in sample
     order, the ``versions`` that made it."""
 
@@ -97,8 +97,9 @@ class Manifest:
         return int(self.generator["n"])
 
     @property
-    def kind(self) -> str:
-        return str(self.generator["kind"])
+    def generator_name(self) -> str:
+        """The generator that made the set (``name``; ``kind`` in manifests written before 2026-11-28)."""
+        return str(self.generator.get("name", self.generator.get("kind")))
 
     @property
     def bytes(self) -> int:

@@ -121,14 +121,14 @@ def _probe_bytes(path: str, stamp: tuple, hdf5_error: OSError) -> Probed:
     that read them reads a v5 or legacy ``.pt`` file whole), else one line naming them."""
     with open(path, "rb") as fh:
         head = fh.read(HEAD_BYTES)
-        kind = sniff(head)
-        if kind == "pt":
+        found = sniff(head)
+        if found == "pt":
             return Probed("neuraloperator-pt", open_torch_pt(path, fh), stamp=stamp)
-        if kind == "mat5":
+        if found == "mat5":
             return Probed("fno-mat:5", open_mat5(path, fh), stamp=stamp)
     if head.startswith(NETCDF3_MAGIC):
         return Probed("netcdf", read_netcdf(path), stamp=stamp)
-    if head.startswith(HDF5_MAGIC) or kind == "mat73":
+    if head.startswith(HDF5_MAGIC) or found == "mat73":
         raise ValueError(f"{path}: expected a readable HDF5 file, found it unreadable ({hdf5_error})")
     raise ValueError(f"{path}: expected {_KNOWN}, found leading bytes {head[:8]!r}")
 

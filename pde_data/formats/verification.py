@@ -57,11 +57,12 @@ class Verified:
 
 class DamagedShards(ManifestError):
     """Shards of ``folder`` that are missing, resized or damaged: ``problems`` (one phrase each, naming the
-    shard), of the set the manifest says ``kind`` made in ``count`` shards; the message says how to remake them."""
+    shard), of the set the manifest says the generator ``generator`` made in ``count`` shards; the message says how
+    to remake them."""
 
     def __init__(self, folder: Path, manifest: Manifest, problems: list[str]):
         self.folder, self.problems = folder, problems
-        self.kind, self.count = manifest.kind, len(manifest.shards)
+        self.generator, self.count = manifest.generator_name, len(manifest.shards)
         super().__init__(self.describe(f"to regenerate them, call generate_sharded again with the spec and shard "
                                        f"count {MANIFEST} records (it keeps the intact shards and remakes the others)"))
 

@@ -25,7 +25,7 @@ from pde_data.core.params import ParameterError
 __all__ = ["dam_radii", "radial_dam_break", "generate_dam_break"]
 
 LENGTH = 5.0
-_D = DEFAULTS["swe"]  # the registry's defaults (pde_data.generate.registry.KINDS), defined once
+_D = DEFAULTS["swe"]  # the registry's defaults (pde_data.generate.registry.GENERATORS), defined once
 
 
 def dam_radii(samples: range, *, seed: int = 0, low: float = 0.3, high: float = 0.7) -> np.ndarray:

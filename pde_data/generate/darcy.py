@@ -21,7 +21,7 @@ from pde_data.core.params import ParameterError
 
 __all__ = ["darcy_coefficient", "generate_darcy"]
 
-_D = DEFAULTS["darcy"]  # the registry's defaults (pde_data.generate.registry.KINDS), defined once
+_D = DEFAULTS["darcy"]  # the registry's defaults (pde_data.generate.registry.GENERATORS), defined once
 
 
 def darcy_coefficient(rng: np.random.Generator, x: np.ndarray, *, n_gaussians: int = 5) -> np.ndarray:

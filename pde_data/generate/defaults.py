@@ -1,7 +1,7 @@
 """Every generator's parameters, defined once: a frozen dataclass per generator (:data:`PARAMS`) whose fields are
 its parameters (the library's keyword names, ``dtype`` by its torch name), their types and their defaults.
 
-The registry :data:`pde_data.generate.registry.KINDS` converts and checks given values with them
+The registry :data:`pde_data.generate.registry.GENERATORS` converts and checks given values with them
 (:func:`pde_data.core.params.typed`: ``"64"`` from the command line is 64); the ``circuitop generate`` options are
 made from the fields (type, default, range, choices: ``operators.cli._generation.add_parameter_options``); the
 generator functions' signatures (``pde_data.generate_darcy`` …) take their defaults from :data:`DEFAULTS`, and
@@ -28,9 +28,9 @@ def _dtype() -> tuple:
     return str, param("float32", choices=("float32", "float64"))
 
 
-def _positive(kind: type, default) -> tuple:
-    """A positive ``kind``: an integer (``int``, or ``int | None``: none allowed too) or a number (``float``)."""
-    return kind, param(default, "a positive number" if kind is float else "a positive integer", lambda v: v > 0)
+def _positive(number: type, default) -> tuple:
+    """A positive ``number``: an integer (``int``, or ``int | None``: none allowed too) or a number (``float``)."""
+    return number, param(default, "a positive number" if number is float else "a positive integer", lambda v: v > 0)
 
 
 #: each generator's parameters; the gapped digits are a fixed set outside the registry, whose generators make
@@ -49,7 +49,7 @@ PARAMS: dict[str, type] = {
     "digits": _params("DigitsParams", gap=(float, 0.0)),  # its range, [0, 1), the generator checks
 }
 #: ``{generator: {parameter: default}}``, read from :data:`PARAMS`
-DEFAULTS: dict[str, dict[str, object]] = {kind: defaults(cls) for kind, cls in PARAMS.items()}
+DEFAULTS: dict[str, dict[str, object]] = {generator: defaults(cls) for generator, cls in PARAMS.items()}
 
 #: each generator's default seed (the order benchmark's is its training split's, 42)
 SEEDS: dict[str, int] = {"order": 42, "poisson": 0, "darcy": 0, "degradation": 0, "ns": 0, "swe": 0, "digits": 0}

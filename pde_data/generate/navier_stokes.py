@@ -22,7 +22,7 @@ from pde_data.core.params import ParameterError
 __all__ = ["generate_navier_stokes"]
 
 _FORCING = "0.1*(sin(2*pi*(x+y)) + cos(2*pi*(x+y)))"
-_D = DEFAULTS["ns"]  # the registry's defaults (pde_data.generate.registry.KINDS), defined once
+_D = DEFAULTS["ns"]  # the registry's defaults (pde_data.generate.registry.GENERATORS), defined once
 
 
 def generate_navier_stokes(
@@ -48,8 +48,8 @@ def generate_navier_stokes(
         n_samples: number of samples; they are samples ``first_sample … first_sample + n_samples − 1``.
         visc, dt: viscosity ν and largest time step of the solver.
         n_sim, n_out: simulation and output grid sizes (``n_out`` must divide ``n_sim``). The defaults of
-            every parameter are the generator registry's (``pde_data.generate.registry.KINDS["ns"]``), as ``circuitop
-            generate ns`` has them; the FNO benchmark's own settings are ``n_sim=256, t_final=50, dt=1e-4``
+            every parameter are the generator registry's (``pde_data.generate.registry.GENERATORS["ns"]``), as
+            ``circuitop generate ns`` has them; the FNO benchmark's own settings are ``n_sim=256, t_final=50, dt=1e-4``
             (this function's defaults before they were defined once).
         t_final: final time; records at ``t_final·k/n_records`` (default ``n_records``: one per time unit).
         record_initial: also store the initial vorticity at t = 0.

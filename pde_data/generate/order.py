@@ -27,7 +27,7 @@ __all__ = ["generate_order_benchmark", "generate_order_splits", "transfer", "ord
 #: The standard splits: name → (samples, seed) (CHONN, order benchmark; orders T1-T4).
 SPLITS = {"train": (12_000, 42), "val": (2_000, 43), "test": (2_000, 44)}
 _LOW, _BROAD = 4, 32
-_D = DEFAULTS["order"]  # the registry's defaults (pde_data.generate.registry.KINDS), defined once
+_D = DEFAULTS["order"]  # the registry's defaults (pde_data.generate.registry.GENERATORS), defined once
 
 
 def _check(order: int, tau: float, n_points: int) -> None:

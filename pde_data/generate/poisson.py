@@ -28,7 +28,7 @@ from pde_data.core.params import ParameterError
 
 __all__ = ["generate_poisson", "generate_poisson_splits", "POISSON_SPLITS"]
 
-_D = DEFAULTS["poisson"]  # the registry's defaults (pde_data.generate.registry.KINDS), defined once
+_D = DEFAULTS["poisson"]  # the registry's defaults (pde_data.generate.registry.GENERATORS), defined once
 
 #: name → (samples, K, seed): 1024/128/256 in distribution (K = 16), 256 out of distribution (K = 20).
 POISSON_SPLITS = {"train": (1024, 16, 0), "val": (128, 16, 1), "test": (256, 16, 2), "test_ood": (256, 20, 3)}

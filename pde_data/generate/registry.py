@@ -32,8 +32,8 @@ from pde_data.generate.order import generate_order_benchmark
 from pde_data.generate.poisson import generate_poisson
 from pde_data.generate.sequence_sets import generate_degradation
 
-__all__ = ["GenerationSpec", "KINDS", "DEFAULTS", "SEEDS", "make_samples", "block_size", "chunk_size", "sample_bytes",
-           "DTYPES"]
+__all__ = ["GenerationSpec", "GENERATORS", "DEFAULTS", "SEEDS", "make_samples", "block_size", "chunk_size",
+           "sample_bytes", "DTYPES"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -43,45 +43,46 @@ Progress = Callable[[float], None]
 
 @dataclass(frozen=True)
 class GenerationSpec:
-    """A generated set: the generator ``kind``, its size ``n``, its ``seed`` and the generator's other
+    """A generated set: the generator's ``name``, its size ``n``, its ``seed`` and the generator's other
     parameters (the library's keyword names, e.g. ``{"n_grid": 64}``, converted and checked by the generator's
     :data:`~pde_data.generate.defaults.PARAMS`; defaults filled by :meth:`complete`). Two specs are the same set
     exactly when they are equal."""
 
-    kind: str
+    name: str
     n: int
     seed: int
     params: Mapping[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ParameterError("kind", f"one of {sorted(KINDS)}", repr(self.kind))
+        if self.name not in GENERATORS:
+            raise ParameterError("name", f"one of {sorted(GENERATORS)}", repr(self.name))
         if self.n < 1 or self.seed < 0:
             raise ParameterError(("n", "seed"), ">= 1 and >= 0", f"{self.n}, {self.seed}")
-        object.__setattr__(self, "params", typed(PARAMS[self.kind], self.params, "params"))
+        object.__setattr__(self, "params", typed(PARAMS[self.name], self.params, "params"))
 
     def complete(self) -> "GenerationSpec":
         """This spec with every parameter the generator takes, defaults filled in (what a manifest records)."""
-        return dataclasses.replace(self, params={**KINDS[self.kind].defaults, **self.params})
+        return dataclasses.replace(self, params={**GENERATORS[self.name].defaults, **self.params})
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "n": self.n, "seed": self.seed, "params": dict(self.params)}
+        return {"name": self.name, "n": self.n, "seed": self.seed, "params": dict(self.params)}
 
     @classmethod
     def from_json(cls, data: Mapping) -> "GenerationSpec":
-        return cls(str(data["kind"]), int(data["n"]), int(data["seed"]), dict(data.get("params", {})))
+        name = data["name"] if "name" in data else data["kind"]  # the key of manifests written before 2026-11-28
+        return cls(str(name), int(data["n"]), int(data["seed"]), dict(data.get("params", {})))
 
     def differences(self, other: "GenerationSpec") -> list[str]:
         """``["n: 64 here, 128 there", ...]`` for every field or parameter that differs (both completed)."""
         a, b = self.complete(), other.complete()
-        mine = {"kind": a.kind, "n": a.n, "seed": a.seed, **a.params}
-        theirs = {"kind": b.kind, "n": b.n, "seed": b.seed, **b.params}
+        mine = {"name": a.name, "n": a.n, "seed": a.seed, **a.params}
+        theirs = {"name": b.name, "n": b.n, "seed": b.seed, **b.params}
         return [f"{k}: {mine.get(k)!r} here, {theirs.get(k)!r} there"
                 for k in dict.fromkeys([*mine, *theirs]) if mine.get(k) != theirs.get(k)]
 
 
 @dataclass(frozen=True)
-class _Kind:
+class _Generator:
     """How one generator makes a sample range: ``make(spec_params, n, seed, samples, device, progress)``; its
     parameters' defaults; the block its samples are simulated in (a parameter's name, or 1); the samples per
     written chunk; the bytes of one sample."""
@@ -145,13 +146,14 @@ def _ns_bytes(p) -> int:
 
 #: the generators by name (the ``circuitop generate`` problems, but the gapped-digits image set); their
 #: parameters' defaults are :data:`DEFAULTS`, the only place they are defined
-KINDS: dict[str, _Kind] = {
-    "order": _Kind(_order, DEFAULTS["order"], None, 1024, lambda p: 2 * p["n_points"] * 8),
-    "poisson": _Kind(_poisson, DEFAULTS["poisson"], None, 128, lambda p: (2 * p["n_grid"] ** 2 + p["K"] ** 2) * 8),
-    "darcy": _Kind(_darcy, DEFAULTS["darcy"], None, 8, lambda p: 2 * p["n_grid"] ** 2 * 8),
-    "degradation": _Kind(_degradation, DEFAULTS["degradation"], None, 4096, lambda p: (4 * p["max_length"] + 4) * 8),
-    "ns": _Kind(_ns, DEFAULTS["ns"], "batch_size", 0, _ns_bytes),
-    "swe": _Kind(_swe, DEFAULTS["swe"], "batch_size", 0,
+GENERATORS: dict[str, _Generator] = {
+    "order": _Generator(_order, DEFAULTS["order"], None, 1024, lambda p: 2 * p["n_points"] * 8),
+    "poisson": _Generator(_poisson, DEFAULTS["poisson"], None, 128, lambda p: (2 * p["n_grid"] ** 2 + p["K"] ** 2) * 8),
+    "darcy": _Generator(_darcy, DEFAULTS["darcy"], None, 8, lambda p: 2 * p["n_grid"] ** 2 * 8),
+    "degradation": _Generator(_degradation, DEFAULTS["degradation"], None, 4096,
+                              lambda p: (4 * p["max_length"] + 4) * 8),
+    "ns": _Generator(_ns, DEFAULTS["ns"], "batch_size", 0, _ns_bytes),
+    "swe": _Generator(_swe, DEFAULTS["swe"], "batch_size", 0,
                  lambda p: (3 if p["momenta"] else 1) * p["n_frames"] * p["n_grid"] ** 2
                  * DTYPES[p["dtype"]].itemsize + 8),
 }
@@ -160,18 +162,18 @@ KINDS: dict[str, _Kind] = {
 def block_size(spec: GenerationSpec) -> int:
     """The samples simulated together (Navier–Stokes and shallow water: ``batch_size``; else 1): ranges cut at
     its multiples repeat no work."""
-    kind = KINDS[spec.kind]
-    return int(spec.complete().params[kind.block]) if kind.block else 1
+    generator = GENERATORS[spec.name]
+    return int(spec.complete().params[generator.block]) if generator.block else 1
 
 
 def chunk_size(spec: GenerationSpec) -> int:
     """Samples made (and written) at a time: a block of the simulated generators, else the generator's own."""
-    return KINDS[spec.kind].chunk or block_size(spec)
+    return GENERATORS[spec.name].chunk or block_size(spec)
 
 
 def sample_bytes(spec: GenerationSpec) -> int:
     """Bytes of one sample's variables as generated (before compression)."""
-    return KINDS[spec.kind].sample_bytes(spec.complete().params)
+    return GENERATORS[spec.name].sample_bytes(spec.complete().params)
 
 
 def make_samples(spec: GenerationSpec, samples: range, *, device: torch.device | str | None = None,
@@ -181,7 +183,7 @@ def make_samples(spec: GenerationSpec, samples: range, *, device: torch.device |
     if samples.step != 1 or not samples or samples.start < 0 or samples.stop > spec.n:
         raise ParameterError("samples", f"expected a non-empty contiguous range within [0, {spec.n}), found {samples}")
     full = spec.complete()
-    ds = KINDS[spec.kind].make(full.params, spec.n, spec.seed, samples, device, progress)
+    ds = GENERATORS[spec.name].make(full.params, spec.n, spec.seed, samples, device, progress)
     if progress is not None:
         progress(len(samples))
     return ds

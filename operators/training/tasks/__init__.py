@@ -20,7 +20,7 @@ from operators.training.tasks.base import EvalOptions, Normalizers, Task, TaskBa
 from operators.training.tasks.classify import Classify, label_target
 from operators.training.tasks.fields import Steady, Window
 from operators.training.tasks.sequence import Sequence, SequenceClassification, SequenceRegression
-from pde_data.core.model import SAMPLE, kind_of
+from pde_data.core.model import SAMPLE, family_of
 
 __all__ = ["Task", "Steady", "Window", "Classify", "Sequence", "SequenceClassification", "SequenceRegression", "TASKS",
            "Normalizers", "TaskBatches", "EvalOptions", "resolve", "make_task"]
@@ -35,7 +35,7 @@ def _kind(spec: RunSpec, ds: xr.Dataset) -> str:
         return "window"
     inputs = [v for v in spec.data.inputs if v in ds.data_vars]
     data = ds[inputs] if inputs else ds
-    if kind_of(data) == "sequence":
+    if family_of(data) == "sequence":
         return "sequence"
     return "classify" if label_target(spec, ds) is not None else "steady"
 

@@ -34,11 +34,12 @@ __all__ = ["Task", "Normalizers", "TaskBatches", "EvalOptions", "MetricSums", "f
 def fit_variables(source: pde_data.Source, spec: RunSpec, variables) -> pde_data.Normalizer | None:
     """The normalizer of ``variables`` (``spec.data.normalize``; None: none): from the statistics the source's
     format ships (The Well's stats.yaml) when it has them, else fitted on the training split."""
-    kind = spec.data.normalize
-    if kind is None:
+    method = spec.data.normalize
+    if method is None:
         return None
-    shipped = pde_data.normalizer_from_stats(source, list(variables), kind=kind)
-    return shipped or pde_data.fit_normalizer(source, list(variables), indices=list(spec.data.splits.train), kind=kind)
+    shipped = pde_data.normalizer_from_stats(source, list(variables), method=method)
+    return shipped or pde_data.fit_normalizer(source, list(variables), indices=list(spec.data.splits.train),
+                                              method=method)
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class Normalizers:
     @property
     def has_mean(self) -> bool:
         """Whether the outputs' training mean is known: a gaussian output normalizer's shift."""
-        return self.output is not None and self.output.kind == "gaussian"
+        return self.output is not None and self.output.method == "gaussian"
 
     def mean_prediction(self, like: torch.Tensor) -> torch.Tensor | None:
         """The training mean of every output channel, broadcast to ``like``'s shape ``(batch, [time,] C, *s)``

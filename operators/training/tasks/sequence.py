@@ -50,17 +50,17 @@ def _is_input(ds: xr.Dataset, name: str, targets) -> bool:
     return (name not in targets and name != LENGTH and da.attrs.get(ROLE) != TARGET and pde_data.is_step(da))
 
 
-def _target_kind(ds: xr.Dataset, targets: list[str]) -> str:
-    """``"label"``, ``"sequence"`` or ``"step"`` (:func:`pde_data.target_kind`); per-step targets one channel each."""
+def _target_form(ds: xr.Dataset, targets: list[str]) -> str:
+    """``"label"``, ``"sequence"`` or ``"step"`` (:func:`pde_data.target_form`); per-step targets one channel each."""
     try:
-        kind = pde_data.target_kind(ds, targets, "data.targets")
+        form = pde_data.target_form(ds, targets, "data.targets")
     except ValueError as exc:
         raise SpecError("data.targets", str(exc).removeprefix("data.targets: ")) from None
     wide = [v for v in targets if FEATURE in ds[v].dims]
     if wide:
         raise SpecError("data.targets", f"expected per-step targets of dims ({SAMPLE}, {TIME}), found {wide} with "
                         f"a '{FEATURE}' dim (name one variable per channel)")
-    return kind
+    return form
 
 
 def _padding_nan(pred: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -86,17 +86,18 @@ class Sequence(Task):
         targets = list(spec.data.targets) or ([label] if label else [])
         if not targets:
             raise SpecError("data.targets", f"expected target variables among {names}, found none")
-        kind = _target_kind(ds, targets)
+        form = _target_form(ds, targets)
         inputs = list(spec.data.inputs) or [v for v in names if _is_input(ds, v, targets)]
         bad = [v for v in inputs if v not in names or not pde_data.is_step(ds[v]) or v in targets]
         if bad or not inputs:
             raise SpecError("data.inputs", f"expected sequence variables (sample, time[, feature]) among {names}, "
                             f"other than the targets; found {bad or 'none'}")
-        readout = spec.model.config.get("readout", "steps" if kind == "step" else "last")
-        if (readout == "steps") != (kind == "step"):
-            expected = "'steps' for per-step targets" if kind == "step" else "'last' or 'mean' for one value per sequence"
+        readout = spec.model.config.get("readout", "steps" if form == "step" else "last")
+        if (readout == "steps") != (form == "step"):
+            expected = ("'steps' for per-step targets" if form == "step"
+                        else "'last' or 'mean' for one value per sequence")
             raise SpecError("model.config.readout", f"expected {expected}, found {readout!r}")
-        classes = pde_data.n_classes(ds, targets[0]) if kind == "label" else 0
+        classes = pde_data.n_classes(ds, targets[0]) if form == "label" else 0
         in_channels = sum(ds.sizes[FEATURE] if FEATURE in ds[v].dims else 1 for v in inputs)
         derived = {} if "readout" in spec.model.config else {"readout": readout}
         return {"data.inputs": inputs, "data.targets": targets, "task.classes": classes, "model.derived": derived,
@@ -104,9 +105,9 @@ class Sequence(Task):
 
     def _fit(self, source, variables) -> pde_data.Normalizer | None:
         """The normalizer of ``variables`` over the training split's valid steps (``data.normalize``; None: none)."""
-        kind, train = self.spec.data.normalize, list(self.spec.data.splits.train)
-        return None if kind is None else pde_data.fit_sequence_normalizer(source, list(variables), indices=train,
-                                                                          kind=kind)
+        method, train = self.spec.data.normalize, list(self.spec.data.splits.train)
+        return None if method is None else pde_data.fit_sequence_normalizer(source, list(variables), indices=train,
+                                                                            method=method)
 
     def dataset(self, source, indices, *, cache=False, targets=True, steps=None, dtype=torch.float32):
         names = self.spec.data.targets if targets else ()
