@@ -98,7 +98,7 @@ def resources(run_dir, data, device: str, batch_size: int) -> dict[str, float]:
     dataset = run.task.batches(pde_data.open_source(data), test, cache=True)
     batches = [dataset.read_batch(list(range(a, min(a + batch_size, len(test))))).to(device)
                for a in range(0, len(test), batch_size)]
-    predict = lambda batch: run.task.predict(run.model, batch, training=False)  # noqa: E731
+    predict = lambda batch: run.task.forward(run.model, batch, training=False)  # noqa: E731
     predict(batches[0])  # warm-up: one-time costs stay out of the timing
     start = time.perf_counter()
     for batch in batches:

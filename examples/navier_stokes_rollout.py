@@ -3,9 +3,9 @@ place of every Fourier layer's local w0 branch, the paper's placement) for 3→1
 against the same host without the CKB ("FNO host", ``chonn_fno`` at order 0); neuraloperator's ``fno``
 (a different network) is reported beside them.
 
-Each model maps the last m frames to the next one and is rolled out autoregressively, its predictions
-fed back (``operators.rollout``). All windows predict the same frames: the ``n_steps`` frames after the
-first ``given`` ones (given = 10), from the m frames just before them. Training follows the FNO
+Each model maps the last ``window`` frames to the next one and is rolled out autoregressively, its predictions
+fed back (``operators.rollout``). All windows predict the same frames: the ``steps`` frames after the
+first ``given`` ones (given = 10), from the ``window`` frames just before them. Training follows the FNO
 protocol: the loss is the relative L2 of the whole rollout, back-propagated through every step.
 
 Claims under test (docs/specs/anchors.md): CHONN claim 5 — lower 40-step rollout error than FNO for every window,
@@ -28,10 +28,10 @@ Scales (data from ``pde_data.generate_navier_stokes``, our pseudo-spectral solve
   with 1 thread on 2 cores shared by ~10 processes.
 - ``--smoke``: 16², 5 records, 2 / 2 samples, windows 2 and 3, 2 steps, one epoch.
 
-Each window m has its own data file ``data_m<m>.nc``: the frames given − m .. given + n_steps − 1 of every
-trajectory, so a window run of m frames and horizon n_steps has exactly one window per trajectory (the
+Each window has its own data file ``data_m<window>.nc``: the frames given − window .. given + steps − 1 of
+every trajectory, so a window run of ``window`` frames and horizon ``steps`` has exactly one window per trajectory (the
 normalizer is fitted on the training trajectories of that file). Every model trains from it with
-``operators.training.train_run`` into ``runs/m<m>/<model>`` and is rolled out ``n_steps`` steps on the run's
+``operators.training.train_run`` into ``runs/m<window>/<model>`` and is rolled out ``steps`` steps on the run's
 stored test split with ``evaluate_run`` (the model of the last epoch).
 
 Outputs in ``--out`` (default ``runs/navier_stokes_rollout``): ``results.json``, ``rollout.png``
@@ -53,16 +53,16 @@ from pde_data.core.model import TIME
 SCRIPT = "navier_stokes_rollout"
 SCALES = {
     "full": dict(sizes=(1000, 200), n_sim=256, n_out=64, records=50, dt=1e-4, windows=(3, 5, 10), given=10,
-                 n_steps=40, fno=dict(n_modes=12, width=20), ckb=dict(order=2, d_state=16, expand=2),
+                 steps=40, fno=dict(n_modes=12, width=20), ckb=dict(order=2, d_state=16, expand=2),
                  epochs=500, batch_size=20),
     "medium": dict(sizes=(128, 16), n_sim=64, n_out=16, records=20, dt=5e-3, windows=(3, 5, 10), given=10,
-                   n_steps=10, fno=dict(n_modes=6, width=16), ckb=dict(order=2, d_state=4, expand=1),
+                   steps=10, fno=dict(n_modes=6, width=16), ckb=dict(order=2, d_state=4, expand=1),
                    epochs=20, batch_size=8, lr=3e-3, seeds=(0, 1, 2)),
     "quick": dict(sizes=(24, 8), n_sim=32, n_out=16, records=20, dt=1e-2, windows=(3, 5, 10), given=10,
-                  n_steps=10, fno=dict(n_modes=6, width=12), ckb=dict(order=2, d_state=4, expand=1),
+                  steps=10, fno=dict(n_modes=6, width=12), ckb=dict(order=2, d_state=4, expand=1),
                   epochs=8, batch_size=4),
     "smoke": dict(sizes=(2, 2), n_sim=16, n_out=16, records=5, dt=1e-2, windows=(2, 3), given=3,
-                  n_steps=2, fno=dict(n_modes=4, width=6), ckb=dict(order=2, d_state=2, expand=1),
+                  steps=2, fno=dict(n_modes=4, width=6), ckb=dict(order=2, d_state=2, expand=1),
                   epochs=1, batch_size=2),
 }
 VISC = 1e-3
@@ -70,15 +70,15 @@ FNO_PAPER = 0.0128  # FNO-2D, ν = 1e-3, T = 50, N = 1000 (docs/specs/anchors.md
 
 
 def write_windows(cfg: dict, seed: int, out) -> dict:
-    """``{m: data file}``: for every window m, the frames ``given-m .. given+n_steps-1`` of the trajectories."""
+    """``{window: data file}``: for every window, the frames ``given-window .. given+steps-1`` of the trajectories."""
     n_train, n_test = cfg["sizes"]
     ds = pde_data.generate_navier_stokes(n_train + n_test, visc=VISC, n_sim=cfg["n_sim"], n_out=cfg["n_out"],
                                          t_final=float(cfg["records"]), dt=cfg["dt"], seed=seed)
     print(f"data: NS ν={VISC}, {cfg['n_out']}² (simulated at {cfg['n_sim']}²), {cfg['records']} records "
           f"(one per time unit), train/test = {n_train}/{n_test}", flush=True)
-    given, n_steps = cfg["given"], cfg["n_steps"]
-    return {m: pde_data.save(ds.isel({TIME: slice(given - m, given + n_steps)}), out / f"data_m{m}.nc")
-            for m in cfg["windows"]}
+    given, steps = cfg["given"], cfg["steps"]
+    return {w: pde_data.save(ds.isel({TIME: slice(given - w, given + steps)}), out / f"data_m{w}.nc")
+            for w in cfg["windows"]}
 
 
 def one_seed(seed: int, specs: dict, cfg: dict, files: dict, splits, args, out) -> dict:
@@ -88,45 +88,46 @@ def one_seed(seed: int, specs: dict, cfg: dict, files: dict, splits, args, out) 
     optim = OptimSpec(epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg.get("lr", 1e-3), optimizer="adam",
                       weight_decay=1e-4, step_size=100, gamma=0.5, seed=seed)
     rows, curves, models = {}, {}, {}
-    for m, data in files.items():
-        spec = RunSpec(data=DataSpec(splits=splits), task=TaskSpec(window=m, horizon=cfg["n_steps"]), optim=optim)
-        trained = _common.train_models(specs, data, runs / f"m{m}", spec=spec, device=args.device)
+    for window, data in files.items():
+        spec = RunSpec(data=DataSpec(splits=splits), task=TaskSpec(window=window, horizon=cfg["steps"]),
+                       optim=optim)
+        trained = _common.train_models(specs, data, runs / f"m{window}", spec=spec, device=args.device)
         for label, run in trained.items():
-            result = _common.evaluate(run, data, steps=cfg["n_steps"])
+            result = _common.evaluate(run, data, steps=cfg["steps"])
             per_step = result["rollout"]["per_step_rel_l2"]
-            curves[f"{label} {m}->1"] = per_step
-            rows.setdefault(label, {})[f"{m}->1"] = result["metrics"]["rel_l2"]
-            models[f"{label} {m}->1"] = {"params": run.n_params, "train_s": run.seconds,
+            curves[f"{label} {window}->1"] = per_step
+            rows.setdefault(label, {})[f"{window}->1"] = result["metrics"]["rel_l2"]
+            models[f"{label} {window}->1"] = {"params": run.n_params, "train_s": run.seconds,
                                          "mean_step_rel_l2": result["rollout"]["mean_rel_l2"],
                                          "last_step_rel_l2": per_step[-1]}
-            if m == max(cfg["windows"]):
+            if window == max(cfg["windows"]):
                 pred, true = _common.fields(result, data, "vorticity")
-                plots.plot_fields(pred, true, title=f"NS step {cfg['n_steps']}, {label} {m}→1, seed {seed}",
+                plots.plot_fields(pred, true, title=f"NS step {cfg['steps']}, {label} {window}→1, seed {seed}",
                                   path=out / f"fields_{label.replace(' ', '_')}.png")
-    _common.print_table(rows, f"seed {seed}: rollout rel. L2 over {cfg['n_steps']} steps")
+    _common.print_table(rows, f"seed {seed}: rollout rel. L2 over {cfg['steps']} steps")
     return {"rows": rows, "curves": curves, "models": models}
 
 
 def main() -> None:
     args, out, cfg, seeds = _common.start(__doc__, SCRIPT, SCALES)
-    if cfg["given"] + cfg["n_steps"] > cfg["records"] or max(cfg["windows"]) > cfg["given"]:
-        raise SystemExit(f"settings: need windows <= given and given + n_steps <= records, found {cfg}")
+    if cfg["given"] + cfg["steps"] > cfg["records"] or max(cfg["windows"]) > cfg["given"]:
+        raise SystemExit(f"settings: need windows <= given and given + steps <= records, found {cfg}")
     files = write_windows(cfg, args.seed, out)
     n_train, n_test = cfg["sizes"]
     splits = _common.in_order({"train": n_train, "test": n_test})
     # the predicted frames are the same for every window: one bar for all
-    baseline = _common.mean_field_predictor(files[max(cfg["windows"])], splits, "vorticity", frames=cfg["n_steps"])
+    baseline = _common.mean_field_predictor(files[max(cfg["windows"])], splits, "vorticity", frames=cfg["steps"])
     print(f"mean-field predictor rollout rel. L2 {baseline['rel_l2']:.4g}; training seeds {seeds}", flush=True)
 
     # Models per window: neuraloperator's FNO, our FNO host without the CKB (order 0) and CHONN (the same host
-    # with it), m·C input channels → C, the same optimisation for all; the CKB's effect is CHONN vs the host.
+    # with it), window·C input channels → C, the same optimisation for all; the CKB's effect is CHONN vs the host.
     specs = {"FNO": ("fno", cfg["fno"]), "FNO host": ("chonn_fno", {**cfg["fno"], "order": 0}),
              "CHONN": ("chonn_fno", {**cfg["fno"], **cfg["ckb"], "placement": "replace"})}
     per_seed = {seed: one_seed(seed, specs, cfg, files, splits, args, out) for seed in seeds}
     summary = _common.seed_summary({s: r["rows"] for s, r in per_seed.items()})
     curves = _common.mean_curves({s: r["curves"] for s, r in per_seed.items()})
     rows = _common.summary_means(summary)
-    _common.print_table(rows, f"rollout rel. L2 over {cfg['n_steps']} steps ({n_test} test samples, {cfg['n_out']}²), "
+    _common.print_table(rows, f"rollout rel. L2 over {cfg['steps']} steps ({n_test} test samples, {cfg['n_out']}²), "
                               f"mean over seeds {seeds}")
     print(f"FNO paper (FNO-2D, 64², 1000 train, 40 steps, 10→1): {FNO_PAPER}", flush=True)
     plots.plot_rollout(curves, path=out / "rollout.png")

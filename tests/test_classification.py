@@ -61,8 +61,8 @@ def test_labels_in_the_data_model(tmp_path):
     ds = bright_quadrant_images(12)
     path = pde_data.save(ds, tmp_path / "img.nc")
     assert pde_data.n_classes(ds, "label") == 4 and pde_data.is_label(ds["label"]) and not pde_data.is_label(ds["image"])
-    streamed = pde_data.LabelDataset(str(path), ["image"], "label", indices=[1, 4, 7, 9])
-    cached = pde_data.LabelDataset(str(path), ["image"], "label", indices=[1, 4, 7, 9], cache=True)
+    streamed = pde_data.LabelDataset(str(path), ["image"], ["label"], indices=[1, 4, 7, 9])
+    cached = pde_data.LabelDataset(str(path), ["image"], ["label"], indices=[1, 4, 7, 9], cache=True)
     for x, y in ((b.inputs, b.targets) for b in (streamed.read_batch([3, 0, 0]), cached.read_batch([3, 0, 0]))):
         assert x.shape == (3, 1, 16, 16) and y.dtype == torch.int64 and y.tolist() == [1, 1, 1]
         assert torch.equal(x[0], torch.as_tensor(ds["image"].values[9])[None])

@@ -79,7 +79,7 @@ def test_pairs_and_labels_in_a_plain_dataloader(tmp_path):
     pairs = pde_data.PairDataset(source, ["a"], ["u"], indices=[9, 2, 2, 5, 7])
     loader_equals_read_batch(pairs, workers=0)
     torch.testing.assert_close(pairs[1].targets[0], torch.from_numpy(darcy["u"].values[2]))
-    labels = pde_data.LabelDataset(pde_data.save(images(), tmp_path / "digits.nc"), ["image"], "label",
+    labels = pde_data.LabelDataset(pde_data.save(images(), tmp_path / "digits.nc"), ["image"], ["label"],
                                    indices=range(1, 12))
     loader_equals_read_batch(labels, workers=0)
     item = labels[3]

@@ -197,7 +197,7 @@ def predict_run(run_dir: str | os.PathLike, data: str | os.PathLike, out: str | 
     options = EvalOptions(Path(out).parent, name=Path(run_dir).name, steps=steps, batch_size=batch_size,
                           device=run.device)
     names = list(run.spec.data.targets)
-    chunks = run.task.infer(run.model, source, idx, options)
+    chunks = run.task.predict(run.model, source, idx, options)
     first_chunk, first = next(chunks)
     with pde_data.PredictionWriter(out, first.isel({SAMPLE: [0]}), names, len(idx)) as writer:
         writer.write(0, first, sample_ids=first_chunk)

@@ -225,7 +225,7 @@ class LoadedRun:
         source = pde_data.open_source(data)
         samples = np.arange(source.sizes[SAMPLE])
         options = EvalOptions(None, steps=steps, batch_size=batch_size, device=self.device)
-        parts = [pred for _, pred in self.task.infer(self.model, source, samples, options)]
+        parts = [pred for _, pred in self.task.predict(self.model, source, samples, options)]
         return xr.concat(parts, dim=SAMPLE) if len(parts) > 1 else parts[0]
 
 

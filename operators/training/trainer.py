@@ -41,7 +41,7 @@ from operators.training.optim import clip_gradients, make_optimizer, make_schedu
 from operators.training.tasks.base import MetricSums
 from pde_data import atomic_path
 from pde_data.datasets.batch import Batch
-from pde_data.core.params import Mentions
+from pde_data.core.params import Advice
 from pde_data.core.room import NoRoomError, format_bytes, free_bytes, is_disk_full
 
 __all__ = ["Trainer", "NonFiniteLossError", "epoch_order", "CHECKPOINT_COPIES", "LOG_BYTES"]
@@ -67,17 +67,10 @@ class _Step(NamedTuple):
     n_global: int
 
 
-class NonFiniteLossError(Mentions, RuntimeError):
+class NonFiniteLossError(Advice, RuntimeError):
     """Training diverged (a NaN/inf loss or gradient, or a loss beyond :data:`DIVERGENCE` × its first
     value); the last good checkpoint was left in place. The parameters its advice names are ``mentions``
-    (:class:`~pde_data.core.params.Mentions`: the command line names them by their options)."""
-
-    def __init__(self, message: str, mentions: Sequence[str] = ()):
-        self._name_parts((), message, None, mentions)
-        super().__init__(self.describe())
-
-    def __reduce__(self):  # RuntimeError's would call __init__ with the message alone
-        return type(self), (self.expected, self.mentions)
+    (:class:`~pde_data.core.params.Advice`: the command line names them by their options)."""
 
 
 class Trainer:
@@ -107,14 +100,14 @@ class Trainer:
         self._saved_epoch: int | None = None  # the epoch last.pt holds (None: none written or loaded)
 
     # -- forward and loss ------------------------------------------------------------------------
-    def _predict(self, batch: Batch, *, training: bool, module: nn.Module | None = None) -> torch.Tensor:
+    def _forward(self, batch: Batch, *, training: bool, module: nn.Module | None = None) -> torch.Tensor:
         dev, module = self.dist.device, module or self.model
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=self.config.amp and dev.type == "cuda"):
-            pred = self.task.predict(module, batch, training=training)
+            pred = self.task.forward(module, batch, training=training)
         return pred.float() if pred.dtype in (torch.float16, torch.bfloat16) else pred
 
     def _sample_losses(self, batch: Batch) -> torch.Tensor:
-        pred = self._predict(batch, training=True)
+        pred = self._forward(batch, training=True)
         # NaN/Inf in a prediction or the data reach the losses, and every process stops at the deferred check
         # (_check): no step waits for the device to say whether its inputs were finite
         with evaluation.finite_checks(False):
@@ -175,7 +168,7 @@ class Trainer:
             return {}
         module, sums = unwrap(self.model).eval(), MetricSums()
         for batch in self.val.epoch(0):
-            sums.add(self.task.metrics(self._predict(batch, training=False, module=module), batch))
+            sums.add(self.task.metrics(self._forward(batch, training=False, module=module), batch))
         return {f"val_{name}": value for name, value in self.task.result(sums).items()}
 
     # -- the loop --------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import types
 import typing
 from typing import Callable, ClassVar, Iterable, Mapping
 
-__all__ = ["Mentions", "ParameterError", "ExistsError", "Typed", "param", "typed", "defaults", "choices",
+__all__ = ["Mentions", "Advice", "ParameterError", "ExistsError", "Typed", "param", "typed", "defaults", "choices",
            "library_name", "BARE"]
 
 #: a mention of a parameter inside an error's text: ``{name}`` or ``{name=literal}`` (``{overwrite=True}``)
@@ -91,6 +91,18 @@ class ParameterError(Mentions, ValueError):
 
     def __reduce__(self):  # picklable (Dask workers, DDP) although the constructor takes the parts
         return type(self), (self.paths, self.expected, self.found, self.mentions)
+
+
+class Advice(Mentions):
+    """An error whose one line is advice, not a parameter at fault: ``message``, the parameters it names
+    (``{name}`` or ``{name=literal}``) ``mentions`` (:class:`Mentions`). Mixed with the builtin error it is."""
+
+    def __init__(self, message: str, mentions: Iterable[str] = ()):
+        self._name_parts((), message, None, mentions)
+        super().__init__(self.describe())
+
+    def __reduce__(self):  # the builtin error's would call __init__ with the line alone
+        return type(self), (self.expected, self.mentions)
 
 
 class ExistsError(ParameterError, FileExistsError):

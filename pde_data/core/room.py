@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Iterable
 
-from pde_data.core.params import Mentions
+from pde_data.core.params import Advice
 
 __all__ = ["NoRoomError", "check_room", "free_bytes", "format_bytes", "is_disk_full"]
 
@@ -24,15 +24,14 @@ __all__ = ["NoRoomError", "check_room", "free_bytes", "format_bytes", "is_disk_f
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-class NoRoomError(Mentions, OSError):
+class NoRoomError(Advice, OSError):
     """A write needs more room than its folder's file system has free (``errno`` ENOSPC); the folder, the
     bytes needed and the bytes free are attributes, and the parameters the message suggests are ``mentions``
-    (``{resume=True}``: :class:`~pde_data.core.params.Mentions`)."""
+    (``{resume=True}``: :class:`~pde_data.core.params.Advice`)."""
 
     def __init__(self, message: str, folder: str | os.PathLike | None = None, needed: int = 0, free: int = 0,
                  mentions: Iterable[str] = ()):
-        self._name_parts((), message, None, mentions)
-        super().__init__(self.describe())
+        super().__init__(message, mentions)
         self.errno = errno.ENOSPC
         self.folder, self.needed, self.free = folder if folder is None else Path(folder), needed, free
 

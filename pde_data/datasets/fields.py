@@ -153,34 +153,34 @@ class SampleDataset(BatchReads):
 
 
 class PairDataset(SampleDataset):
-    """Steady pairs: ``inputs`` variables of sample ``i`` → ``outputs`` variables of the same sample.
+    """Steady pairs: ``inputs`` variables of sample ``i`` → ``targets`` variables of the same sample.
 
     Args:
         source: a :class:`pde_data.Source` (or a path, or a Dataset) with dims ``(sample, *spatial)``
             (e.g. Darcy ``a`` → ``u``).
-        inputs, outputs: variable names, in channel order; no ``outputs`` (``()``): the inputs read alone
-            (``targets`` None).
+        inputs, targets: variable names, in channel order; no ``targets`` (``()``): the inputs read alone
+            (the batches' ``targets`` None).
         indices: the samples of this split (default: all).
         cache: read the split's samples into memory once (items identical to reading them from the file).
     """
 
-    def __init__(self, source: SourceLike, inputs: Sequence[str], outputs: Sequence[str], *,
+    def __init__(self, source: SourceLike, inputs: Sequence[str], targets: Sequence[str], *,
                  indices: Sequence[int] | None = None, dtype: torch.dtype = torch.float32, cache: bool = False):
-        self.inputs, self.outputs = list(inputs), list(outputs)
-        super().__init__(source, self.inputs + self.outputs, indices, dtype)
+        self.inputs, self.targets = list(inputs), list(targets)
+        super().__init__(source, self.inputs + self.targets, indices, dtype)
         if cache:
             self._cache = tuple(self._read(group, self.cached_samples) for group in self._groups)
 
     @property
     def _groups(self) -> list[list[str]]:
-        return [self.inputs, self.outputs] if self.outputs else [self.inputs]
+        return [self.inputs, self.targets] if self.targets else [self.inputs]
 
     def __len__(self) -> int:
         return len(self.indices)
 
     def read_batch(self, items: Sequence[int]) -> Batch:
         """Items ``items`` stacked: inputs ``(batch, in_channels, *spatial)``, targets ``(batch, out_channels,
-        *spatial)`` (None without outputs)."""
+        *spatial)`` (None without targets)."""
         samples = self.indices[np.asarray(items, dtype=np.int64)]
         x, *y = self._gather(self._groups, samples)
         return Batch(x, y[0] if y else None)

@@ -8,7 +8,7 @@ read whole; images stream like every other field (:class:`LabelDataset`).
 
 Example:
     >>> ds = xr.Dataset({"image": (("sample", "x", "y"), images), "label": (("sample",), labels)})
-    >>> train = LabelDataset(open_source("digits.nc"), ["image"], "label", indices=splits["train"])
+    >>> train = LabelDataset(open_source("digits.nc"), ["image"], ["label"], indices=splits["train"])
     >>> batch = train.read_batch([0, 1, 2])   # inputs (3, 1, 8, 8) float32, targets (3,) int64
 """
 
@@ -69,17 +69,20 @@ class LabelDataset(SampleDataset):
 
     Args:
         source: a :class:`pde_data.Source` (or a path, or a Dataset) of the module's layout.
-        inputs: the image variables, in channel order. label: the label variable (None: the images alone,
-            ``targets`` None).
+        inputs: the image variables, in channel order. targets: the label variable, one (``()``: the images
+            alone, the batches' ``targets`` None).
         indices: the samples of this split (default: all).
         cache: read the split's images into memory once (items identical to reading them from the file).
     """
 
-    def __init__(self, source: SourceLike, inputs: Sequence[str], label: str | None, *,
+    def __init__(self, source: SourceLike, inputs: Sequence[str], targets: Sequence[str], *,
                  indices: Sequence[int] | None = None, dtype: torch.dtype = torch.float32, cache: bool = False):
-        self.inputs, self.label = list(inputs), label
+        self.inputs, self.targets = list(inputs), list(targets)
+        if len(self.targets) > 1:
+            raise ValueError(f"targets: expected one label variable (or none), found {self.targets}")
         super().__init__(source, self.inputs, indices, dtype)
-        self.labels = None if label is None else torch.as_tensor(read_labels(self.source.dataset, label, self.indices))
+        ds = self.source.dataset
+        self._labels = torch.as_tensor(read_labels(ds, self.targets[0], self.indices)) if self.targets else None
         if cache:
             self._cache = (self._read(self.inputs, self.cached_samples),)
 
@@ -90,5 +93,5 @@ class LabelDataset(SampleDataset):
         """Items ``items`` stacked: images ``(batch, channels, *spatial)`` and labels ``(batch,)`` int64."""
         items = np.asarray(items, dtype=np.int64)
         (x,) = self._gather([self.inputs], self.indices[items])
-        labels = None if self.labels is None else self.labels[torch.as_tensor(items)]
+        labels = None if self._labels is None else self._labels[torch.as_tensor(items)]
         return Batch(x, labels)

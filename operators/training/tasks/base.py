@@ -222,7 +222,7 @@ class Task:
         return pde_data.item_bytes(source, variables)
 
     # -- learning -------------------------------------------------------------------------------
-    def predict(self, model: nn.Module, batch: Batch, *, training: bool) -> torch.Tensor:
+    def forward(self, model: nn.Module, batch: Batch, *, training: bool) -> torch.Tensor:
         raise NotImplementedError
 
     def losses(self, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
@@ -258,7 +258,7 @@ class Task:
         data = self.batches(source, samples, targets=not inputs_only)
         for start in range(0, len(samples), options.batch_size):
             batch = data.read_batch(list(range(start, min(start + options.batch_size, len(samples)))))
-            pred = self.predict(model, batch.to(options.device), training=False)
+            pred = self.forward(model, batch.to(options.device), training=False)
             yield pred.float().cpu(), batch
 
     def evaluate(self, model: nn.Module, source: pde_data.Source, samples, options: EvalOptions) -> tuple[dict, list]:
@@ -267,7 +267,7 @@ class Task:
         training mean, ``{"majority_class": ...}`` for labels; ``per_variable``: of each target alone)."""
         raise NotImplementedError
 
-    def infer(self, model: nn.Module, source: pde_data.Source, samples,
+    def predict(self, model: nn.Module, source: pde_data.Source, samples,
               options: EvalOptions) -> Iterator[tuple[np.ndarray, xr.Dataset]]:
         """``(the chunk's sample indices, its predictions)`` from the run's inputs alone (no targets needed),
         ``options.batch_size`` samples at a time: data-model Datasets on the source's coordinates (by default

@@ -141,10 +141,10 @@ class Classify(LabelTask):
         return pde_data.item_bytes(source, list(self.spec.data.inputs))
 
     def dataset(self, source, indices, *, cache=False, targets=True, steps=None, dtype=torch.float32):
-        label = self.spec.data.targets[0] if targets else None
-        return pde_data.LabelDataset(source, self.spec.data.inputs, label, indices=list(indices), cache=cache,
+        names = self.spec.data.targets if targets else ()
+        return pde_data.LabelDataset(source, self.spec.data.inputs, names, indices=list(indices), cache=cache,
                                      dtype=dtype)
 
-    def predict(self, model: nn.Module, batch, *, training: bool):
+    def forward(self, model: nn.Module, batch, *, training: bool):
         x = random_shift(batch.inputs, self.spec.task.shift) if training else batch.inputs
         return model(x)

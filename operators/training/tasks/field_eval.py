@@ -22,7 +22,7 @@ import pde_data
 from pde_data import atomic_path
 from pde_data.core.model import SAMPLE, TIME
 
-__all__ = ["evaluate_fields", "infer_fields"]
+__all__ = ["evaluate_fields", "predict_fields"]
 
 
 def _mean_predictor(task, pred: torch.Tensor) -> torch.Tensor | None:
@@ -32,9 +32,9 @@ def _mean_predictor(task, pred: torch.Tensor) -> torch.Tensor | None:
     return None if mean is None else torch.cat([pred[:, :m], mean], dim=1)
 
 
-def infer_fields(task, model, source: pde_data.Source, samples: np.ndarray,
+def predict_fields(task, model, source: pde_data.Source, samples: np.ndarray,
                  options) -> Iterator[tuple[np.ndarray, xr.Dataset]]:
-    """``(chunk, predictions)`` of ``samples`` from the inputs alone (:meth:`Task.infer`)."""
+    """``(chunk, predictions)`` of ``samples`` from the inputs alone (:meth:`Task.predict`)."""
     ds = source.dataset
     steps = task.rollout_steps(ds.sizes.get(TIME, 0), options.steps, truth=False)
     like = task.template(ds, steps)

@@ -67,10 +67,10 @@ class _FieldTask(Task):
 
         return evaluate_fields(self, model, source, samples, options)
 
-    def infer(self, model, source, samples, options: EvalOptions):
-        from operators.training.tasks.field_eval import infer_fields
+    def predict(self, model, source, samples, options: EvalOptions):
+        from operators.training.tasks.field_eval import predict_fields
 
-        return infer_fields(self, model, source, samples, options)
+        return predict_fields(self, model, source, samples, options)
 
 
 class Steady(_FieldTask):
@@ -110,11 +110,11 @@ class Steady(_FieldTask):
         return pde_data.PairDataset(source, self.spec.data.inputs, names, indices=list(indices), cache=cache,
                                     dtype=dtype)
 
-    def predict(self, model: nn.Module, batch, *, training: bool):
+    def forward(self, model: nn.Module, batch, *, training: bool):
         return model(batch.inputs)
 
     def rollout_steps(self, n_time: int, steps: int | None, *, truth: bool) -> int:
-        """The rollout steps ``evaluate``/``infer`` take for ``steps`` asked for on data of ``n_time`` frames
+        """The rollout steps ``evaluate``/``predict`` take for ``steps`` asked for on data of ``n_time`` frames
         (``truth``: scored against them): none for a steady run."""
         if steps is not None:
             raise SpecError("steps", "expected none: the run is a steady (input → target) model, not a time-stepper")
@@ -188,7 +188,7 @@ class Window(_FieldTask):
                             f"found {list(targets)}")
         return type(self)(self.spec.override({"data.inputs": names, "data.targets": names}), self.normalizers)
 
-    def predict(self, model: nn.Module, batch, *, training: bool):
+    def forward(self, model: nn.Module, batch, *, training: bool):
         push = training and self.spec.task.pushforward
         return rollout(model, batch.inputs, batch.targets.shape[1], pushforward=push)
 

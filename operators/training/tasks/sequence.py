@@ -114,7 +114,7 @@ class Sequence(Task):
         return pde_data.SequenceDataset(source, self.spec.data.inputs, names, indices=list(indices), cache=cache,
                                         dtype=dtype)
 
-    def predict(self, model: nn.Module, batch: Batch, *, training: bool):
+    def forward(self, model: nn.Module, batch: Batch, *, training: bool):
         return model(batch.inputs, dt=batch.dt, mask=batch.mask)
 
 
