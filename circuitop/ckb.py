@@ -213,24 +213,9 @@ class _FieldBlock(nn.Module):
 
     n_spatial = 0
 
-    def __init__(
-        self,
-        d_model: int,
-        *,
-        order: int = 2,
-        d_state: int = 16,
-        expand: int = 2,
-        conv_kernel: int = 4,
-        dt_min: float = 1e-3,
-        dt_max: float = 1e-1,
-        bidirectional: bool = False,
-        transpose: bool = False,
-    ):
+    def __init__(self, d_model: int, *, bidirectional: bool = False, transpose: bool = False, **block):
         super().__init__()
-        self.block = CascadedKirchhoffBlock(
-            d_model, order=order, d_state=d_state, expand=expand, conv_kernel=conv_kernel,
-            dt_min=dt_min, dt_max=dt_max,
-        )
+        self.block = CascadedKirchhoffBlock(d_model, **block)
         self.bidirectional, self.transpose = bidirectional, transpose
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

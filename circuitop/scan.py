@@ -63,14 +63,7 @@ def selective_scan_ref(
 ) -> torch.Tensor:
     """Reference twin of :func:`selective_scan`: a plain Python loop over time, autograd through it.
 
-    ====  ===========================  =====================================
-    name  shape                        meaning
-    ====  ===========================  =====================================
-    a     ``(batch, time, *channels)``  retention coefficients ᾱ_t
-    b     ``(batch, time, *channels)``  injections β̄_t u_t
-    h0    ``(batch, *channels)``        state before the first step (or 0)
-    out   ``(batch, time, *channels)``  states h_t
-    ====  ===========================  =====================================
+    Same arguments, shapes and result as :func:`selective_scan`.
     """
     _check_inputs(a, b, h0)
     h = torch.zeros_like(b[:, 0]) if h0 is None else h0
@@ -106,9 +99,6 @@ def selective_scan(
     One chunked torch scan on every device and dtype (the module docstring has the algorithm).
 
     Args:
-        a: ``(batch, time, *channels)`` coefficients.
-        b: ``(batch, time, *channels)`` inputs, same shape as ``a``.
-        h0: optional ``(batch, *channels)`` initial state.
         chunk_size: chunk length Q of the scan (default: about sqrt(time), between 8 and 32).
 
     Example:

@@ -64,11 +64,7 @@ class PDEBenchAccumulator:
 
     The state is a few numbers per (time, channel): running sums over samples, a running max and the
     summed radial power spectrum, so memory does not grow with the number of samples.
-
-    Args:
-        window: the first ``window`` frames were model inputs and are excluded.
-        lengths: domain length per spatial axis (default 1 each, as PDEBench passes).
-        bands: the two fRMSE band edges.
+    ``window``, ``lengths`` and ``bands`` are those of :func:`pdebench_metrics`.
 
     Example:
         >>> acc = PDEBenchAccumulator(window=10)

@@ -138,9 +138,11 @@ def _opened(run_dir, data, checkpoint, device, inputs, targets) -> tuple[LoadedR
 
 
 def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = None, *, samples: str = "test",
-                 steps: int | None = None, checkpoint: str = "best", out: str | os.PathLike | None = None,
+                 steps: int | None = EvalOptions.steps, checkpoint: str = "best",
+                 out: str | os.PathLike | None = None,
                  overwrite: bool = False, inputs: Sequence[str] | None = None, targets: Sequence[str] | None = None,
-                 write: bool = True, plots: bool = True, batch_size: int = 16,
+                 write: bool = EvalOptions.write, plots: bool = EvalOptions.plots,
+                 batch_size: int = EvalOptions.batch_size,
                  device: str | torch.device | None = None) -> dict:
     """Metrics of the run's ``checkpoint`` on ``samples`` of ``data`` (module docstring); window runs
     are rolled out ``steps`` steps (default: to the end of the data) from their first ``window`` frames.
@@ -178,8 +180,8 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = No
 
 
 def predict_run(run_dir: str | os.PathLike, data: str | os.PathLike, out: str | os.PathLike, *,
-                steps: int | None = None, checkpoint: str = "best", overwrite: bool = False,
-                inputs: Sequence[str] | None = None, batch_size: int = 16,
+                steps: int | None = EvalOptions.steps, checkpoint: str = "best", overwrite: bool = False,
+                inputs: Sequence[str] | None = None, batch_size: int = EvalOptions.batch_size,
                 device: str | torch.device | None = None) -> dict:
     """Predictions of the run's ``checkpoint`` for every sample of ``data`` from its inputs alone,
     written to the NetCDF file ``out`` (atomically, batch by batch) on the file's coordinates.

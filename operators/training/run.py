@@ -35,7 +35,7 @@ from operators.training import checkpoint as ckpt
 from operators.training import distributed, runfolder
 from operators.training.data import RunData, memory_plan
 from operators.training.spec import RunSpec, SpecError, conflicts, resumed
-from operators.training.tasks import Normalizers, Task, make_task
+from operators.training.tasks import EvalOptions, Normalizers, Task, make_task
 from operators.training.trainer import CHECKPOINT_COPIES, LOG_BYTES, Trainer
 from pde_data import atomic_path
 from pde_data.core.model import SAMPLE
@@ -214,14 +214,12 @@ class LoadedRun:
         task = self.task.with_variables(inputs, targets)
         return dataclasses.replace(self, spec=task.spec, task=task)
 
-    def predict(self, data: xr.Dataset | pde_data.Source | str, *, steps: int | None = None,
-                batch_size: int = 16) -> xr.Dataset:
+    def predict(self, data: xr.Dataset | pde_data.Source | str, *, steps: int | None = EvalOptions.steps,
+                batch_size: int = EvalOptions.batch_size) -> xr.Dataset:
         """Predictions for every sample of ``data`` (a Dataset in memory, a Source, or a path) from the
         run's inputs alone: the run's target variables on ``data``'s coordinates (a window run: its given
         frames then ``steps`` rollout steps, default to the data's last frame). Loads the result whole;
         ``operators.training.predict_run`` streams it to a file instead."""
-        from operators.training.tasks import EvalOptions
-
         source = pde_data.open_source(data)
         samples = np.arange(source.sizes[SAMPLE])
         options = EvalOptions(None, steps=steps, batch_size=batch_size, device=self.device)

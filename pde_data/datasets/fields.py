@@ -112,6 +112,9 @@ class SampleDataset(BatchReads):
         self._cache: tuple[torch.Tensor, ...] | None = None
         self.buffers = BatchBuffers()  # the memory of batch tensors, reused once a batch is dropped
 
+    def __len__(self) -> int:
+        return len(self.indices)
+
     @property
     def cached(self) -> bool:
         return self._cache is not None
@@ -174,9 +177,6 @@ class PairDataset(SampleDataset):
     @property
     def _groups(self) -> list[list[str]]:
         return [self.inputs, self.targets] if self.targets else [self.inputs]
-
-    def __len__(self) -> int:
-        return len(self.indices)
 
     def read_batch(self, items: Sequence[int]) -> Batch:
         """Items ``items`` stacked: inputs ``(batch, in_channels, *spatial)``, targets ``(batch, out_channels,

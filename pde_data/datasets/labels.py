@@ -86,9 +86,6 @@ class LabelDataset(SampleDataset):
         if cache:
             self._cache = (self._read(self.inputs, self.cached_samples),)
 
-    def __len__(self) -> int:
-        return len(self.indices)
-
     def read_batch(self, items: Sequence[int]) -> Batch:
         """Items ``items`` stacked: images ``(batch, channels, *spatial)`` and labels ``(batch,)`` int64."""
         items = np.asarray(items, dtype=np.int64)

@@ -105,9 +105,6 @@ class SequenceDataset(SampleDataset):
         if cache:
             self._cache = tuple(self._steps(self.cached_samples))
 
-    def __len__(self) -> int:
-        return len(self.indices)
-
     @property
     def _groups(self) -> list[list[str]]:
         return [self.inputs, self.targets] if self.target_form == "step" else [self.inputs]

@@ -21,14 +21,13 @@ import xarray as xr
 from pde_data.core.io import atomic_path
 from pde_data.core.model import SAMPLE, TIME, X, Y, Z, check_dims
 from pde_data.formats.pdebench_config import format_config
-from pde_data.formats.pdebench_read import LAYOUTS
+from pde_data.formats.pdebench_layouts import LAYOUTS, _CFD_VARS, _COORD_KEYS
 
 __all__ = ["write_pdebench", "PdebenchGroupWriter", "GROUP_LAYOUTS"]
 
 _LAYOUT_ALIASES = {"rdb": "group", "ns": "group"}
 #: the layouts with one HDF5 group per sample (written sample by sample by :class:`PdebenchGroupWriter`)
 GROUP_LAYOUTS = ("group", "rdb", "ns", "diff-react")
-_COORD_KEYS = ((X, "x-coordinate"), (Y, "y-coordinate"), (Z, "z-coordinate"))
 
 
 def _axis(ds: xr.Dataset, dim: str, dtype: np.dtype) -> np.ndarray:
@@ -66,10 +65,7 @@ def _copy_samples(dset: h5py.Dataset, da: xr.DataArray, order: tuple[str, ...], 
 
 
 def _write_darcy(f: h5py.File, ds: xr.Dataset, dtype: np.dtype) -> None:
-    for name in ("a", "u"):
-        if name not in ds.data_vars:
-            raise ValueError(f"write_pdebench(layout='darcy'): expected variables 'a' and 'u'; found {list(ds.data_vars)}")
-        check_dims(ds[name], (SAMPLE, X, Y), name=name)
+    _require(ds, "darcy", {"a": (SAMPLE, X, Y), "u": (SAMPLE, X, Y)})
     n, nx, ny = ds.sizes[SAMPLE], ds.sizes[X], ds.sizes[Y]
     _copy_samples(_create(f, "nu", (n, nx, ny), dtype, 1), ds["a"], (X, Y))
     _copy_samples(_create(f, "tensor", (n, 1, nx, ny), dtype, 2), ds["u"], (X, Y), lead=(0,))
@@ -87,7 +83,7 @@ def _write_single(f: h5py.File, ds: xr.Dataset, keys: dict[str, str], dtype: np.
         check_dims(ds[name], (SAMPLE,) + order, name=name)
         shape = (ds.sizes[SAMPLE],) + tuple(ds.sizes[d] for d in order)
         _copy_samples(_create(f, key, shape, dtype, 2), ds[name], order)
-    for dim, key in _COORD_KEYS:
+    for key, dim in _COORD_KEYS:
         if dim in spatial:
             f.create_dataset(key, data=_axis(ds, dim, dtype))
     f.create_dataset("t-coordinate", data=_time_with_final(ds, dtype))
@@ -241,7 +237,7 @@ def write_pdebench(ds: xr.Dataset, path: str | os.PathLike, *, layout: str,
                 raise ValueError(f"write_pdebench(layout='1d'): expected one variable, found {names}")
             _write_single(f, ds, {names[0]: "tensor"}, dtype)
         elif layout == "cfd":
-            keys = [k for k in ("density", "pressure", "Vx", "Vy", "Vz") if k in ds.data_vars]
+            keys = [k for k in _CFD_VARS if k in ds.data_vars]
             if not {"density", "pressure", "Vx"} <= set(keys):
                 raise ValueError(f"write_pdebench(layout='cfd'): expected density, pressure, Vx; found {list(ds.data_vars)}")
             _write_single(f, ds, {k: k for k in keys}, dtype)

@@ -46,8 +46,8 @@ SWE_KERNEL = NativeKernel(Path(__file__).with_name("csrc") / "swe.cpp",
                           extra_cflags=("-fno-trapping-math", "-fno-math-errno", "-ffp-contract=off"))
 
 
-def cell_centres(n: int, length: float, *, dtype=torch.float64, device=None) -> torch.Tensor:
-    """Cell centres −L/2 + (i + ½)L/n, i = 0..n−1, of the square grid (PDEBench's rdb grid for L = 5)."""
+def cell_centres(n: int, length: float) -> torch.Tensor:
+    """Cell centres −L/2 + (i + ½)L/n, i = 0..n−1, of the square grid, ``(n,)`` float64 (PDEBench's rdb for L = 5)."""
     return (torch.arange(n, dtype=torch.float64) + 0.5) * (length / n) - 0.5 * length
 
 
