@@ -85,7 +85,11 @@ def test_missing_variables_and_time_mismatch_are_clear_errors(tmp_path, capsys):
     assert main(["train", "--data", str(data), "--model", "fno", "--out", str(tmp_path / "r"), "--input", "a"]) == 1
     assert "missing ['a']" in capsys.readouterr().err
     assert main(["train", "--data", str(data), "--model", "fno", "--out", str(tmp_path / "r"), "--window", "2"]) == 1
-    assert "--input: expected variables with a 'time' dim, found ['f', 'u'] without one" in capsys.readouterr().err
+    assert ("--window: expected data with a 'time' dim to roll out (a window run), found ['f', 'u'] without one"
+            in capsys.readouterr().err)  # steady data: the window does not fit, not the (default) inputs
+    assert main(["train", "--data", str(data), "--model", "fno", "--out", str(tmp_path / "r"), "--window", "2",
+                 "--input", "f"]) == 1  # inputs named: they are what lacks time
+    assert "--input: expected variables with a 'time' dim" in capsys.readouterr().err
     waves = xr.Dataset({"h": (("sample", "time", "x"), np.ones((4, 5, 8)))})
     pde_data.save(waves, tmp_path / "w.nc")
     assert main(["train", "--data", str(tmp_path / "w.nc"), "--model", "fno", "--out", str(tmp_path / "r")]) == 1

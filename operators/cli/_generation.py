@@ -243,5 +243,7 @@ _PROBE = 2.0
 
 
 def progress_bar(total: float, *, unit: str, desc: str) -> tqdm:
-    """A progress bar on stderr over ``total`` ``unit``s that estimates the whole time at its first update."""
-    return _EstimatingBar(total=total, unit=unit, file=sys.stderr, desc=desc, dynamic_ncols=True)
+    """A progress bar on stderr over ``total`` ``unit``s that estimates the whole time at its first update; in a
+    log (stderr not a terminal) redrawn once a minute, not many times a second."""
+    return _EstimatingBar(total=total, unit=unit, file=sys.stderr, desc=desc, dynamic_ncols=True,
+                          mininterval=0.1 if sys.stderr.isatty() else 60.0)

@@ -44,6 +44,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result))
         return 0
     if "note" in result:
-        print(result["note"], file=sys.stderr)
+        print(f"note: {result['note']}", file=sys.stderr)
     print(f"wrote {result['out']}: {', '.join(result['variables'])} for {result['n_samples']} samples of {args.data}")
     return 0

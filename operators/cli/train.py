@@ -128,9 +128,9 @@ _BY_FIELD = {field: option for option, (field, _, _) in OPTIONS.items()}
 
 
 #: the parameters of the run API (``train_run``, ``evaluate_run``, ``predict_run``) that options set
-_PARAMETERS = {"inputs": "--input", "targets": "--target", "checkpoint": "--checkpoint", "steps": "--steps",
-               "batch_size": "--batch-size", "samples": "--samples", "device": "--device", "out": "--out",
-               "resume": "--resume", "overwrite": "--overwrite"}
+_PARAMETERS = {"run_dir": "--run", "inputs": "--input", "targets": "--target", "checkpoint": "--checkpoint",
+               "steps": "--steps", "batch_size": "--batch-size", "samples": "--samples", "device": "--device",
+               "out": "--out", "resume": "--resume", "overwrite": "--overwrite"}
 #: mappings whose keys are set by ``OPTION KEY=VALUE``
 _KEYED = {"model.config.": "--config", "data.generator.": "--gen"}
 

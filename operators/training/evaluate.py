@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 import pde_data
+from operators.provenance import code_version
 from operators.training.distributed import device_of
 from operators.training.run import LoadedRun, check_source, load_run, trained_data
 from operators.training.runfolder import EVALUATIONS
@@ -89,7 +90,7 @@ def resolution_note(run: LoadedRun, source: pde_data.Source) -> str | None:
     trained = dict(run.spec.data.fingerprint.sizes)
     if all(trained.get(d, n) == n for d, n in found.items()):
         return None
-    return (f"note: {source.name} has the grid {found}, the run was trained on "
+    return (f"{source.name} has the grid {found}, the run was trained on "
             f"{ {d: trained[d] for d in found if d in trained} }; the model runs at the file's resolution")
 
 
@@ -108,8 +109,12 @@ def _staged(out: Path, overwrite: bool):
     if out.exists() and not overwrite:
         raise ExistsError((), f"{out}: expected a new evaluation folder, found an earlier evaluation; pass "
                           "{overwrite=True} to replace it, or choose another out folder", mentions=["overwrite"])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    except OSError as exc:
+        raise SpecError("out", "a folder this process can create and write to", f"{out}, which cannot be "
+                        f"created ({exc.strerror or type(exc).__name__})") from None
     try:
         yield tmp
     except BaseException:
@@ -179,6 +184,16 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = No
     return result
 
 
+def _made_by(run_dir, checkpoint: str, run: LoadedRun, source: pde_data.Source) -> dict[str, str | int]:
+    """What made a prediction file, as its global attributes: the run, checkpoint and epoch, the code (commit,
+    whether uncommitted changes were in, version) and the data (path and fingerprint digest)."""
+    code = code_version()
+    return {"run": os.path.abspath(run_dir), "checkpoint": checkpoint, "epoch": int(run.epoch),
+            "commit": str(code["commit"]) + (" (with uncommitted changes)" if code["dirty"] else ""),
+            "circuitop_version": str(code["circuitop"]), "data": source.name,
+            "data_fingerprint": source.fingerprint().digest}
+
+
 def predict_run(run_dir: str | os.PathLike, data: str | os.PathLike, out: str | os.PathLike, *,
                 steps: int | None = EvalOptions.steps, checkpoint: str = "best", overwrite: bool = False,
                 inputs: Sequence[str] | None = None, batch_size: int = EvalOptions.batch_size,
@@ -201,7 +216,8 @@ def predict_run(run_dir: str | os.PathLike, data: str | os.PathLike, out: str | 
     names = list(run.spec.data.targets)
     chunks = run.task.predict(run.model, source, idx, options)
     first_chunk, first = next(chunks)
-    with pde_data.PredictionWriter(out, first.isel({SAMPLE: [0]}), names, len(idx)) as writer:
+    made_by = _made_by(run_dir, checkpoint, run, source)
+    with pde_data.PredictionWriter(out, first.isel({SAMPLE: [0]}), names, len(idx), attrs=made_by) as writer:
         writer.write(0, first, sample_ids=first_chunk)
         for chunk, pred in chunks:
             writer.write(int(np.searchsorted(idx, chunk[0])), pred, sample_ids=chunk)

@@ -231,8 +231,13 @@ def load_run(run_dir: str | os.PathLike, *, checkpoint: str = "best", device: st
     """Load ``run_dir/{checkpoint}.pt`` (``best`` or ``last``) with ``weights_only=True`` and rebuild the model."""
     if checkpoint not in ("best", "last"):
         raise SpecError("checkpoint", f"expected 'best' or 'last', found {checkpoint!r}")
-    spec = stored_spec(run_dir, checkpoint=checkpoint)
-    state = ckpt.load_checkpoint(Path(run_dir) / f"{checkpoint}.pt", map_location=device)
+    folder = Path(run_dir)
+    if folder.is_file():
+        raise SpecError("run_dir", "a run folder (holding best.pt, last.pt and run.json)",
+                        f"the file {folder} (pass its folder, {folder.parent})")
+    path = folder / f"{checkpoint}.pt"
+    state = ckpt.load_checkpoint(path, map_location=device)  # read once: the spec, the weights, the normalizers
+    spec = _spec_of(state, path)
     model = spec.model.build()
     model.load_state_dict(state["model"])
     task = make_task(spec, Normalizers.from_state_dict(state["normalizers"]))

@@ -217,6 +217,9 @@ def claim(folder: str | os.PathLike, *, resume: bool = False, overwrite: bool = 
         fd = _lock(folder)
     except PermissionError:
         raise RunFolderError((), f"{folder}: expected a folder this process can write to, found it read-only") from None
+    except OSError as exc:  # e.g. under /proc, or a file where a parent folder should be
+        raise RunFolderError("out", "a folder this process can create and write to", f"{folder}, which cannot be "
+                             f"created ({exc.strerror or type(exc).__name__})") from None
     try:
         yield RunFolder(folder, _old_run(folder, resume=resume, overwrite=overwrite))
     except BaseException:

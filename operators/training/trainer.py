@@ -67,6 +67,11 @@ class _Step(NamedTuple):
     n_global: int
 
 
+def _interactive() -> bool:
+    """Whether stderr is a terminal: a progress bar then; in a log, each epoch's one summary line alone."""
+    return sys.stderr.isatty()
+
+
 class NonFiniteLossError(Advice, RuntimeError):
     """Training diverged (a NaN/inf loss or gradient, or a loss beyond :data:`DIVERGENCE` × its first
     value); the last good checkpoint was left in place. The parameters its advice names are ``mentions``
@@ -147,7 +152,7 @@ class Trainer:
         self.model.train()
         sizes = self.train.global_sizes(epoch)  # indexed, not zipped: a zip under tqdm keeps its first batch alive
         bar = tqdm(self.train.epoch(epoch), total=len(sizes), desc=f"epoch {epoch + 1}/{self.config.epochs}",
-                   file=sys.stderr, leave=False, disable=not (self.progress and self.dist.is_main))
+                   file=sys.stderr, leave=False, disable=not (self.progress and self.dist.is_main and _interactive()))
         start, seen, loss_sum, pending = time.perf_counter(), 0, 0.0, []
         for k, batch in enumerate(bar, 1):
             pending.append(self._step(batch, sizes[k - 1]))

@@ -65,12 +65,24 @@ class _FieldTask(Task):
     def evaluate(self, model, source, samples, options: EvalOptions):
         from operators.training.tasks.field_eval import evaluate_fields
 
+        self.check_rank(source.dataset)
         return evaluate_fields(self, model, source, samples, options)
 
     def predict(self, model, source, samples, options: EvalOptions):
         from operators.training.tasks.field_eval import predict_fields
 
+        self.check_rank(source.dataset)
         return predict_fields(self, model, source, samples, options)
+
+    def check_rank(self, ds: xr.Dataset) -> None:
+        """One line when a variable of ``ds`` the run reads has another number of spatial dims than the run's
+        model (``n_dim``), e.g. a 1D field standing in for a 2D one."""
+        n_dim = self.spec.model.settings.get("n_dim")
+        for path, names in (("data.inputs", self.spec.data.inputs), ("data.targets", self.spec.data.targets)):
+            bad = [v for v in names if n_dim is not None and v in ds.data_vars and len(spatial_dims(ds[v])) != n_dim]
+            if bad:
+                raise SpecError(path, f"variables with {n_dim} spatial dims, as the run was trained on",
+                                f"{bad[0]!r} of dims {tuple(ds[bad[0]].dims)}")
 
 
 class Steady(_FieldTask):
@@ -151,8 +163,9 @@ class Window(_FieldTask):
     def resolve(cls, spec: RunSpec, ds: xr.Dataset) -> dict:
         names, inputs, targets = list(ds.data_vars), list(spec.data.inputs), list(spec.data.targets)
         variables = inputs or [v for v in names if TIME in ds[v].dims]
-        if not variables:
-            raise SpecError("data.inputs", f"expected variables with a '{TIME}' dim, found {names} without one")
+        if not variables:  # none given, none in time: the data are steady, the window is what does not fit
+            raise SpecError("task.window", f"expected data with a '{TIME}' dim to roll out (a window run), found "
+                            f"{names} without one (a steady input -> target run takes no window)")
         if targets and targets != variables:
             raise SpecError("data.targets", f"expected the input variables {variables} (a window run predicts "
                             f"its inputs), found {targets}")

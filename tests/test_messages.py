@@ -1,0 +1,84 @@
+"""What a new user reads (issue 43): each message they found confusing is one line that names the option, what
+was expected and what was found (the command exits 1); a prediction file names what made it."""
+
+import pytest
+import xarray as xr
+
+import pde_data
+from cli_run import run_cli
+from operators.cli import main
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny steady Darcy run (8², one epoch) and its data."""
+    folder = tmp_path_factory.mktemp("messages")
+    data = pde_data.save(pde_data.generate_darcy(12, n_grid=8, seed=0), folder / "darcy.nc")
+    assert main(["train", "--data", str(data), "--model", "fno", "--epochs", "1", "--config", "n_modes=4",
+                 "width=4", "--out", str(folder / "run")]) == 0
+    return folder
+
+
+def _error(capsys, *args) -> str:
+    assert main([str(a) for a in args]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_a_checkpoint_file_given_for_the_run_folder(trained, capsys):
+    err = _error(capsys, "evaluate", "--run", trained / "run" / "best.pt")
+    assert "--run: expected a run folder (holding best.pt, last.pt and run.json), found the file" in err
+    assert f"(pass its folder, {trained / 'run'})" in err and "best.pt/best.pt" not in err
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+def test_an_out_folder_that_cannot_be_created(trained, capsys, command):
+    args = (["train", "--data", trained / "darcy.nc", "--model", "fno", "--epochs", "1"] if command == "train"
+            else ["evaluate", "--run", trained / "run"])
+    err = _error(capsys, *args, "--out", "/proc/circuitop/x")
+    assert "--out: expected a folder this process can create and write to, found /proc/circuitop/x, which " \
+           "cannot be created (No such file or directory)" in err and "[Errno" not in err
+
+
+def test_a_stand_in_variable_of_another_rank(trained, capsys):
+    ds = xr.open_dataset(trained / "darcy.nc")
+    line = xr.Dataset({"line": ds["a"].isel(y=0, drop=True), "u": ds["u"]})
+    pde_data.save(line, trained / "line.nc")
+    err = _error(capsys, "evaluate", "--run", trained / "run", "--data", trained / "line.nc", "--input", "line",
+                 "--samples", "all", "--out", trained / "e")
+    assert "--input: expected variables with 2 spatial dims, as the run was trained on, found 'line' of dims " \
+           "('sample', 'x')" in err
+
+
+def test_a_grid_note_is_said_once(trained, capsys):
+    pde_data.save(pde_data.generate_darcy(4, n_grid=16, seed=1), trained / "fine.nc")
+    assert main(["evaluate", "--run", str(trained / "run"), "--data", str(trained / "fine.nc"), "--samples", "all",
+                 "--out", str(trained / "fine")]) == 0
+    out = capsys.readouterr().out
+    assert "note: " in out and "note: note:" not in out and "has the grid {'x': 16, 'y': 16}" in out
+
+
+def test_a_window_on_steady_data_names_the_window_in_a_subprocess(trained):
+    done = run_cli("train", "--data", trained / "darcy.nc", "--model", "fno", "--window", "3", "--out",
+                   trained / "w")
+    assert done.returncode == 1
+    assert done.stderr.strip().startswith("circuitop train: error: --window: expected data with a 'time' dim")
+
+
+def test_a_prediction_file_names_what_made_it(trained):
+    out = trained / "pred.nc"
+    assert main(["predict", "--run", str(trained / "run"), "--data", str(trained / "darcy.nc"), "--out", str(out)]) == 0
+    attrs = xr.open_dataset(out).attrs
+    assert attrs["run"] == str((trained / "run").resolve()) and attrs["checkpoint"] == "best" and attrs["epoch"] == 1
+    assert attrs["data_fingerprint"] == pde_data.open_source(trained / "darcy.nc").fingerprint().digest
+    assert len(attrs["commit"].split()[0]) == 40 and attrs["circuitop_version"]
+
+
+def test_a_log_gets_one_line_per_epoch_not_a_progress_bar(trained):
+    done = run_cli("train", "--data", trained / "darcy.nc", "--model", "fno", "--epochs", "2", "--config",
+                   "n_modes=4", "width=4", "--out", trained / "logged")
+    assert done.returncode == 0, done.stderr
+    assert "\r" not in done.stderr  # stderr is a pipe here, as in a log file
+    assert [line.split(" |")[0] for line in done.stderr.splitlines() if line.startswith("epoch ")] == \
+        ["epoch 1", "epoch 2"]
