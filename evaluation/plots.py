@@ -33,56 +33,64 @@ def _numpy(x, name: str) -> np.ndarray:
 
 
 def _save(fig: Figure, path: str | os.PathLike | None) -> Figure:
+    """``fig`` written to ``path`` as a PNG whose ``Title`` text chunk is the figure's title (readable back:
+    ``PIL.Image.open(path).text["Title"]``)."""
     if path is not None:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png", dpi=110)  # the figures lay out with "constrained": no tight pass
+        with atomic_path(path) as tmp:  # the figures lay out with "constrained": no tight pass
+            fig.savefig(tmp, format="png", dpi=110, metadata={"Title": fig.get_suptitle()})
     return fig
 
 
-def plot_fields(pred, true, *, title: str = "", path: str | os.PathLike | None = None) -> Figure:
+def plot_fields(pred, true, *, title: str = "", coords: Mapping[str, Sequence[float]] | None = None,
+                path: str | os.PathLike | None = None) -> Figure:
     """True, predicted and error (pred − true) fields side by side.
 
     Args:
         pred, true: one field, ``(x,)`` (line plots) or ``(x, y)`` (images, ``x`` down the rows).
-        title: a suptitle.
+        title: a suptitle (the run, the data, what is shown).
+        coords: the grid's coordinates ``{"x": (x,), ["y": (y,)]}`` (axes in their units; default: grid indices).
         path: where to write the PNG (optional).
     """
     p, t = _numpy(pred, "pred"), _numpy(true, "true")
     if p.shape != t.shape or p.ndim not in (1, 2):
         raise ValueError(f"pred and true: expected one field (x,) or (x, y) each, found pred shape "
                          f"{p.shape} and true shape {t.shape}")
+    axis = {d: np.asarray(coords[d]) if coords and d in coords else np.arange(n) for d, n in zip("xy", p.shape)}
+    named = {d: d if coords and d in coords else f"{d} index" for d in axis}
     err = p - t
-    fig = Figure(figsize=(12, 3.6), layout="constrained")
+    fig = Figure(figsize=(12, 3.9), layout="constrained")
     axes = fig.subplots(1, 3)
     lo, hi = min(t.min(), p.min()), max(t.max(), p.max())
     bound = max(np.abs(err).max(), 1e-300)
-    labels = ("true", "predicted", f"error (pred − true), max |e| = {np.abs(err).max():.3g}")
+    labels = ("true", "predicted", f"error (pred − true)\nmax |e| = {np.abs(err).max():.3g}")
     for ax, data, label in zip(axes, (t, p, err), labels):
         ax.set_title(label)
         if p.ndim == 1:
-            ax.plot(data, color="tab:red" if data is err else "tab:blue")
-            ax.set_xlabel("x index")
+            ax.plot(axis["x"], data, color="tab:red" if data is err else "tab:blue")
+            ax.set_xlabel(named["x"])
             continue
         cmap, limits = ("RdBu_r", (-bound, bound)) if data is err else ("viridis", (lo, hi))
-        image = ax.imshow(data, cmap=cmap, vmin=limits[0], vmax=limits[1], origin="lower")
+        image = ax.pcolormesh(axis["y"], axis["x"], data, cmap=cmap, vmin=limits[0], vmax=limits[1], shading="auto")
+        ax.set_aspect("equal" if coords else "auto")
         fig.colorbar(image, ax=ax, shrink=0.85)
-        ax.set_xlabel("y index")
-        ax.set_ylabel("x index")
+        ax.set_xlabel(named["y"])
+        ax.set_ylabel(named["x"])
     if p.ndim == 1:
         axes[0].sharey(axes[1])
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, fontweight="bold")
     return _save(fig, path)
 
 
 def plot_rollout(curves: Mapping[str, Sequence[float]], *, metric_name: str = "relative L2 error",
-                 log: bool = True, path: str | os.PathLike | None = None) -> Figure:
+                 log: bool = True, title: str = "", path: str | os.PathLike | None = None) -> Figure:
     """Error per rollout step for several models (CHONN Fig. 5e-f).
 
     Args:
         curves: model name -> errors per step ``(time,)`` (e.g. ``rollout_errors(...)[0]``).
         metric_name: the y-axis label.
         log: logarithmic y axis.
+        title: a suptitle (the run, the data, what is shown).
         path: where to write the PNG (optional).
     """
     if not curves:
@@ -98,6 +106,8 @@ def plot_rollout(curves: Mapping[str, Sequence[float]], *, metric_name: str = "r
         ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
+    if title:
+        fig.suptitle(title)
     return _save(fig, path)
 
 
@@ -134,7 +144,7 @@ def plot_training_curves(history: Sequence[Mapping[str, float]], *, title: str =
     return _save(fig, path)
 
 
-def plot_spectra(pred, true, *, path: str | os.PathLike | None = None) -> Figure:
+def plot_spectra(pred, true, *, title: str = "", path: str | os.PathLike | None = None) -> Figure:
     """Radially averaged power spectra of true and predicted fields, and of their error (log-log).
 
     Uses the radial binning of :mod:`evaluation.spectra` (the one behind fRMSE); power is averaged over
@@ -142,6 +152,7 @@ def plot_spectra(pred, true, *, path: str | os.PathLike | None = None) -> Figure
 
     Args:
         pred, true: ``(batch, *spatial)`` with 1 or 2 spatial axes (pass ``field[None]`` for one).
+        title: a suptitle (the run, the data, what is shown).
         path: where to write the PNG (optional).
     """
     p, t = _numpy(pred, "pred"), _numpy(true, "true")
@@ -159,6 +170,8 @@ def plot_spectra(pred, true, *, path: str | os.PathLike | None = None) -> Figure
     ax.set_ylabel("mean |F|² per mode")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
+    if title:
+        fig.suptitle(title)
     return _save(fig, path)
 
 

@@ -82,3 +82,36 @@ def test_a_log_gets_one_line_per_epoch_not_a_progress_bar(trained):
     assert "\r" not in done.stderr  # stderr is a pipe here, as in a log file
     assert [line.split(" |")[0] for line in done.stderr.splitlines() if line.startswith("epoch ")] == \
         ["epoch 1", "epoch 2"]
+
+
+def _table(stdout: str) -> list[str]:
+    """The printed metric rows (under the ``metric`` header, above the lines in parentheses)."""
+    lines = stdout.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith("metric "))
+    return [line for line in lines[start + 1:] if line and not line.startswith(("(", "wrote "))]
+
+
+def test_evaluate_prints_a_headline_table_and_writes_the_whole_one(trained, capsys):
+    import json
+
+    assert main(["evaluate", "--run", str(trained / "run"), "--out", str(trained / "head")]) == 0
+    printed = capsys.readouterr().out
+    metrics = json.loads((trained / "head" / "metrics.json").read_text())["metrics"]
+    shown = _table(printed)
+    assert 3 <= len(shown) <= 10 < len(metrics) and shown[0].split()[0] == "rel_l2"
+    assert f"({len(metrics) - len(shown)} more metrics in {trained / 'head' / 'metrics.md'}" in printed
+    markdown = (trained / "head" / "metrics.md").read_text().splitlines()
+    assert [row.split(" | ")[0].removeprefix("| ") for row in markdown if row.startswith("| ")][1:] == list(metrics)
+    assert main(["evaluate", "--run", str(trained / "run"), "--out", str(trained / "every"), "--all"]) == 0
+    assert [row.split()[0] for row in _table(capsys.readouterr().out)] == list(metrics)
+
+
+def test_every_plot_of_an_evaluation_is_titled_with_the_run_and_the_data(trained):
+    from PIL import Image
+
+    assert main(["evaluate", "--run", str(trained / "run"), "--out", str(trained / "titled")]) == 0
+    pngs = sorted((trained / "titled").glob("*.png"))
+    assert [p.name for p in pngs] == ["fields.png", "spectra.png"]
+    titles = {p.name: Image.open(p).text["Title"] for p in pngs}  # written into each PNG, read back
+    assert titles["fields.png"].startswith("run on darcy.nc: u, sample ")
+    assert titles["spectra.png"].startswith("run on darcy.nc: power spectra of u, sample ")

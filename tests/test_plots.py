@@ -28,9 +28,13 @@ def test_plot_fields_2d_and_1d(tmp_path):
                             path=tmp_path / "f.png")
     assert isinstance(fig, Figure) and len(fig.axes) == 6  # three panels and three colour bars
     _written(tmp_path / "f.png")
-    error_image = fig.axes[2].images[0].get_array()
+    error_image = np.asarray(fig.axes[2].collections[0].get_array()).reshape(pred[0].shape)
     np.testing.assert_allclose(error_image, pred[0] - true[0])
-    assert "max |e|" in fig.axes[2].get_title()
+    assert "max |e|" in fig.axes[2].get_title() and fig.axes[0].get_xlabel() == "y index"
+    x, y = np.linspace(0.5, 1.5, pred.shape[1]), np.linspace(-1, 1, pred.shape[2])
+    placed = plots.plot_fields(pred[0], true[0], coords={"x": x, "y": y})  # axes in the file's coordinates
+    assert placed.axes[0].get_xlabel() == "y" and placed.axes[0].get_ylabel() == "x"
+    assert placed.axes[0].get_ylim()[0] < 0.5 < 1.5 < placed.axes[0].get_ylim()[1]
     line = plots.plot_fields(pred[0, :, 0], true[0, :, 0]).axes[2].lines[0].get_ydata()
     np.testing.assert_allclose(line, pred[0, :, 0] - true[0, :, 0])
 
@@ -87,3 +91,12 @@ def test_training_curves_separate_the_loss_from_the_validation_metrics(tmp_path)
     _written(tmp_path / "c.png")
     alone = plots.plot_training_curves([{"epoch": 1, "train_loss": 0.3}])
     assert alone.axes[1].get_ylabel() == "no validation split" and not alone.axes[1].lines
+
+
+def test_rollout_and_spectra_plots_carry_their_title_into_the_png(tmp_path):
+    from PIL import Image
+
+    plots.plot_rollout({"fno": [0.1, 0.2]}, title="run on ns.nc: rollout", path=tmp_path / "r.png")
+    plots.plot_spectra(np.ones((1, 8, 8)), np.ones((1, 8, 8)), title="run on ns.nc: spectra", path=tmp_path / "s.png")
+    assert Image.open(tmp_path / "r.png").text["Title"] == "run on ns.nc: rollout"
+    assert Image.open(tmp_path / "s.png").text["Title"] == "run on ns.nc: spectra"

@@ -18,7 +18,7 @@ import pde_data
 from evaluation import summarize
 from operators.cli._pairing import align, check_coords
 from operators.cli._verified import add_no_verify, verify_data
-from operators.training.evaluate import SAMPLE_CHOICES, json_safe
+from operators.training.evaluate import SAMPLE_CHOICES, json_safe, metric_rows
 from operators.training.tasks import EvalOptions
 from pde_data.core.params import defaults, typed
 
@@ -52,6 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="leading time frames that were model inputs, excluded from scoring (default 0; "
                         "--initial-step is PDEBench's name for it)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--all", action="store_true", help="print every metric of a run's evaluation (default: the "
+                   "headline ones; all of them are in its metrics.md and metrics.json)")
     add_no_verify(p)
     p.set_defaults(func=run)
 
@@ -138,7 +140,7 @@ def _run(args: argparse.Namespace) -> int:
     for key in ("warning", "note"):
         if key in result:
             print(f"{key}: {result[key]}")
-    print(result_table(result))
+    print(result_table(result, every=args.all))
     print(f"wrote {result['out']}: " + ", ".join(Path(f).name for f in result["files"]))
     return 0
 
@@ -154,25 +156,18 @@ def _trained_path(run_dir: str, checkpoint: str) -> str | None:
         return None
 
 
-def result_table(result: dict) -> str:
-    """Metric rows; columns: the model, the baseline (the mean predictor, or a classifier's majority class), each
-    variable (several targets only)."""
-    columns = {"model": dict(result["metrics"])}
-    if "rollout" in result:
-        columns["model"][f"rollout_mean_rel_l2 ({result['rollout']['steps']} steps)"] = result["rollout"]["mean_rel_l2"]
-    columns.update({name.replace("_", " "): values for name, values in result.get("baseline", {}).items()})
-    columns.update({f"model [{v}]": values for v, values in result.get("per_variable", {}).items()})
-    header = ["metric", *columns]
-    lines = [header] + [[name, *(_cell(col, name) for col in columns.values())] for name in columns["model"]]
-    widths = [max(len(line[k]) for line in lines) for k in range(len(header))]
+def result_table(result: dict, *, every: bool = False) -> str:
+    """The metric rows (:func:`~operators.training.evaluate.metric_rows`): the headline ones unless ``every``,
+    aligned, then where the others are and the result's warning (the table is often copied alone)."""
+    lines = metric_rows(result, headline=not every)
+    widths = [max(len(line[k]) for line in lines) for k in range(len(lines[0]))]
     table = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines]
-    if "warning" in result:  # the table is often copied without the lines above it
+    hidden = len(metric_rows(result)) - len(lines)
+    if hidden:
+        table.append(f"({hidden} more metrics in {Path(result['out']) / 'metrics.md'} and metrics.json; --all prints "
+                     "them)")
+    if "warning" in result:
         table.append(f"({result['warning']})")
     return "\n".join(table)
 
 
-def _cell(column: dict, name: str) -> str:
-    """A value (``nan`` where the JSON has None), or nothing where the column lacks the metric."""
-    if name not in column:
-        return ""
-    return "nan" if column[name] is None else f"{column[name]:.6g}"

@@ -100,7 +100,7 @@ def evaluate_fields(task, model, source: pde_data.Source, samples: np.ndarray, o
         if options.write:
             files.append(_rollout_csv(out, result["rollout"]["per_step_rel_l2"]))
     if options.write and options.plots:
-        files += _plots(out, options.name, result, *first, sample=int(samples[0]))
+        files += _plots(out, f"{options.name} on {Path(source.name).name}", result, *first, sample=int(samples[0]))
     return result, files
 
 
@@ -118,26 +118,29 @@ def _rollout_csv(out: Path, per_step: list[float]) -> Path:
 
 
 def _plots(out: Path, run: str, result: dict, pred: xr.Dataset, true: xr.Dataset, *, sample: int) -> list[Path]:
-    """``fields.png`` (the first scored sample's first variable at the last rollout step; its title names the
-    run, the variable, the source's sample index and the step), ``rollout.png`` (the legend names the run)
-    and ``spectra.png``."""
+    """``fields.png`` (the first scored sample's first variable at the last rollout step), ``rollout.png`` and
+    ``spectra.png``; each title names ``run`` (the run and the data), what is shown, the variable, the source's
+    sample index and the step."""
     from evaluation import plots  # matplotlib only when plotting
 
     import matplotlib.pyplot as plt
 
     name = next(iter(true.data_vars))
     p, t = pred[name].isel({SAMPLE: 0}), true[name].isel({SAMPLE: 0})
-    what = f"{run}: {name}, sample {sample}"
+    what = f"{name}, sample {sample}"
     written = []
     if TIME in p.dims:
         steps = result["rollout"]["steps"]
         p, t = p.isel({TIME: -1}), t.isel({TIME: -1})
         what += f", rollout step {steps} of {steps} (the last)"
-        plt.close(plots.plot_rollout({run: result["rollout"]["per_step_rel_l2"]}, path=out / "rollout.png"))
+        plt.close(plots.plot_rollout({run: result["rollout"]["per_step_rel_l2"]}, path=out / "rollout.png",
+                                     title=f"{run}: relative L2 error of every rollout step ({steps} steps)"))
         written.append(out / "rollout.png")
-    plt.close(plots.plot_fields(p.values, t.values, title=what, path=out / "fields.png"))
+    grid = {d: p[d].values for d in ("x", "y") if d in p.coords}
+    plt.close(plots.plot_fields(p.values, t.values, title=f"{run}: {what}", coords=grid, path=out / "fields.png"))
     written.append(out / "fields.png")
     if p.ndim in (1, 2):
-        plt.close(plots.plot_spectra(p.values[None], t.values[None], path=out / "spectra.png"))
+        plt.close(plots.plot_spectra(p.values[None], t.values[None], path=out / "spectra.png",
+                                     title=f"{run}: power spectra of {what}"))
         written.append(out / "spectra.png")
     return written
