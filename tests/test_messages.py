@@ -11,11 +11,11 @@ from operators.cli import main
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A tiny steady Darcy run (8², one epoch) and its data."""
+    """A tiny steady Darcy run (8², one epoch, the default modes) and its data."""
     folder = tmp_path_factory.mktemp("messages")
     data = pde_data.save(pde_data.generate_darcy(12, n_grid=8, seed=0), folder / "darcy.nc")
-    assert main(["train", "--data", str(data), "--model", "fno", "--epochs", "1", "--config", "n_modes=4",
-                 "width=4", "--out", str(folder / "run")]) == 0
+    assert main(["train", "--data", str(data), "--model", "fno", "--epochs", "1", "--config", "width=4", "--out",
+                 str(folder / "run")]) == 0  # the default Fourier modes, fitted to the grid
     return folder
 
 
@@ -115,3 +115,30 @@ def test_every_plot_of_an_evaluation_is_titled_with_the_run_and_the_data(trained
     titles = {p.name: Image.open(p).text["Title"] for p in pngs}  # written into each PNG, read back
     assert titles["fields.png"].startswith("run on darcy.nc: u, sample ")
     assert titles["spectra.png"].startswith("run on darcy.nc: power spectra of u, sample ")
+
+
+def test_fourier_modes_the_grid_cannot_hold_are_refused_and_the_default_fits_the_grid(trained, capsys):
+    import json
+
+    data = trained / "darcy.nc"  # 8x8: wavenumbers up to 4 per axis
+    err = _error(capsys, "train", "--data", data, "--model", "fno", "--config", "n_modes=100", "--out", trained / "m")
+    assert "--config n_modes: expected at most 4 Fourier modes per axis on the training grid 8x8" in err
+    assert "--force keeps them" in err and "found 100" in err
+    fitted = json.loads((trained / "run" / "run.json").read_text())["model"]  # trained with the default config
+    assert fitted["derived"]["n_modes"] == 4 and "n_modes" not in fitted["config"]
+    assert main(["train", "--data", str(data), "--model", "fno", "--epochs", "1", "--config", "n_modes=6",
+                 "width=4", "--force", "--out", str(trained / "forced")]) == 0
+    assert json.loads((trained / "forced" / "run.json").read_text())["model"]["config"]["n_modes"] == 6
+
+
+def test_a_sequence_run_says_its_time_steps_and_a_batch_above_the_split_is_said(tmp_path, capsys):
+    seq = pde_data.save(pde_data.generate_degradation(12, min_length=4, max_length=8, seed=0), tmp_path / "seq.nc")
+    assert main(["info", str(seq)]) == 0
+    assert "time: the 'time' coordinate ('sample', 'time') gives dt: irregular steps, " in capsys.readouterr().out
+    assert main(["train", "--data", str(seq), "--model", "gru", "--target", "rul", "--epochs", "1", "--batch-size",
+                 "1000", "--split", "8,2,2", "--out", str(tmp_path / "run")]) == 0
+    err = capsys.readouterr().err
+    assert "time steps: the 'time' coordinate ('sample', 'time') gives dt: irregular steps" in err
+    assert "batch size 1000 is above the 8 training items: each epoch trains one batch of 8" in err
+    plain = pde_data.generate_degradation(4, min_length=4, max_length=8, seed=0).drop_vars("time")
+    assert pde_data.core.model.describe_time(plain) == "no 'time' coordinate: every step counts as dt = 1"

@@ -50,6 +50,7 @@ def describe(path: str) -> list[str]:
         lines = [f"file: {path}", f"format: {source.format}", f"family: {model.family_of(ds)}",
                  f"dims: {dict(ds.sizes)}"]
         lines += [f"variable {name}: {var.dims} {var.dtype}" for name, var in ds.data_vars.items()]
+        lines += [f"time: {model.describe_time(ds)}"] if model.family_of(ds) == "sequence" else []
         lines += [f"attr {key}: {value}" for key, value in ds.attrs.items()]
     return lines
 

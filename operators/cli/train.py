@@ -98,6 +98,8 @@ OPTIONS: dict[str, tuple[str, dict, str]] = {
     "--model": ("model.name", {}, "fields: fno, chonn_fno, nac_fno, unet, chonn_unet, nac_unet, ckb_chain, depth_stack, ckb_stack; "
                 "images: chonn_vision, conv_vision; sequences: ltc, cfc, pdna, nac, ckb_seq, gru, attention"),
     "--config": ("model.config", dict(nargs="*", metavar="KEY=VALUE"), "model config values"),
+    "--force": ("model.force", _FLAG, "keep a model config the training grid cannot use (Fourier modes above N/2 "
+                "per axis: never trained, they only add parameters)"),
     "--epochs": ("optim.epochs", dict(type=int), "epochs to train in all"),
     "--batch-size": ("optim.batch_size", dict(type=int), "global batch size (split over processes)"),
     "--lr": ("optim.lr", dict(type=float), "learning rate"),

@@ -39,7 +39,7 @@ from operators.training.tasks import EvalOptions, Normalizers, Task, make_task
 from operators.training.trainer import CHECKPOINT_COPIES, LOG_BYTES, Trainer
 from pde_data import atomic_path
 from pde_data.core.model import SAMPLE
-from pde_data.core.room import NoRoomError
+from pde_data.core.room import NoRoomError, format_bytes
 
 __all__ = ["train_run", "load_run", "stored_spec", "LoadedRun", "check_source", "trained_data", "CONFIG_FILE",
            "RUN_FILE"]
@@ -143,6 +143,22 @@ def _prepared(spec: RunSpec, data: RunData, state: dict | None, out: Path) -> tu
     return resolved, make_task(resolved, data.normalizers(make_task(resolved)))
 
 
+def _model_line(spec: RunSpec, net: torch.nn.Module) -> str:
+    """One line: the model, the bytes of its weights, and the config values the data set (``derived``: e.g.
+    Fourier modes fitted to the training grid); the trainer's first line counts the parameters."""
+    size = sum(p.numel() * p.element_size() for p in net.parameters())
+    derived = ", ".join(f"{k}={v}" for k, v in spec.model.derived.items())
+    return f"model: {spec.model.name}, {format_bytes(size)} of weights" + (f"; set by the data: {derived}" if derived
+                                                                            else "")
+
+
+def _batch_lines(spec: RunSpec, train) -> list[str]:
+    """A line when the batch size is above the training items: each epoch is then one batch of all of them."""
+    items, size = len(train), spec.optim.batch_size
+    return [f"batch size {size} is above the {items} training items: each epoch trains one batch of {items}"] \
+        if size > items else []
+
+
 def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, overwrite: bool = False,
               device: str | None = None, progress: bool = True) -> list[dict]:
     """Train the run ``spec`` describes into the folder ``out``; works under ``torchrun``. Returns the history.
@@ -171,9 +187,12 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
             if spec.optim.compile:
                 net.compile()  # in place (Module.compile): the state_dict keeps its keys, without "_orig_mod."
             train, val = data.loaders(task, batch_size=spec.optim.batch_size, seed=spec.optim.seed, dist=info)
-            if info.is_main and data.stream is None:  # said before anything is trained
-                print(memory_plan(task, data.source, train, val, spec.optim.batch_size).line(), file=sys.stderr,
-                      flush=True)
+            if info.is_main:  # said before anything is trained
+                for line in (_model_line(spec, net), *task.data_lines(data.source), *_batch_lines(spec, train)):
+                    print(line, file=sys.stderr, flush=True)
+            if info.is_main and data.stream is None:
+                batch = min(spec.optim.batch_size, len(train))  # a batch holds at most every training item
+                print(memory_plan(task, data.source, train, val, batch).line(), file=sys.stderr, flush=True)
             trainer = Trainer(net, task, train, val, out, dist=info, progress=progress)
             if state is not None:
                 trainer.load(state)

@@ -111,14 +111,16 @@ class TaskSpec(Typed, prefix="task"):
 class ModelSpec(Typed, prefix="model"):
     """A registry model (:data:`operators.models.MODELS`): its name and config values; once resolved, the
     config values the data decide (``derived``: e.g. ``n_dim``, the ``frames`` of a window, a per-step
-    ``readout``; never in ``config.yaml``, so a run asked again with other data decides them again) and
-    its channels."""
+    ``readout``, Fourier ``n_modes`` the training grid resolves; never in ``config.yaml``, so a run asked again
+    with other data decides them again) and its channels. ``force``: keep a config the training grid cannot
+    use (Fourier modes above its N/2 per axis), refused otherwise."""
 
     name: str | None = None
     config: dict = field(default_factory=dict)
     derived: dict = field(default_factory=dict)
     in_channels: int = 0
     out_channels: int = 0
+    force: bool = False
 
     def __post_init__(self):
         super().__post_init__()

@@ -35,7 +35,7 @@ import xarray as xr
 
 __all__ = [
     "SAMPLE", "TIME", "X", "Y", "Z", "S", "FEATURE", "SPATIAL_DIMS",
-    "spatial_dims", "field_order", "family_of", "check_dims",
+    "spatial_dims", "field_order", "family_of", "check_dims", "describe_time",
     "to_tensor", "from_tensor", "time_steps", "LENGTH", "ROLE", "TARGET", "valid_mask", "padded_time",
 ]
 
@@ -185,6 +185,22 @@ def _wrap_channel(values: np.ndarray, da: xr.DataArray, index: int, family: str,
         raise ValueError(f"tensor: expected shape (batch, ...) matching {expected}, found {data.shape}")
     coords = {k: v for k, v in da.coords.items() if set(v.dims) <= set(order)}
     return xr.DataArray(data, dims=order, coords=coords, attrs=da.attrs, name=da.name)
+
+
+def describe_time(obj: XrObj, *, max_samples: int = 1024) -> str:
+    """How a sequence set's steps are timed, in words: the ``time`` coordinate's dims and whether its steps are
+    regular (their size) or irregular (their range, over the first ``max_samples`` samples), or that without
+    one every step counts as 1 (what :func:`time_steps` and the sequence datasets use as Δt)."""
+    if TIME not in obj.coords:
+        return f"no '{TIME}' coordinate: every step counts as dt = 1"
+    t = obj.coords[TIME]
+    head = t.isel({SAMPLE: slice(0, max_samples)}) if SAMPLE in t.dims else t
+    dt = np.diff(np.asarray(head.values, dtype=np.float64), axis=-1)
+    where = f"the '{TIME}' coordinate {tuple(t.dims)} gives dt"
+    if dt.size == 0 or np.allclose(dt, dt.flat[0], rtol=1e-6, atol=0):
+        return f"{where}: regular steps" + (f" of {dt.flat[0]:.4g}" if dt.size else "")
+    seen = f", over the first {max_samples} samples" if SAMPLE in t.dims and t.sizes[SAMPLE] > max_samples else ""
+    return f"{where}: irregular steps, {dt.min():.4g} .. {dt.max():.4g}{seen}"
 
 
 def time_steps(

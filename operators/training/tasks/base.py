@@ -216,6 +216,10 @@ class Task:
         """The batches the model reads: :meth:`dataset`'s, encoded by the run's :class:`Normalizers`."""
         return TaskBatches(self.dataset(source, indices, cache=cache, targets=targets, dtype=dtype), self.normalizers)
 
+    def data_lines(self, source: pde_data.Source) -> list[str]:
+        """What ``train`` says about how it reads ``source`` beyond the memory plan (a sequence run: its Δt)."""
+        return []
+
     def item_bytes(self, source: pde_data.Source) -> int:
         """Bytes one sample of the run's variables takes in memory (the cache decision)."""
         variables = sorted(set(self.spec.data.inputs) | set(self.spec.data.targets))

@@ -39,9 +39,32 @@ def _model_fields(spec: RunSpec, ds: xr.Dataset, inputs: list[str], in_channels:
 
     entry = MODELS.get(spec.model.name)
     names = {f.name for f in dataclasses.fields(entry.config)} if entry else set()
-    values = {"n_dim": len(spatial_dims(ds[inputs[0]])), **auto}
+    grid = tuple(ds.sizes[d] for d in spatial_dims(ds[inputs[0]]))
+    values = {"n_dim": len(grid), **auto, **(_fitted_modes(spec, entry.config, grid) if "n_modes" in names else {})}
     derived = {k: v for k, v in values.items() if k in names and k not in spec.model.config}
     return {"model.in_channels": in_channels, "model.out_channels": out_channels, "model.derived": derived}
+
+
+def _fitted_modes(spec: RunSpec, config: type, grid: tuple[int, ...]) -> dict:
+    """``{"n_modes": ...}`` the training ``grid`` resolves when the config's default keeps more: at most ``N // 2``
+    per axis (the FNO paper's count: wavenumbers ``-k..k-1``; a grid of N points holds ``-N/2..N/2-1``); none when
+    the default fits. Fourier modes given above that are refused (never trained, at any resolution the model runs
+    at later they act as untrained weights), unless ``model.force``."""
+    from operators.models.fno import expand_modes
+
+    useful = tuple(max(1, n // 2) for n in grid)
+    given = spec.model.config.get("n_modes")
+    if given is not None:
+        modes = expand_modes(given, len(grid))
+        if any(m > u for m, u in zip(modes, useful)) and not spec.model.force:
+            largest = useful[0] if len(set(useful)) == 1 else useful
+            raise SpecError("model.config.n_modes", f"at most {largest} Fourier modes per axis on the training "
+                            f"grid {'x'.join(map(str, grid))} (N/2: more are never trained; {{model.force}} keeps "
+                            "them)", str(given), ["model.force"])
+        return {}
+    default = expand_modes(config().n_modes, len(grid))
+    fitted = tuple(min(m, u) for m, u in zip(default, useful))
+    return {} if fitted == default else {"n_modes": fitted[0] if len(set(fitted)) == 1 else fitted}
 
 
 class _FieldTask(Task):

@@ -35,7 +35,7 @@ import pde_data
 from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, MetricSums, Normalizers, Task
 from operators.training.tasks.classify import LabelTask, label_target
-from pde_data.core.model import FEATURE, LENGTH, ROLE, SAMPLE, TARGET, TIME
+from pde_data.core.model import FEATURE, LENGTH, ROLE, SAMPLE, TARGET, TIME, describe_time
 from pde_data.datasets.batch import Batch
 
 __all__ = ["Sequence", "SequenceRegression", "SequenceClassification", "RUL"]
@@ -113,6 +113,9 @@ class Sequence(Task):
         names = self.spec.data.targets if targets else ()
         return pde_data.SequenceDataset(source, self.spec.data.inputs, names, indices=list(indices), cache=cache,
                                         dtype=dtype)
+
+    def data_lines(self, source):
+        return [f"time steps: {describe_time(source.dataset)}"]
 
     def forward(self, model: nn.Module, batch: Batch, *, training: bool):
         return model(batch.inputs, dt=batch.dt, mask=batch.mask)
