@@ -34,7 +34,7 @@ SEPARATE = ("bench_models",)
 MEASURES = {"bench_darcy": ("pde_data",), "bench_solvers": ("pde_data",), "bench_scan": ("circuitop",),
             "bench_ltc": ("circuitop",), "bench_nac": ("circuitop", "evaluation"), "bench_metrics": ("evaluation",),
             "bench_operators": ("circuitop", "operators", "evaluation"), "bench_models": ("circuitop", "operators"),
-            "bench_data": PACKAGES, "bench_generate": PACKAGES, "bench_trainer": PACKAGES}
+            "bench_data": PACKAGES, "bench_generate": PACKAGES, "bench_trainer": PACKAGES, "bench_threads": PACKAGES}
 
 
 def discover() -> list[str]:

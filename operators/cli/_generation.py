@@ -27,6 +27,7 @@ import pde_data.generate.registry
 import pde_data.formats.manifest
 import pde_data.generate.sharded
 from operators.cli.train import with_value
+from operators.threads import add_threads_option, choose_threads, say
 from pde_data.core.params import BARE, library_name
 from pde_data.core.room import check_room, format_bytes as _size
 from pde_data.generate.defaults import PARAMS
@@ -64,6 +65,7 @@ def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_defau
     p.add_argument("--seed", type=non_negative_int, default=seed_default, help=f"random seed (default {seed_default})")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out file, or a set made with other parameters (default: refuse)")
+    add_threads_option(p)
     g = p.add_argument_group("sharded generation on Dask (the same samples bit for bit, resumable)")
     g.add_argument("--shards", type=positive_int, default=None, metavar="S",
                    help="write the set as S shard files and a manifest into the folder --out, one Dask task each; "
@@ -182,6 +184,7 @@ def run_generation(args: argparse.Namespace, *, device: str | None = None) -> in
     """Make the set the options describe (:func:`generation_spec`) as they say: with ``--shards``, the set's folder
     on Dask (:func:`pde_data.generate_sharded`); else one file streamed chunk by chunk (NetCDF, or the PDEBench
     layout with ``--pdebench``). The output is checked (writable, room on the disk) before anything is computed."""
+    say(choose_threads(args.threads))
     spec, layout = generation_spec(args), args.pdebench_layout if getattr(args, "pdebench", False) else None
     if args.shards is None:
         for option in ("workers", "scheduler"):

@@ -18,6 +18,7 @@ import pde_data
 from evaluation import summarize
 from operators.cli._pairing import align, check_coords
 from operators.cli._verified import add_no_verify, verify_data
+from operators.threads import add_threads_option, choose_threads, say
 from operators.training.evaluate import SAMPLE_CHOICES, json_safe, metric_rows
 from operators.training.tasks import EvalOptions
 from pde_data.core.params import defaults, typed
@@ -113,11 +114,14 @@ def add_run_options(group) -> None:
     batch = defaults(EvalOptions)["batch_size"]
     group.add_argument("--batch-size", default=batch, help=f"samples per batch (default {batch})")
     group.add_argument("--device", help="torch device of the model (default: cuda if available, else cpu)")
+    add_threads_option(group)
 
 
 def run_values(args: argparse.Namespace) -> dict:
     """``steps`` and ``batch_size`` of ``evaluate --run`` and ``predict``, converted and checked as the
-    evaluation options' fields (:class:`~operators.training.tasks.EvalOptions`)."""
+    evaluation options' fields (:class:`~operators.training.tasks.EvalOptions`); torch's threads set as
+    ``--threads`` says (:func:`operators.threads.choose_threads`, the line said)."""
+    say(choose_threads(args.threads))
     return typed(EvalOptions, {"steps": args.steps, "batch_size": args.batch_size})
 
 

@@ -20,10 +20,10 @@ import os
 import sys
 from pathlib import Path
 
-import torch
 import yaml
 
 from operators.cli._verified import add_no_verify, verify_data
+from operators.threads import add_threads_option
 from pde_data.core.params import BARE, library_name
 
 __all__ = ["register", "run", "parse_config", "OPTIONS", "option_of", "with_value"]
@@ -175,7 +175,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="continue RUN_DIR/last.pt with its stored spec (only epochs, patience and loading may change)")
     p.add_argument("--overwrite", action="store_true", default=False, help="replace the run in RUN_DIR")
     p.add_argument("--device", default=None, help="torch device (default: cuda:LOCAL_RANK if available, else cpu)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
+    add_threads_option(p)
     p.add_argument("--no-progress", action="store_true", default=False, help="no progress bars")
     add_no_verify(p)
     p.set_defaults(func=run)
@@ -224,10 +224,6 @@ def _base(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from operators.training import train_run  # heavy imports only when training
 
-    if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads: expected a positive number of threads, found {args.threads}")
-        torch.set_num_threads(args.threads)
     base, overrides = _base(args), _overrides(args)
     if "model.config" in overrides:  # --config sets keys of the base's config (a config file's, a resumed run's)
         overrides["model.config"] = {**base.model.config, **overrides["model.config"]}
@@ -237,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
     verify_data(spec.data.path, skip=args.no_verify)  # a generated set's shards, before the model is built
     try:
         history = train_run(spec, args.out, resume=args.resume, overwrite=args.overwrite, device=args.device,
-                            progress=not args.no_progress)
+                            progress=not args.no_progress, threads=args.threads)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(_interrupt_hint(Path(args.out))) from None
     if history and os.environ.get("RANK", "0") == "0":

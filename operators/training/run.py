@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import json
 import os
@@ -31,6 +32,7 @@ import xarray as xr
 from torch import nn
 
 import pde_data
+from operators.threads import choose_threads
 from operators.training import checkpoint as ckpt
 from operators.training import distributed, runfolder
 from operators.training.data import RunData, memory_plan
@@ -152,6 +154,23 @@ def _model_line(spec: RunSpec, net: torch.nn.Module) -> str:
                                                                             else "")
 
 
+def _step_probe(net: torch.nn.Module, task: Task, train, device: torch.device):
+    """One training step (forward, loss, backward) of a copy of ``net`` on a first batch of ``train``, leaving the
+    run's random state as it was: what ``threads="auto"`` times (None off the CPU, or for a generated run, whose
+    batches are made as it goes)."""
+    dataset = getattr(train, "dataset", None)
+    if torch.device(device).type != "cpu" or dataset is None or len(dataset) == 0:
+        return None
+    model = copy.deepcopy(net)
+    batch = dataset.read_batch(list(range(min(len(dataset), task.spec.optim.batch_size))))
+
+    def step() -> None:
+        with torch.random.fork_rng(devices=[]):
+            task.losses(task.forward(model, batch, training=True), batch).mean().backward()
+
+    return step
+
+
 def _batch_lines(spec: RunSpec, train) -> list[str]:
     """A line when the batch size is above the training items: each epoch is then one batch of all of them."""
     items, size = len(train), spec.optim.batch_size
@@ -160,7 +179,7 @@ def _batch_lines(spec: RunSpec, train) -> list[str]:
 
 
 def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, overwrite: bool = False,
-              device: str | None = None, progress: bool = True) -> list[dict]:
+              device: str | None = None, progress: bool = True, threads: int | str | None = None) -> list[dict]:
     """Train the run ``spec`` describes into the folder ``out``; works under ``torchrun``. Returns the history.
 
     ``out`` belongs to this run while it trains (a lock file; :mod:`operators.training.runfolder`): a folder
@@ -169,6 +188,8 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
     and ``loading``: pass :func:`stored_spec` with those overrides; the file must have the stored fingerprint) or
     ``overwrite`` (replace it, once the new spec has been checked against the data). Data stream from the
     file as ``spec.loading`` says; nothing loads it whole unless it fits the memory budget or is asked to.
+    ``threads``: torch's CPU threads, a number or ``"auto"`` (:func:`operators.threads.choose_threads`, timing a
+    training step; the command line's default); None leaves them as the caller set them.
     """
     if spec.data.path is None and spec.data.generate is None:
         raise SpecError("data.path", "a data file (or a generator: {data.generate})", "none", ["data.generate"])
@@ -187,8 +208,12 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
             if spec.optim.compile:
                 net.compile()  # in place (Module.compile): the state_dict keeps its keys, without "_orig_mod."
             train, val = data.loaders(task, batch_size=spec.optim.batch_size, seed=spec.optim.seed, dist=info)
+            chosen = None if threads is None else choose_threads(  # None: torch's threads as the caller set them
+                threads, probe=_step_probe(net, task, train, info.device),
+                processes=int(os.environ.get("LOCAL_WORLD_SIZE", info.world_size)))
             if info.is_main:  # said before anything is trained
-                for line in (_model_line(spec, net), *task.data_lines(data.source), *_batch_lines(spec, train)):
+                lines = (_model_line(spec, net), *task.data_lines(data.source), *_batch_lines(spec, train), chosen)
+                for line in filter(None, lines):
                     print(line, file=sys.stderr, flush=True)
             if info.is_main and data.stream is None:
                 batch = min(spec.optim.batch_size, len(train))  # a batch holds at most every training item
