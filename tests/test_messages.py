@@ -142,3 +142,12 @@ def test_a_sequence_run_says_its_time_steps_and_a_batch_above_the_split_is_said(
     assert "batch size 1000 is above the 8 training items: each epoch trains one batch of 8" in err
     plain = pde_data.generate_degradation(4, min_length=4, max_length=8, seed=0).drop_vars("time")
     assert pde_data.core.model.describe_time(plain) == "no 'time' coordinate: every step counts as dt = 1"
+
+
+def test_a_generated_run_says_what_an_epoch_of_samples_costs(tmp_path, capsys):
+    assert main(["train", "--generate", "darcy", "--gen", "n_grid=16", "--samples-per-epoch", "4", "--model", "fno",
+                 "--epochs", "2", "--config", "width=4", "--out", str(tmp_path / "run")]) == 0
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("generated: ")]
+    assert len(said) == 1 and said[0].startswith("generated: epoch 1's 4 samples took ")
+    assert said[0].endswith("each later epoch is made as the one before trains")

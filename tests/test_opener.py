@@ -180,6 +180,6 @@ def test_info_describes_a_pdebench_file(tmp_path):
     result = circuitop("info", str(path))
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "format: pdebench:group" in out and "kind: field" in out
+    assert "format: pdebench:group" in out and "family: field" in out
     assert "variable u: ('sample', 'time', 'x', 'y') float32" in out
     assert "variable v: " in out

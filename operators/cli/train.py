@@ -71,7 +71,9 @@ def _choices(field: str, *, none: str | None = None) -> dict:
 OPTIONS: dict[str, tuple[str, dict, str]] = {
     "--data": ("data.path", {}, "NetCDF file, shard glob, PDEBench/The Well HDF5, neuraloperator .pt or FNO .mat"),
     "--generate": ("data.generate", dict(metavar="GENERATOR"), "train on samples this generator (ns, swe, darcy, poisson, "
-                   "order: as `circuitop generate`) makes as it goes, on the training device, with no files"),
+                   "order: as `circuitop generate`) makes as it goes, on the training device, with no files (a first "
+                   "try: --generate ns --gen n_sim=64 n_out=32 t_final=5 --samples-per-epoch 32 --window 1; the "
+                   "first epoch's cost is said before training)"),
     "--gen": ("data.generator", dict(nargs="+", action="extend", metavar="KEY=VALUE"),
               "--generate: a generator parameter (repeatable), e.g. --gen n_sim=64 --gen t_final=5"),
     "--samples-per-epoch": ("data.samples_per_epoch", dict(type=int, metavar="N"),

@@ -27,7 +27,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
+import time
 from concurrent.futures import Future
 from typing import Iterator
 
@@ -153,6 +155,7 @@ class Stream:
         self.dist = dist or DistInfo()
         self._made: dict[int, Future] = {}
         self._whole: dict[int, xr.Dataset] = {}  # epochs gathered from every process's part
+        self.seconds: dict[int, float] = {}  # the wall time each epoch's samples took to make (this process's part)
 
     def _parts(self, epoch: int) -> tuple[GenerationSpec, list[range]]:
         """The set of ``epoch`` and the sample range each process makes of it."""
@@ -169,10 +172,12 @@ class Stream:
         stream, parts = self._parts(epoch)
 
         def make() -> None:
+            start = time.perf_counter()
             try:
                 future.set_result(make_samples(stream, parts[self.dist.rank], device=self.device))
             except BaseException as exc:  # noqa: BLE001 - raised again where the epoch's samples are asked for
                 future.set_exception(exc)
+            self.seconds[epoch] = time.perf_counter() - start
 
         if self.background:
             threading.Thread(target=make, name=f"generate epoch {epoch + 1}", daemon=True).start()
@@ -210,11 +215,20 @@ class Stream:
 
 
 def fit_stream_normalizers(task: Task, stream: Stream) -> Normalizers:
-    """The task's normalizers fitted on epoch 0's samples (all of them: the epoch is the training split)."""
+    """The task's normalizers fitted on epoch 0's samples (all of them: the epoch is the training split); what
+    making them cost is said in one line (every later epoch costs as much, made while the one before trains)."""
     first = stream.samples(0)
     n = first.sizes[SAMPLE]
+    if stream.dist.is_main:
+        seconds = stream.seconds.get(0, 0.0)
+        print(f"generated: epoch 1's {n} samples took {seconds:.1f} s ({seconds / max(n, 1):.2g} s each); each "
+              "later epoch is made as the one before trains", file=sys.stderr, flush=True)
     spec = task.spec.override({"data.splits": Splits(tuple(range(n)), (), ())})
     return make_task(spec).fit_normalizers(pde_data.open_source(first))
+
+
+#: seconds an epoch may wait for its generated samples before the run says so
+WAIT_SAID = 1.0
 
 
 class StreamLoader:
@@ -241,7 +255,13 @@ class StreamLoader:
 
     def epoch(self, epoch: int) -> Iterator[Batch]:
         """This process's batches of ``epoch`` (its samples made first, unless made in the background already)."""
+        start = time.perf_counter()
         made = self.stream.samples(epoch, ahead=epoch + 1 < self.epochs)
+        waited = time.perf_counter() - start
+        if epoch > 0 and waited > WAIT_SAID and self.dist.is_main:  # the generation did not keep up with training
+            print(f"epoch {epoch + 1} waited {waited:.1f} s for its generated samples: making an epoch "
+                  f"({self.stream.seconds.get(epoch, float('nan')):.1f} s) takes longer than training one (fewer "
+                  "samples per epoch or a cheaper generator would keep up)", file=sys.stderr, flush=True)
         data = self.task.batches(pde_data.open_source(made), range(made.sizes[SAMPLE]), cache=True)
         if len(data) != len(self):
             raise ValueError(f"data.generate: expected {len(self)} items of {len(self) // self.per_sample} generated "
