@@ -19,7 +19,8 @@ from evaluation import summarize
 from operators.cli._pairing import align, check_coords
 from operators.cli._verified import add_no_verify, verify_data
 from operators.threads import add_threads_option, choose_threads, say
-from operators.training.evaluate import SAMPLE_CHOICES, json_safe, metric_rows
+from operators.training.evaluate import SAMPLE_CHOICES, json_safe
+from operators.training.tasks.report import metric_rows
 from operators.training.tasks import EvalOptions
 from pde_data.core.params import defaults, typed
 
@@ -161,7 +162,7 @@ def _trained_path(run_dir: str, checkpoint: str) -> str | None:
 
 
 def result_table(result: dict, *, every: bool = False) -> str:
-    """The metric rows (:func:`~operators.training.evaluate.metric_rows`): the headline ones unless ``every``,
+    """The metric rows (:func:`~operators.training.tasks.report.metric_rows`): the headline ones unless ``every``,
     aligned, then where the others are and the result's warning (the table is often copied alone)."""
     lines = metric_rows(result, headline=not every)
     widths = [max(len(line[k]) for line in lines) for k in range(len(lines[0]))]

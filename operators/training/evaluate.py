@@ -45,11 +45,11 @@ from operators.training.run import LoadedRun, check_source, load_run, trained_da
 from operators.training.runfolder import EVALUATIONS
 from operators.training.spec import SpecError
 from operators.training.tasks import EvalOptions
+from operators.training.tasks.report import markdown
 from pde_data.core.model import SAMPLE, spatial_dims
 from pde_data.core.params import ExistsError
 
-__all__ = ["evaluate_run", "predict_run", "evaluation_folder", "json_safe", "metric_rows", "HEADLINE", "FEW_SAMPLES",
-           "SAMPLE_CHOICES"]
+__all__ = ["evaluate_run", "predict_run", "evaluation_folder", "json_safe", "FEW_SAMPLES", "SAMPLE_CHOICES"]
 
 #: below this many scored samples a result says it cannot separate models
 FEW_SAMPLES = 10
@@ -183,43 +183,8 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = No
         result["files"] = [str(folder / name) for name in names]
         if write:
             (Path(staging) / "metrics.json").write_text(json.dumps(result, indent=1))
-            (Path(staging) / "metrics.md").write_text(_markdown(result, Path(run_dir).name))
+            (Path(staging) / "metrics.md").write_text(markdown(result, Path(run_dir).name))
     return result
-
-
-#: the rows ``circuitop evaluate`` prints (those a result has): the field losses and the rollout's mean, PDEBench's
-#: RMSE, nRMSE and frequency bands, The Well's VRMSE; a classifier's and a sequence model's own (all of theirs)
-HEADLINE = ("rel_l2", "rel_l1", "rollout_mean_rel_l2", "RMSE", "nRMSE", "VRMSE", "fRMSE_low", "fRMSE_mid",
-            "fRMSE_high", "top1", "top5", "cross_entropy", "mse", "rmse", "phm", "phm_sum")
-
-
-def metric_rows(result: dict, *, headline: bool = False) -> list[list[str]]:
-    """The table of an evaluation ``result``: ``["metric", "model", <each baseline>, <"model [v]" per variable>]``,
-    then one row of values per metric (``headline``: the :data:`HEADLINE` ones alone); a window run's rollout mean
-    is a row ``rollout_mean_rel_l2 (<steps> steps)``."""
-    columns = {"model": dict(result["metrics"])}
-    if "rollout" in result:
-        columns["model"][f"rollout_mean_rel_l2 ({result['rollout']['steps']} steps)"] = result["rollout"]["mean_rel_l2"]
-    columns.update({name.replace("_", " "): values for name, values in result.get("baseline", {}).items()})
-    columns.update({f"model [{v}]": values for v, values in result.get("per_variable", {}).items()})
-    names = [n for n in columns["model"] if not headline or n.split(" ")[0] in HEADLINE]
-    return [["metric", *columns]] + [[name, *(_cell(col, name) for col in columns.values())] for name in names]
-
-
-def _cell(column: dict, name: str) -> str:
-    """A value (``nan`` where the JSON has None), or nothing where the column lacks the metric."""
-    if name not in column:
-        return ""
-    return "nan" if column[name] is None else f"{column[name]:.6g}"
-
-
-def _markdown(result: dict, run: str) -> str:
-    """``metrics.md``: every metric of ``result`` as a Markdown table, under what was scored."""
-    rows = metric_rows(result)
-    head = f"# {run} on {result['data']}: {result['scored']}, {result['n_samples']} samples (epoch {result['epoch']})"
-    lines = [head, "", *(f"({result[k]})" for k in ("warning", "note") if k in result), "",
-             "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows[1:])]) + "\n"
 
 
 def _made_by(run_dir, checkpoint: str, run: LoadedRun, source: pde_data.Source) -> dict[str, str | int]:

@@ -1,0 +1,41 @@
+"""An evaluation's numbers as a person reads them: the metric table (the model, each baseline, each variable; a
+window run's rollout mean), its headline rows, and ``metrics.md``."""
+
+from __future__ import annotations
+
+__all__ = ["metric_rows", "markdown", "HEADLINE"]
+
+
+#: the rows ``circuitop evaluate`` prints (those a result has): the field losses and the rollout's mean, PDEBench's
+#: RMSE, nRMSE and frequency bands, The Well's VRMSE; a classifier's and a sequence model's own (all of theirs)
+HEADLINE = ("rel_l2", "rel_l1", "rollout_mean_rel_l2", "RMSE", "nRMSE", "VRMSE", "fRMSE_low", "fRMSE_mid",
+            "fRMSE_high", "top1", "top5", "cross_entropy", "mse", "rmse", "phm", "phm_sum")
+
+
+def metric_rows(result: dict, *, headline: bool = False) -> list[list[str]]:
+    """The table of an evaluation ``result``: ``["metric", "model", <each baseline>, <"model [v]" per variable>]``,
+    then one row of values per metric (``headline``: the :data:`HEADLINE` ones alone); a window run's rollout mean
+    is a row ``rollout_mean_rel_l2 (<steps> steps)``."""
+    columns = {"model": dict(result["metrics"])}
+    if "rollout" in result:
+        columns["model"][f"rollout_mean_rel_l2 ({result['rollout']['steps']} steps)"] = result["rollout"]["mean_rel_l2"]
+    columns.update({name.replace("_", " "): values for name, values in result.get("baseline", {}).items()})
+    columns.update({f"model [{v}]": values for v, values in result.get("per_variable", {}).items()})
+    names = [n for n in columns["model"] if not headline or n.split(" ")[0] in HEADLINE]
+    return [["metric", *columns]] + [[name, *(_cell(col, name) for col in columns.values())] for name in names]
+
+
+def _cell(column: dict, name: str) -> str:
+    """A value (``nan`` where the JSON has None), or nothing where the column lacks the metric."""
+    if name not in column:
+        return ""
+    return "nan" if column[name] is None else f"{column[name]:.6g}"
+
+
+def markdown(result: dict, run: str) -> str:
+    """``metrics.md``: every metric of ``result`` as a Markdown table, under what was scored."""
+    rows = metric_rows(result)
+    head = f"# {run} on {result['data']}: {result['scored']}, {result['n_samples']} samples (epoch {result['epoch']})"
+    lines = [head, "", *(f"({result[k]})" for k in ("warning", "note") if k in result), "",
+             "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows[1:])]) + "\n"
