@@ -8,7 +8,7 @@ idle machine with large tensors more threads win. The choice is said in one line
 
 Example:
     >>> choose_threads("auto", probe=lambda: step(model, batch))  # doctest: +SKIP
-    'threads: auto chose 1 (a step: 14 ms at 1 thread, 41 ms at 2; --threads N sets it)'
+    'threads: auto chose 1 (a step: … ms at 1 thread, … ms at 2 threads; --threads N sets it)'
 """
 
 from __future__ import annotations

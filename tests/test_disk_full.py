@@ -93,11 +93,12 @@ def _refused(data, out, capsys, *extra) -> tuple[int, str]:
 
 
 def test_a_folder_without_room_is_refused_before_the_first_epoch(data, tmpfs, capsys):
-    """The issue's case: the default FNO (a checkpoint of about 11 MB) on a 2 MB file system."""
+    """The issue's case: the default FNO (its Fourier modes fitted to the file's grid: checkpoints of several MB)
+    on a 2 MB file system."""
     fs = tmpfs("2m")
     needed, free = _refused(data, fs / "run", capsys)
     number, unit = free.split()
-    assert needed > 3 * 10**7 and unit == "MB" and 2.0 <= float(number) <= 2.1  # 2 MiB less the run's lock file
+    assert needed > 10**7 and unit == "MB" and 2.0 <= float(number) <= 2.1  # 2 MiB less the run's lock file
     assert not list(fs.iterdir())
 
 

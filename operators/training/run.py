@@ -161,10 +161,13 @@ def _step_probe(net: torch.nn.Module, task: Task, train, device: torch.device):
     dataset = getattr(train, "dataset", None)
     if torch.device(device).type != "cpu" or dataset is None or len(dataset) == 0:
         return None
-    model = copy.deepcopy(net)
-    batch = dataset.read_batch(list(range(min(len(dataset), task.spec.optim.batch_size))))
+    made: list = []  # the copy and the batch, made at the first call (none when nothing is timed)
 
     def step() -> None:
+        if not made:
+            first = list(range(min(len(dataset), task.spec.optim.batch_size)))
+            made.extend([copy.deepcopy(net), dataset.read_batch(first)])
+        model, batch = made
         with torch.random.fork_rng(devices=[]):
             task.losses(task.forward(model, batch, training=True), batch).mean().backward()
 
