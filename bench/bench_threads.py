@@ -24,13 +24,10 @@ from pathlib import Path
 
 import pde_data
 from bench._util import Row, print_table
+from operators.threads import usable_cores
 
 NAME = "threads"
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _train(data: Path, out: Path, epochs: int, threads: str | None) -> subprocess.Popen:
@@ -54,7 +51,7 @@ def _seconds(data: Path, out: Path, epochs: int, threads: str | None) -> tuple[f
 def measure(folder: Path, *, epochs: int, rounds: int, busy: bool) -> tuple[dict[str, float], list[str]]:
     """Median wall seconds per setting (``1``, ``C``, ``auto``) and the lines ``auto`` said."""
     data = pde_data.save(pde_data.generate_darcy(400, n_grid=16, seed=0), folder / "darcy16.nc")
-    cores = str(_cores())
+    cores = str(usable_cores())
     background = _train(data, folder / "beside", 10_000, None) if busy else None
     times: dict[str, list[float]] = {"1": [], cores: [], "auto": []}
     said = []
@@ -74,7 +71,7 @@ def measure(folder: Path, *, epochs: int, rounds: int, busy: bool) -> tuple[dict
 def run(quick: bool = False) -> list[Row]:
     """The rows: ``auto`` over the best fixed count and over torch's default, quiet then busy."""
     epochs, rounds = (2, 2) if quick else (4, 3)
-    rows, cores = [], str(_cores())
+    rows, cores = [], str(usable_cores())
     for busy in (False, True):
         with tempfile.TemporaryDirectory(prefix="bench-threads-") as tmp:
             t, said = measure(Path(tmp), epochs=epochs, rounds=rounds, busy=busy)

@@ -22,7 +22,7 @@ from typing import Callable
 
 import torch
 
-__all__ = ["threads_value", "idle_cores", "choose_threads", "add_threads_option", "say", "AUTO"]
+__all__ = ["threads_value", "usable_cores", "idle_cores", "choose_threads", "add_threads_option", "say", "AUTO"]
 
 AUTO = "auto"
 #: timed calls of a probe at each thread count (after one untimed warm-up); the median counts
@@ -42,14 +42,14 @@ def threads_value(text: str) -> int | str:
     return value
 
 
-def _cores() -> int:
+def usable_cores() -> int:
     """The cores this process may use."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def idle_cores() -> int:
     """The cores this process may use less the machine's 1-minute load average, at least 1."""
-    cores = _cores()
+    cores = usable_cores()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return max(1, min(cores, round(cores - load)))
 
@@ -78,7 +78,7 @@ def choose_threads(threads: int | str | None, *, probe: Callable[[], None] | Non
     if os.environ.get("OMP_NUM_THREADS", "").isdigit():  # the environment chose (as `make test` does): kept, silently
         torch.set_num_threads(max(1, int(os.environ["OMP_NUM_THREADS"])))
         return None
-    usable = max(1, _cores() // max(1, processes))
+    usable = max(1, usable_cores() // max(1, processes))
     if probe is None or usable == 1:  # nothing to time: the cores the load leaves
         idle = max(1, idle_cores() // max(1, processes))
         torch.set_num_threads(idle)

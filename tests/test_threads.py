@@ -30,7 +30,7 @@ def _probe_faster_at(fast: int):
 @pytest.mark.parametrize("fast", [1, 2])
 def test_auto_keeps_the_thread_count_that_runs_the_step_faster(monkeypatch, fast):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setattr(threads, "_cores", lambda: 2)
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
     monkeypatch.setattr(threads, "idle_cores", lambda: 1)  # the load average says busy: the timed step decides
     before = torch.get_num_threads()
     try:
@@ -59,7 +59,7 @@ def test_the_timed_step_leaves_the_run_as_it_was(tmp_path, monkeypatch):
                    model=ModelSpec("conv_vision", {"size": "cpu", "drop_path": 0.0}),
                    optim=OptimSpec(epochs=2, batch_size=4))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setattr(threads, "_cores", lambda: 2)
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
     probed = []
     real = threads._median_seconds
     monkeypatch.setattr(threads, "_median_seconds", lambda probe, n: probed.append(n) or real(probe, n))

@@ -120,9 +120,7 @@ def add_run_options(group) -> None:
 
 def run_values(args: argparse.Namespace) -> dict:
     """``steps`` and ``batch_size`` of ``evaluate --run`` and ``predict``, converted and checked as the
-    evaluation options' fields (:class:`~operators.training.tasks.EvalOptions`); torch's threads set as
-    ``--threads`` says (:func:`operators.threads.choose_threads`, the line said)."""
-    say(choose_threads(args.threads))
+    evaluation options' fields (:class:`~operators.training.tasks.EvalOptions`)."""
     return typed(EvalOptions, {"steps": args.steps, "batch_size": args.batch_size})
 
 
@@ -132,6 +130,7 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.window:
         raise ValueError("--window applies to --pred/--true; a run's given frames are the run's own --window")
+    say(choose_threads(args.threads))
     values = run_values(args)
     verify_data(args.data if args.data is not None else _trained_path(args.run, args.checkpoint), skip=args.no_verify)
     result = evaluate_run(args.run, args.data, samples=args.samples, checkpoint=args.checkpoint, out=args.out,

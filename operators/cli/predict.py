@@ -15,6 +15,7 @@ import sys
 
 from operators.cli._verified import add_no_verify, verify_data
 from operators.cli.evaluate import add_run_options, run_values
+from operators.threads import choose_threads, say
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from operators.training import predict_run
 
+    say(choose_threads(args.threads))
     values = run_values(args)
     verify_data(args.data, skip=args.no_verify)
     result = predict_run(args.run, args.data, args.out, checkpoint=args.checkpoint, overwrite=args.overwrite,
