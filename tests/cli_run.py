@@ -17,6 +17,13 @@ def run_cli(*args, timeout: int = 300) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
+def head_commit() -> str:
+    """The commit the code's records should name: ``CIRCUITOP_COMMIT`` where set (a copy sent to a GPU machine,
+    whose ``.git`` may be stale, names its commit so), else the checkout's HEAD."""
+    return os.environ.get("CIRCUITOP_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
 def torchrun_beside_one_process(args, folder: Path, *, atol: float) -> tuple[dict, dict]:
     """Train ``args(out, *extra)`` (``train`` argument lists) under 2-process ``torchrun``, streaming with one
     loader worker per process, into ``folder/two``, and meanwhile in this process from memory into

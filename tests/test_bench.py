@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_run import head_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +22,7 @@ def test_bench_entry_point_runs_selected_modules(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     written = json.loads(out.read_text())
     assert written["command"] == "python -m bench --quick --only bench_metrics bench_scan" and written["scale"] == "quick"
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    head = head_commit()
     assert written["environment"]["commit"] == head and isinstance(written["busy"], list)
     rows = written["rows"]
     assert {r["benchmark"] for r in rows} >= {"metrics", "bench_metrics", "bench_scan"}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_run import head_commit
 
 pytestmark = pytest.mark.slow  # end-to-end: real subprocesses (CI runs them)
 
@@ -63,7 +64,7 @@ def test_example_smoke(script: str, tmp_path: Path) -> None:
     results = json.loads((out / "results.json").read_text())
     assert results["scale"] == "smoke"
     assert results["results"]
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    head = head_commit()
     assert results["environment"]["commit"] == head and isinstance(results["environment"]["dirty"], bool)
     from operators.provenance import PACKAGES
     assert set(results["environment"]["sources"]) == set(PACKAGES)  # what --check compares with the current sources

@@ -39,7 +39,7 @@ _PEAK = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).re
 
 def _peak_mib(args: list[str], cwd: Path) -> tuple[float, str]:
     """Peak resident memory (MiB) of the largest process of ``python -m operators.cli ARGS``, and its stderr."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}  # the bounds are the CPU run's
     done = subprocess.run([sys.executable, "-c", _PEAK, sys.executable, "-m", "operators.cli", *args], cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]

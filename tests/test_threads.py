@@ -65,9 +65,9 @@ def test_the_timed_step_leaves_the_run_as_it_was(tmp_path, monkeypatch):
     monkeypatch.setattr(threads, "_median_seconds", lambda probe, n: probed.append(n) or real(probe, n))
     before = torch.get_num_threads()
     try:
-        train_run(spec, tmp_path / "auto", progress=False, threads="auto")
+        train_run(spec, tmp_path / "auto", device="cpu", progress=False, threads="auto")
         chosen = torch.get_num_threads()
-        train_run(spec, tmp_path / "fixed", progress=False, threads=chosen)
+        train_run(spec, tmp_path / "fixed", device="cpu", progress=False, threads=chosen)
     finally:
         torch.set_num_threads(before)
     assert probed == [1, 2]
