@@ -7,12 +7,18 @@
 # --device cuda (ours against neuraloperator's Trainer, ROUNDS rounds, default 1: two rounds ran past 120 s on an
 # H200); the test suite on the GPU machine (the CLI runs' default device is cuda there); bench_models --device
 # cuda --eager; each within what is left of SECONDS (default 480).
-# Writes OUT_DIR/log.txt (everything), OUT_DIR/tests.txt and the benchmarks' JSON (bench-gpu-*.json).
+# Writes OUT_DIR/log.txt (everything), OUT_DIR/tests.txt, OUT_DIR/failures.txt (each failed test's traceback, as it
+# fails) and the benchmarks' JSON (bench-gpu-*.json). CIRCUITOP_COMMIT, if set, must be the full commit.
 # Run from the checkout's root, with the package's dependencies importable (PYTHONPATH). TESTS (default:
 # tests) and MODELS (default: every registry model) narrow the last two stages.
 set -u
 out=${1:?usage: bench/gpu_session.sh OUT_DIR [SECONDS]}
 budget=${2:-480}
+# the results record this commit (the copy's .git may be stale): a short one would match no test's HEAD
+if [[ -n ${CIRCUITOP_COMMIT:-} && ! $CIRCUITOP_COMMIT =~ ^[0-9a-f]{40}$ ]]; then
+    echo "CIRCUITOP_COMMIT: expected the full 40-character commit, found '$CIRCUITOP_COMMIT'" >&2
+    exit 2
+fi
 mkdir -p "$out"
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1 MPLBACKEND=Agg PYTHONWARNINGS=ignore
 export TORCH_EXTENSIONS_DIR=$PWD/.torch_extensions TORCHINDUCTOR_CACHE_DIR=$PWD/.torchinductor
@@ -45,8 +51,11 @@ stage trainer 180 python3 -m bench.bench_trainer --device cuda --rounds "${ROUND
 wait "$build"  # (a bare wait would also wait for the tee above)
 # one line per test as it ends (a stage stopped at its limit still says which failed), the summary at the end
 # shellcheck disable=SC2086
-stage tests 400 python3 -m pytest -v -n 14 -p no:cacheprovider --timeout 120 -rfE ${TESTS:-tests} -o addopts="" \
-    --junitxml="$out/tests.xml" > "$out/tests.txt" 2>&1
+# each failure's traceback goes to failures.txt as it happens: a stage cut at its limit prints no summary
+export CIRCUITOP_FAILURES="$out/failures.txt"
+stage tests 400 python3 -m pytest -v -n 14 -p no:cacheprovider \
+    -p bench.pytest_failures --timeout 120 -rfE ${TESTS:-tests} -o addopts="" --junitxml="$out/tests.xml" \
+    > "$out/tests.txt" 2>&1
 grep -E "^== |FAILED|ERROR" "$out/tests.txt" | tail -n 60
 tail -n 3 "$out/tests.txt"
 # shellcheck disable=SC2086

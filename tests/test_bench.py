@@ -190,3 +190,26 @@ def test_kirchhoff_share_and_compile_budget(monkeypatch):
     monkeypatch.setitem(bench_models.BUDGET_S, True, 1.0)
     rows = bench_models._run_model("fno", quick=True, device="cpu", compile=True)
     assert rows[-1].case == "fno: not finished" and rows[-1].detail == "stopped after 1 s"
+
+
+def test_gpu_session_failures_are_written_as_they_happen(tmp_path):
+    """The plugin of bench/gpu_session.sh writes each failure's traceback once (under xdist: by the controller),
+    before pytest's own summary."""
+    (tmp_path / "test_two.py").write_text("def test_passes():\n    pass\n\n\ndef test_fails():\n"
+                                          "    assert 1 == 2, 'the reason'\n")
+    failures = tmp_path / "failures.txt"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "-p",
+                           "bench.pytest_failures", "-o", "addopts=", str(tmp_path / "test_two.py")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "CIRCUITOP_FAILURES": str(failures), "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 1, done.stdout[-2000:]
+    text = failures.read_text()
+    assert [line for line in text.splitlines() if line.startswith("== ")] == ["== test_two.py::test_fails (call)"]
+    assert "the reason" in text
+
+
+def test_gpu_session_refuses_a_short_commit(tmp_path):
+    done = subprocess.run(["bash", str(ROOT / "bench" / "gpu_session.sh"), str(tmp_path / "out")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=30, env={**os.environ, "CIRCUITOP_COMMIT": "9d3f663"})
+    assert done.returncode == 2 and "expected the full 40-character commit, found '9d3f663'" in done.stderr
+    assert not (tmp_path / "out").exists()
