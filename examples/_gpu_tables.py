@@ -1,7 +1,8 @@
 """The RESULTS.md section of the GPU sessions (``bench/gpu_session.sh`` on a lent GPU): the latest run's
 benchmark rows with their targets' verdicts, its ``bench.gpu_check`` summary, its trainer rows and what its
-test suite did (parsed from the stored pytest log), then earlier runs as history, each labelled with its
-card and commit. Timings are never compared across cards; a ratio is always within one run.
+test suite did (parsed from the stored pytest log, with the failures' known causes from a hand-written notes
+record), then earlier runs as history, each labelled with its card and commit. Timings are never compared
+across cards; a ratio is always within one run.
 """
 
 from __future__ import annotations
@@ -68,16 +69,19 @@ def suite_run(log: str) -> SuiteRun:
 @dataclass(frozen=True)
 class GpuRuns:
     """The stored GPU results: the latest session's ``operators`` run (bench_operators), its ``trainer`` run
-    (bench_trainer --device cuda), its gpu_check output ``check`` and test log ``tests``; ``history``: earlier
-    bench_operators runs, oldest first; ``history_check``: the last earlier run's gpu_check output (file name, text);
-    ``history_tests``: earlier sessions' test records (transcribed)."""
+    (bench_trainer --device cuda), its gpu_check output ``check`` and test log ``tests``; ``tests_notes``: the
+    known causes of that log's failures (``{"commit", "causes": [{"tests", "cause"}], "after"}``, hand-written; its
+    commit must be the session's); ``history``: earlier bench_operators runs, oldest first; ``history_checks``: each
+    earlier run's gpu_check output (file name, text), or None, in the order of ``history``; ``history_tests``:
+    earlier sessions' test records (transcribed)."""
 
     operators: dict
     trainer: dict | None = None
     check: str | None = None
     tests: str | None = None
+    tests_notes: dict | None = None
     history: tuple[dict, ...] = ()
-    history_check: tuple[str, str] | None = None
+    history_checks: tuple[tuple[str, str] | None, ...] = ()
     history_tests: tuple[dict, ...] = ()
 
 
@@ -95,7 +99,21 @@ def _check_summary(check: str) -> str:
     return summary[-1] if summary else "no summary line"
 
 
-def _suite_lines(run: SuiteRun, torch: str) -> list[str]:
+def _causes(run: SuiteRun, notes: dict | None, commit: str) -> dict[str, str]:
+    """Each failed test's known cause from the notes (none without notes); notes of another session's commit, or
+    naming a test that did not fail, are refused."""
+    if notes is None:
+        return {}
+    if notes.get("commit") != commit:
+        raise ValueError(f"GPU test notes: written for commit {notes.get('commit')}, the latest session's is {commit}: "
+                         "update or remove results/bench-gpu-tests-notes.json")
+    causes = {name: entry["cause"] for entry in notes.get("causes", ()) for name in entry["tests"]}
+    if stray := [name for name in causes if name not in run.failed]:
+        raise ValueError(f"GPU test notes: a cause for tests that did not fail in the log: {', '.join(stray)}")
+    return causes
+
+
+def _suite_lines(run: SuiteRun, torch: str, notes: dict | None = None, commit: str = "") -> list[str]:
     stopped = (f"; {run.unfinished} had not finished when the stage was stopped at its {run.limit_s} s limit "
                f"(exit {run.exit_code}), so pytest's summary, with the failures' tracebacks, was not printed"
                if run.exit_code == 124 else f"; exit {run.exit_code} after {run.seconds} s")
@@ -103,12 +121,19 @@ def _suite_lines(run: SuiteRun, torch: str) -> list[str]:
              f"`results/bench-gpu-tests.txt`): of {run.items} tests, {run.passed} passed, {len(run.failed)} failed"
              f"{stopped}.", ""]
     crash = " (the log shows a segmentation fault for each)" if run.segfaults == len(run.crashed) else ""
+    causes = _causes(run, notes, commit)
+    names = lambda found: ", ".join(f"`{name}`" for name in found)  # noqa: E731
     other = [name for name in run.failed if name not in run.crashed]
     if run.crashed:
+        known = "".join(f" Cause: {cause}." for cause in dict.fromkeys(causes[n] for n in run.crashed if n in causes))
         lines.append(f"- Their worker process crashed{crash}; that machine runs torch {torch}: "
-                     + ", ".join(f"`{name}`" for name in run.crashed) + ".")
-    if other:
-        lines.append("- Failed, no traceback in the log: " + ", ".join(f"`{name}`" for name in other) + ".")
+                     f"{names(run.crashed)}.{known}")
+    for cause in dict.fromkeys(causes[name] for name in other if name in causes):
+        lines.append(f"- {names(n for n in other if causes.get(n) == cause)}: {cause}.")
+    if unknown := [name for name in other if name not in causes]:
+        lines.append(f"- Failed, no traceback in the log: {names(unknown)}.")
+    if notes is not None and notes.get("after"):
+        lines.append(f"- {notes['after']}")
     return lines + [""]
 
 
@@ -117,14 +142,18 @@ def _history_lines(runs: GpuRuns) -> list[str]:
     every = (*runs.history, runs.operators)
     lines = ["**Earlier runs (history).** Each on its own card and commit; the ratios below are within each run, "
              "and runs on different cards differ in card as well as kernel.", ""]
-    for old in runs.history:
-        lines += [f"- {run_line(old)}, on one {_card(old)}. {old.get('note', '')}".rstrip()]
-    if runs.history and runs.history_check is not None:
-        where, check = runs.history_check
-        lines.append(f"- The last of them, its session's gpu_check (`results/{where}`): {_check_summary(check)}.")
+    checks = runs.history_checks + (None,) * (len(runs.history) - len(runs.history_checks))
+    for old, check in zip(runs.history, checks):
+        line = f"- {run_line(old)}, on one {_card(old)}. {old.get('note', '')}".rstrip()
+        if check is not None:
+            line += f" Its session's gpu_check (`results/{check[0]}`): {_check_summary(check[1])}."
+        lines.append(line)
     for record in runs.history_tests:
         failed = ", ".join(f"`{name}`" for name in record["failed"])
-        lines.append(f"- Its test suite at {commit_text(record)} on one {record['gpu']}: {record['ran']} tests ran, "
+        count = (f"of {record['ran']} tests, {record['passed']} passed, "
+                 f"{record['ran'] - record['passed'] - len(record['failed'])} had not finished, "
+                 if "passed" in record else f"{record['ran']} tests ran, ")
+        lines.append(f"- The test suite at {commit_text(record)} on one {record['gpu']}: {count}"
                      f"{len(record['failed'])} failed ({failed}; {record['note']}). Source: {record['source']}.")
     sizes = [row_case(r).removeprefix(_FULL_GRID).strip() for r in _rows(runs.operators)
              if r["case"].startswith(_FULL_GRID)]
@@ -159,5 +188,7 @@ def gpu(runs: GpuRuns) -> list[str]:
                   f"{_card(runs.trainer)}:", ""]
         lines += [v.line() for v in verdicts(trainer) if v.measured or v.missing] + [""] + table_rows(trainer) + [""]
     if runs.tests is not None:
-        lines += _suite_lines(suite_run(runs.tests), current["environment"]["torch"])
+        environment = current["environment"]
+        lines += _suite_lines(suite_run(runs.tests), environment["torch"], runs.tests_notes,
+                              environment.get("commit", ""))
     return lines + (_history_lines(runs) if runs.history else [])

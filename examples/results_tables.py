@@ -42,9 +42,10 @@ __all__ = ["Section", "sections", "problems", "render", "update", "main"]
 BENCH, BENCH_QUICK = "bench", "bench_quick"
 #: benchmarks run again alone after the full run (``results/bench-<name>.json``): their rows replace its
 BENCH_RERUNS = ("generate", "trainer", "scan")
-#: earlier GPU runs of bench_operators kept as history (``results/bench-gpu-<name>.json``), oldest first, and the
-#: transcribed record of an earlier session's test suite
-GPU_HISTORY, GPU_HISTORY_TESTS = ("h200-before", "h200"), ("h200-tests",)
+#: earlier GPU runs of bench_operators kept as history (``results/bench-gpu-<name>.json``, with the session's
+#: gpu_check in ``-<name>-check.txt`` where kept), oldest first, and the transcribed records of earlier sessions'
+#: test suites
+GPU_HISTORY, GPU_HISTORY_TESTS = ("h200-before", "h200", "h100"), ("h200-tests", "h100-tests")
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,11 +105,12 @@ def _gpu(gpu: Path) -> Section:
     def text(suffix: str) -> str | None:
         return beside(suffix).read_text() if beside(suffix).is_file() else None
 
-    history = [p for name in GPU_HISTORY if (p := beside(f"-{name}.json")).is_file()]
-    trainer = beside("-trainer.json")
-    check = beside(f"-{GPU_HISTORY[-1]}-check.txt")
+    names = [name for name in GPU_HISTORY if beside(f"-{name}.json").is_file()]
+    history = [beside(f"-{name}.json") for name in names]
+    checks = tuple((c.name, c.read_text()) if (c := beside(f"-{name}-check.txt")).is_file() else None for name in names)
+    trainer, notes = beside("-trainer.json"), beside("-tests-notes.json")
     runs = GpuRuns(_load(gpu), _load(trainer) if trainer.is_file() else None, text("-check.txt"), text("-tests.txt"),
-                   tuple(_load(p) for p in history), (check.name, check.read_text()) if check.is_file() else None,
+                   _load(notes) if notes.is_file() else None, tuple(_load(p) for p in history), checks,
                    tuple(_load(p) for name in GPU_HISTORY_TESTS if (p := beside(f"-{name}.json")).is_file()))
     rows = runs.operators["rows"] + (runs.trainer["rows"] if runs.trainer else [])
     return Section("gpu", tuple(gpu_section(runs)), (gpu, *([trainer] if trainer.is_file() else []), *history),

@@ -87,7 +87,7 @@ def test_the_coarsened_ckb_is_compared_with_its_host_too() -> None:
 
 
 def test_gpu_rows_get_verdicts() -> None:
-    """The GPU section judges its rows against the same targets (the H100 run: full grid not met)."""
+    """The GPU section judges its rows against the same targets (the H200 run at 9d3f663: full grid not met)."""
     load = lambda name: json.loads((ROOT / "results" / name).read_text())  # noqa: E731
     lines = gt.gpu(gt.GpuRuns(load("bench-gpu.json"), load("bench-gpu-trainer.json")))
     targets = [line for line in lines if line.startswith("- Target (")]
@@ -114,7 +114,44 @@ def test_the_gpu_test_log_is_read_for_what_passed_failed_and_crashed() -> None:
         6, 2, ("tests/test_c.py::test_crash", "tests/test_a.py::test_slow"), ("tests/test_c.py::test_crash",))
     assert (run.unfinished, run.limit_s, run.exit_code, run.segfaults, run.workers) == (2, 300, 124, 1, 3)
     stored = gt.suite_run((ROOT / "results" / "bench-gpu-tests.txt").read_text())
-    assert (stored.items, stored.passed, len(stored.failed), len(stored.crashed), stored.exit_code) == (1133, 1117, 6, 3, 124)
+    assert (stored.items, stored.passed, len(stored.failed), len(stored.crashed), stored.exit_code) == (1245, 1213, 18, 3, 124)
+
+
+def test_known_causes_group_the_failures_and_must_fit_the_session() -> None:
+    """The notes' causes are said beside the failures they explain (a crash's after the crash line), the rest stay
+    "no traceback"; notes of another commit, or naming a test that did not fail, are refused."""
+    run, commit = gt.suite_run(LOG), "a" * 40
+    notes = {"commit": commit, "causes": [{"tests": ["tests/test_c.py::test_crash"], "cause": "the extension raised"}],
+             "after": "A rerun was cut."}
+    lines = gt._suite_lines(run, "2", notes, commit)
+    assert any(line.startswith("- Their worker process crashed") and line.endswith("Cause: the extension raised.")
+               for line in lines)
+    assert "- Failed, no traceback in the log: `tests/test_a.py::test_slow`." in lines and "- A rerun was cut." in lines
+    slow = {**notes, "causes": [{"tests": ["tests/test_a.py::test_slow"], "cause": "too slow"}]}
+    assert "- `tests/test_a.py::test_slow`: too slow." in gt._suite_lines(run, "2", slow, commit)
+    with pytest.raises(ValueError, match="written for commit"):
+        gt._suite_lines(run, "2", notes, "b" * 40)
+    with pytest.raises(ValueError, match="did not fail"):
+        gt._suite_lines(run, "2", {**notes, "causes": [{"tests": ["tests/test_a.py::test_one"], "cause": "x"}]}, commit)
+
+
+def test_every_earlier_gpu_run_is_labelled_with_its_card_commit_and_own_check() -> None:
+    """The stored history (two H200 runs, then the H100 one) renders each run with its card and commit, oldest
+    first, the gpu_check beside the run it belongs to, and every transcribed test record."""
+    section = next(s for s in results_tables.sections(ROOT / "results" / "medium", ROOT / "results" / "bench.json")
+                   if s.name == "gpu")
+    history = section.lines[section.lines.index(next(line for line in section.lines if line.startswith("**Earlier"))):]
+    runs = [line for line in history if line.startswith("- `OMP_NUM_THREADS=1 python -m bench --only bench_operators`")]
+    assert [("H100" in line, "H200" in line) for line in runs] == [(False, True), (False, True), (True, False)]
+    assert "`5ead3c8ebb`" in runs[0] and "`431d56836e`" in runs[1] and "`a773b72c70`" in runs[2]
+    assert "gpu_check" not in runs[0] and "`results/bench-gpu-h200-check.txt`" in runs[1]
+    assert "`results/bench-gpu-h100-check.txt`): 87 of 87 checks passed." in runs[2]
+    tests = [line for line in history if line.startswith("- The test suite at")]
+    assert len(tests) == 2 and "of 1133 tests, 1117 passed, 10 had not finished, 6 failed" in tests[1]
+    ratios = [line for line in history if line.startswith("| NVIDIA")]
+    cards = ["| NVIDIA H200"] * 2 + ["| NVIDIA H100 80GB HBM3", "| NVIDIA H200"]
+    assert [line.split(",")[0] for line in ratios] == cards
+    assert "`9d3f663f3d`" in ratios[-1]
 
 
 def test_the_memory_rows_cannot_pass_a_writer_that_keeps_the_samples() -> None:
