@@ -20,7 +20,7 @@ from pde_data.core.native import native_enabled
 
 __all__ = [
     "NativeKernelWarning", "KERNELS", "STEMS", "build_native_kernels",
-    "compiler_family", "native_enabled", "scan_build_error", "kirchhoff_ops", "kirchhoff_for", "resample_for",
+    "compiler_family", "native_enabled", "kirchhoff_ops", "kirchhoff_for", "resample_for",
 ]
 
 _CSRC = Path(__file__).with_name("csrc")
@@ -67,9 +67,3 @@ def build_native_kernels(stems: tuple[str, ...] = STEMS) -> dict[str, str | None
     """Build (or load from the cache) every kernel in ``stems`` now, with a progress line each; returns
     ``{stem: None if built, else why not}``. What ``make install`` and ``circuitop build`` run."""
     return build_kernels([KERNELS[stem] for stem in stems])
-
-
-def scan_build_error(stem: str = "kirchhoff") -> str | None:
-    """Why the native kernel ``stem`` (``"kirchhoff"`` or ``"resample"``) could not be
-    built (None when it was built or not tried yet)."""
-    return KERNELS[stem].error

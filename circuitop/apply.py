@@ -61,13 +61,9 @@ def apply(
 def _run(module: nn.Module, x: torch.Tensor, obj, *, use_time: bool) -> torch.Tensor:
     if family_of(obj) == "sequence":
         kwargs = {}
-        if use_time and TIME in obj.coords and _takes_dt(module):
+        if use_time and TIME in obj.coords and "dt" in inspect.signature(module.forward).parameters:
             kwargs["dt"] = time_steps(obj, dtype=x.dtype, device=x.device)
         return module(x, **kwargs)
     if TIME in obj.dims:  # (batch, time, channels, *spatial): frames as a batch
         return module(x.flatten(0, 1)).unflatten(0, x.shape[:2])
     return module(x)
-
-
-def _takes_dt(module: nn.Module) -> bool:
-    return "dt" in inspect.signature(module.forward).parameters

@@ -150,15 +150,17 @@ class CfC(nn.Module):
             ours.proj.load_state_dict(proj.state_dict())
         return ours
 
-    def states(self, x: torch.Tensor, dt: torch.Tensor | None = None,
-               h0: torch.Tensor | None = None) -> torch.Tensor:
-        """All hidden states ``(batch, time, hidden)`` for ``x`` ``(batch, time, in)``, ``dt`` ``(batch, time)``."""
+    def states(self, x: torch.Tensor, dt: torch.Tensor | None = None, h0: torch.Tensor | None = None, *,
+               feedback=None) -> torch.Tensor:
+        """All hidden states ``(batch, time, hidden)`` for ``x`` ``(batch, time, in)``, ``dt`` ``(batch, time)``;
+        ``feedback(h, k)``, if given, replaces the state ``h`` of step ``k`` before the next step reads it."""
         dt = check_sequence(x, dt, self.in_channels).unsqueeze(-1)
         pre = self.cell.in_proj(x)  # input part of the first layer, for all steps at once
         h = initial_state(x, h0, self.hidden)
         states = []
         for k in range(x.shape[1]):
             h = self.cell.step(pre[:, k], h, dt[:, k])
+            h = h if feedback is None else feedback(h, k)
             states.append(h)
         return torch.stack(states, 1)
 

@@ -269,15 +269,9 @@ def from_scan_sequences(y: torch.Tensor, shape: torch.Size, *, transpose: bool =
         for flip in ([False, True] if bidirectional else [False]):
             seq = next(chunks)
             seq = seq.flip(1) if flip else seq
-            fields.append(seq.reshape([shape[i] for i in perm]).permute(_inverse(perm)))
+            inverse = sorted(range(len(perm)), key=perm.__getitem__)  # the permutation undoing perm
+            fields.append(seq.reshape([shape[i] for i in perm]).permute(inverse))
     return torch.stack(fields)
-
-
-def _inverse(perm: list[int]) -> list[int]:
-    inverse = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inverse[p] = i
-    return inverse
 
 
 class CascadedKirchhoffBlock1d(_FieldBlock):

@@ -18,7 +18,7 @@ from torch import nn
 
 from pde_data.core.model import time_steps
 from circuitop.nac_ode import MODES, PairTimeMap, nac_logits
-from circuitop.nac_topk import CANDIDATE_MODES, gather_keys, select_topk
+from circuitop.nac_topk import CANDIDATE_MODES, gather_keys, select_topk, usable_keys
 from circuitop.ncp import NCPBackbone, NCPProjection
 
 __all__ = ["NeuronalAttentionCircuit", "sequence_timestamps"]
@@ -118,10 +118,9 @@ class NeuronalAttentionCircuit(nn.Module):
         for name, x in (("query", query), ("key", key), ("value", value)):
             if x.ndim != 3:
                 raise ValueError(f"{name}: expected shape (batch, time, {self.d_model}), found {tuple(x.shape)}")
-        b, t_q = query.shape[:2]
+        (b, t_q), t_k = query.shape[:2], key.shape[1]
         _check_tensor("query", query, (b, t_q, self.d_model))
-        _check_tensor("key", key, (b, key.shape[1], self.d_model))
-        t_k = key.shape[1]
+        _check_tensor("key", key, (b, t_k, self.d_model))
         _check_tensor("value", value, (b, t_k, self.d_model))
         if t is not None:
             _check_tensor("t", t, (b, t_q))
@@ -145,12 +144,8 @@ class NeuronalAttentionCircuit(nn.Module):
         b, h, t_q, d = q.shape
         t_k = k.shape[2]
         if self.topk is None:
-            valid = torch.ones(1, 1, 1, t_k, dtype=torch.bool, device=q.device)
-            if key_valid is not None:
-                valid = valid & key_valid[:, None, None, :]
-            if self.causal:
-                valid = valid & (torch.arange(t_k, device=q.device) <= torch.arange(t_q, device=q.device)[:, None])
-            return None, valid.expand(b, h, t_q, t_k)
+            valid = usable_keys(key_valid, 0, t_q, t_k, self.causal, q.device)  # (batch or 1, T_q or 1, T_k)
+            return None, valid[:, None].expand(b, h, t_q, t_k)
         kv = None if key_valid is None else key_valid[:, None].expand(b, h, t_k).reshape(b * h, t_k)
         idx, valid = select_topk(q.reshape(b * h, t_q, d), k.reshape(b * h, t_k, d), self.topk,
                                  block_multiple=self.block_multiple, key_valid=kv, causal=self.causal,

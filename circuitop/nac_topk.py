@@ -22,7 +22,7 @@ import math
 
 import torch
 
-__all__ = ["select_topk", "select_topk_ref", "gather_keys", "candidate_blocks", "CANDIDATE_MODES"]
+__all__ = ["select_topk", "select_topk_ref", "gather_keys", "candidate_blocks", "usable_keys", "CANDIDATE_MODES"]
 
 #: ``"repaired"``: M = min(N_b, ⌈block_multiple·K⌉) candidate blocks (can reach the exact top K);
 #: ``"paper"``: Algorithm 2 as printed, M = ⌈K / B_s⌉ blocks (just enough keys to return K of them).
@@ -44,7 +44,7 @@ def gather_keys(x: torch.Tensor, indices: torch.Tensor | None) -> torch.Tensor:
     return torch.gather(x, 2, flat).reshape(b, h, tq, k, x.shape[-1])
 
 
-def _key_ok(key_valid: torch.Tensor | None, start: int, count: int, t_k: int, causal: bool, device) -> torch.Tensor:
+def usable_keys(key_valid: torch.Tensor | None, start: int, count: int, t_k: int, causal: bool, device) -> torch.Tensor:
     """Boolean ``(G or 1, count or 1, T_k)`` of keys the queries start … start + count − 1 may use."""
     ok = torch.ones(1, 1, t_k, dtype=torch.bool, device=device)
     if key_valid is not None:
@@ -64,8 +64,8 @@ def select_topk_ref(q: torch.Tensor, k: torch.Tensor, topk: int, *, key_valid: t
     Returns:
         indices ``(G, T_q, K_eff)`` and valid ``(G, T_q, K_eff)`` with K_eff = min(topk, T_k).
     """
-    scores = (q @ k.transpose(-1, -2)).masked_fill(~_key_ok(key_valid, 0, q.shape[1], k.shape[1], causal, q.device),
-                                                   float("-inf"))
+    usable = usable_keys(key_valid, 0, q.shape[1], k.shape[1], causal, q.device)
+    scores = (q @ k.transpose(-1, -2)).masked_fill(~usable, float("-inf"))
     values, indices = scores.topk(min(topk, k.shape[1]), dim=-1)
     return indices, values > float("-inf")
 
@@ -182,7 +182,7 @@ def select_topk(q: torch.Tensor, k: torch.Tensor, topk: int, *, block_multiple: 
         if m == nb:  # every block is a candidate: the chunk's scores are the candidate scores, no indices
             fine, key = qc @ k.transpose(-1, -2), None
             if key_valid is not None or causal:
-                fine = fine.masked_fill(~_key_ok(key_valid, s, qc.shape[1], t_k, causal, q.device), float("-inf"))
+                fine = fine.masked_fill(~usable_keys(key_valid, s, qc.shape[1], t_k, causal, q.device), float("-inf"))
         else:
             blocks = _coarse_scores(qc, centroid, s, bs, t_k, causal).topk(m, dim=-1).indices  # (G, C, M)
             if dense:

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from circuitop.cfc import CfC
-from circuitop.sequence import check_sequence, initial_state
+from circuitop.sequence import check_sequence
 
 __all__ = ["PDNA", "VARIANTS"]
 
@@ -105,13 +105,7 @@ class PDNA(nn.Module):
         t, noise = dt.cumsum(1), self._noise()
         if not self.feedback:
             return self.augment(self.cfc.states(x, dt, h0), t, noise)
-        cell, pre = self.cfc.cell, self.cfc.cell.in_proj(x)
-        h = initial_state(x, h0, self.hidden)
-        states = []
-        for k in range(x.shape[1]):
-            h = self.augment(cell.step(pre[:, k], h, dt[:, k, None]), t[:, k], noise)
-            states.append(h)
-        return torch.stack(states, 1)
+        return self.cfc.states(x, dt, h0, feedback=lambda h, k: self.augment(h, t[:, k], noise))
 
     def forward(self, x: torch.Tensor, dt: torch.Tensor | None = None,
                 h0: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -113,14 +113,17 @@ def _from_arrays(pred, true) -> Pair:
     return Pair(p, t, is_torch, max(p.ndim - 1, 0))
 
 
-def as_pair(pred, true, *, min_ndim: int = 1) -> Pair:
-    """Convert and validate ``pred`` and ``true`` (sample axis first) for a metric.
+def as_pair(pred, true, *, min_ndim: int = 1, reduce: str | None = None) -> Pair:
+    """Convert and validate ``pred`` and ``true`` (sample axis first) for a metric; a given ``reduce`` is
+    checked first (:func:`check_reduce`), before any conversion.
 
     Raises:
         ValueError: mixed xarray/array inputs, different shapes or dims, fewer than ``min_ndim``
             axes, an empty array, or NaN/Inf in either input (unless :func:`finite_checks` is off); the
             message names the argument.
     """
+    if reduce is not None:
+        check_reduce(reduce)
     xr_types = (xr.Dataset, xr.DataArray)
     if isinstance(pred, xr_types) or isinstance(true, xr_types):
         if not (isinstance(pred, xr_types) and isinstance(true, xr_types)):
@@ -148,14 +151,13 @@ def finish(values: torch.Tensor, reduce: str, is_torch: bool):
     ``"mean"`` and ``"median"`` (numpy's: the middle pair averaged) reduce axis 0; ``"none"`` keeps it.
     Tensors in give tensors out; otherwise floats (or numpy arrays).
     """
+    check_reduce(reduce)
     if reduce == "mean":
         out = values.mean(dim=0)
     elif reduce == "median":
         out = torch.quantile(values, 0.5, dim=0)
-    elif reduce == "none":
-        out = values
     else:
-        raise ValueError(f"reduce: expected one of {REDUCTIONS}, found {reduce!r}")
+        out = values
     if is_torch:
         return out
     array = out.detach().cpu().numpy()

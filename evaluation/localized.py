@@ -73,7 +73,6 @@ def boundary_rmse(pred, true, *, reduce: str = "mean"):
         pred, true: arrays ``(batch, *spatial)`` or xarray fields.
         reduce: ``"mean"``, ``"median"`` or ``"none"``.
     """
-    check_reduce(reduce)
-    pair = as_pair(pred, true, min_ndim=2)
+    pair = as_pair(pred, true, min_ndim=2, reduce=reduce)
     per_face = boundary_points(pair.pred - pair.true, pair.n_spatial).square().mean(dim=-1).sqrt()
     return finish(_average_lead(per_face, 0), reduce, pair.is_torch)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from evaluation._grid import gradient_components, spatial_axes, spectral_gradient
-from evaluation._inputs import as_pair, check_reduce, finish
+from evaluation._inputs import Pair, as_pair, finish
 
 __all__ = ["rel_l2", "rel_l2_spectral", "rel_l2_derivative", "rel_h1", "rel_l1", "nrmse_range", "max_mse"]
 
@@ -22,6 +22,11 @@ def _flat(x: torch.Tensor) -> torch.Tensor:
 
 def _norm2(x: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(_flat(x), ord=2, dim=1)
+
+
+def _relative(pair: Pair, reduce: str, norm=_norm2):
+    """``norm(pred − true) / norm(true)`` per sample (``norm`` maps ``(batch, ...)`` to ``(batch,)``), reduced."""
+    return finish(norm(pair.pred - pair.true) / norm(pair.true), reduce, pair.is_torch)
 
 
 def rel_l2(pred, true, *, reduce: str = "mean"):
@@ -37,10 +42,7 @@ def rel_l2(pred, true, *, reduce: str = "mean"):
     Example:
         >>> loss = rel_l2(model(x), y)   # a differentiable scalar tensor
     """
-    check_reduce(reduce)
-    pair = as_pair(pred, true)
-    values = _norm2(pair.pred - pair.true) / _norm2(pair.true)
-    return finish(values, reduce, pair.is_torch)
+    return _relative(as_pair(pred, true, reduce=reduce), reduce)
 
 
 def rel_l1(pred, true, *, reduce: str = "mean"):
@@ -53,11 +55,7 @@ def rel_l1(pred, true, *, reduce: str = "mean"):
         pred, true: ``(batch, ...)``; numpy, torch or xarray.
         reduce: ``"mean"``, ``"median"`` or ``"none"``.
     """
-    check_reduce(reduce)
-    pair = as_pair(pred, true)
-    err = _flat(pair.pred - pair.true).abs().sum(dim=1)
-    values = err / _flat(pair.true).abs().sum(dim=1)
-    return finish(values, reduce, pair.is_torch)
+    return _relative(as_pair(pred, true, reduce=reduce), reduce, lambda x: _flat(x).abs().sum(dim=1))
 
 
 def rel_l2_spectral(pred, true, *, reduce: str = "mean"):
@@ -73,13 +71,9 @@ def rel_l2_spectral(pred, true, *, reduce: str = "mean"):
         pred, true: ``(batch, ...)`` with at least one non-sample axis.
         reduce: ``"mean"``, ``"median"`` or ``"none"``.
     """
-    check_reduce(reduce)
-    pair = as_pair(pred, true, min_ndim=2)
+    pair = as_pair(pred, true, min_ndim=2, reduce=reduce)
     dims = tuple(range(1, pair.pred.ndim))
-    spectrum_err = torch.fft.rfftn(pair.pred - pair.true, dim=dims)
-    spectrum_true = torch.fft.rfftn(pair.true, dim=dims)
-    values = _norm2(spectrum_err) / _norm2(spectrum_true)
-    return finish(values, reduce, pair.is_torch)
+    return _relative(pair, reduce, lambda x: _norm2(torch.fft.rfftn(x, dim=dims)))
 
 
 def rel_l2_derivative(pred, true, *, periodic: bool = True, reduce: str = "mean"):
@@ -96,12 +90,8 @@ def rel_l2_derivative(pred, true, *, periodic: bool = True, reduce: str = "mean"
         periodic: whether the domain wraps around.
         reduce: ``"mean"``, ``"median"`` or ``"none"``.
     """
-    check_reduce(reduce)
-    pair = as_pair(pred, true, min_ndim=2)
-    grad_err = gradient_components(pair.pred - pair.true, pair.n_spatial, periodic=periodic)
-    grad_true = gradient_components(pair.true, pair.n_spatial, periodic=periodic)
-    values = _norm2(grad_err) / _norm2(grad_true)
-    return finish(values, reduce, pair.is_torch)
+    pair = as_pair(pred, true, min_ndim=2, reduce=reduce)
+    return _relative(pair, reduce, lambda x: _norm2(gradient_components(x, pair.n_spatial, periodic=periodic)))
 
 
 def rel_h1(pred, true, *, periodic: bool = False, n_spatial: int | None = None, reduce: str = "mean"):
@@ -127,15 +117,13 @@ def rel_h1(pred, true, *, periodic: bool = False, n_spatial: int | None = None, 
     Example:
         >>> loss = rel_h1(model(a), u, periodic=True)   # a differentiable scalar tensor
     """
-    check_reduce(reduce)
-    pair = as_pair(pred, true, min_ndim=2)
+    pair = as_pair(pred, true, min_ndim=2, reduce=reduce)
     if n_spatial is None:
         n_spatial = pair.n_spatial if pair.has_time is not None else pair.pred.ndim - 2
         if n_spatial < 1:
             raise ValueError(f"pred: expected (batch, channels, *spatial) with a spatial axis, found shape "
                              f"{tuple(pair.pred.shape)} (pass n_spatial for another layout)")
-    values = _h1_norm(pair.pred - pair.true, n_spatial, periodic) / _h1_norm(pair.true, n_spatial, periodic)
-    return finish(values, reduce, pair.is_torch)
+    return _relative(pair, reduce, lambda x: _h1_norm(x, n_spatial, periodic))
 
 
 def _h1_norm(x: torch.Tensor, n_spatial: int, periodic: bool) -> torch.Tensor:
@@ -160,8 +148,7 @@ def nrmse_range(pred, true, *, reduce: str = "mean"):
         pred, true: ``(batch, ...)``; points ``p`` are all non-sample entries.
         reduce: ``"mean"``, ``"median"`` or ``"none"``.
     """
-    check_reduce(reduce)
-    pair = as_pair(pred, true)
+    pair = as_pair(pred, true, reduce=reduce)
     err = _flat(pair.pred - pair.true)
     truth = _flat(pair.true)
     spread = truth.amax(dim=1) - truth.amin(dim=1)
@@ -178,7 +165,6 @@ def max_mse(pred, true, *, reduce: str = "mean"):
         pred, true: ``(batch, ...)``.
         reduce: ``"mean"``, ``"median"`` or ``"none"``.
     """
-    check_reduce(reduce)
-    pair = as_pair(pred, true)
+    pair = as_pair(pred, true, reduce=reduce)
     values = _flat(pair.pred - pair.true).square().amax(dim=1)
     return finish(values, reduce, pair.is_torch)

@@ -32,9 +32,19 @@ def _numpy(x, name: str) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
-def _save(fig: Figure, path: str | os.PathLike | None) -> Figure:
-    """``fig`` written to ``path`` as a PNG whose ``Title`` text chunk is the figure's title (readable back:
-    ``PIL.Image.open(path).text["Title"]``)."""
+def _pair(pred, true, ndims: tuple[int, ...], expected: str) -> tuple[np.ndarray, np.ndarray]:
+    """``pred`` and ``true`` as float64 arrays of one shape with a number of axes in ``ndims``."""
+    p, t = _numpy(pred, "pred"), _numpy(true, "true")
+    if p.shape != t.shape or p.ndim not in ndims:
+        raise ValueError(f"pred and true: expected {expected}, found pred shape {p.shape} and true shape {t.shape}")
+    return p, t
+
+
+def _save(fig: Figure, path: str | os.PathLike | None, title: str = "", **style) -> Figure:
+    """``fig`` with ``title`` (if any) as its suptitle, written to ``path`` as a PNG whose ``Title`` text chunk
+    is that title (readable back: ``PIL.Image.open(path).text["Title"]``)."""
+    if title:
+        fig.suptitle(title, **style)
     if path is not None:
         with atomic_path(path) as tmp:  # the figures lay out with "constrained": no tight pass
             fig.savefig(tmp, format="png", dpi=110, metadata={"Title": fig.get_suptitle()})
@@ -51,10 +61,7 @@ def plot_fields(pred, true, *, title: str = "", coords: Mapping[str, Sequence[fl
         coords: the grid's coordinates ``{"x": (x,), ["y": (y,)]}`` (axes in their units; default: grid indices).
         path: where to write the PNG (optional).
     """
-    p, t = _numpy(pred, "pred"), _numpy(true, "true")
-    if p.shape != t.shape or p.ndim not in (1, 2):
-        raise ValueError(f"pred and true: expected one field (x,) or (x, y) each, found pred shape "
-                         f"{p.shape} and true shape {t.shape}")
+    p, t = _pair(pred, true, (1, 2), "one field (x,) or (x, y) each")
     axis = {d: np.asarray(coords[d]) if coords and d in coords else np.arange(n) for d, n in zip("xy", p.shape)}
     named = {d: d if coords and d in coords else f"{d} index" for d in axis}
     err = p - t
@@ -77,9 +84,7 @@ def plot_fields(pred, true, *, title: str = "", coords: Mapping[str, Sequence[fl
         ax.set_ylabel(named["x"])
     if p.ndim == 1:
         axes[0].sharey(axes[1])
-    if title:
-        fig.suptitle(title, fontweight="bold")
-    return _save(fig, path)
+    return _save(fig, path, title, fontweight="bold")
 
 
 def plot_rollout(curves: Mapping[str, Sequence[float]], *, metric_name: str = "relative L2 error",
@@ -106,9 +111,7 @@ def plot_rollout(curves: Mapping[str, Sequence[float]], *, metric_name: str = "r
         ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    if title:
-        fig.suptitle(title)
-    return _save(fig, path)
+    return _save(fig, path, title)
 
 
 def plot_training_curves(history: Sequence[Mapping[str, float]], *, title: str = "",
@@ -139,9 +142,7 @@ def plot_training_curves(history: Sequence[Mapping[str, float]], *, title: str =
         ax.set_xlabel("epoch")
         ax.set_yscale("log")
         ax.grid(True, which="both", alpha=0.3)
-    if title:
-        fig.suptitle(title)
-    return _save(fig, path)
+    return _save(fig, path, title)
 
 
 def plot_spectra(pred, true, *, title: str = "", path: str | os.PathLike | None = None) -> Figure:
@@ -155,10 +156,7 @@ def plot_spectra(pred, true, *, title: str = "", path: str | os.PathLike | None 
         title: a suptitle (the run, the data, what is shown).
         path: where to write the PNG (optional).
     """
-    p, t = _numpy(pred, "pred"), _numpy(true, "true")
-    if p.shape != t.shape or p.ndim not in (2, 3):
-        raise ValueError(f"pred and true: expected (batch, x) or (batch, x, y), found pred shape "
-                         f"{p.shape} and true shape {t.shape}")
+    p, t = _pair(pred, true, (2, 3), "(batch, x) or (batch, x, y)")
     n_spatial = p.ndim - 1
     counts = radial_counts(p.shape[1:]).double().clamp(min=1)
     fig = Figure(figsize=(6.5, 4.2), layout="constrained")
@@ -170,9 +168,7 @@ def plot_spectra(pred, true, *, title: str = "", path: str | os.PathLike | None 
     ax.set_ylabel("mean |F|² per mode")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    if title:
-        fig.suptitle(title)
-    return _save(fig, path)
+    return _save(fig, path, title)
 
 
 def plot_metric_bars(results: Mapping[str, Mapping[str, float]], *, log: bool = False,
@@ -207,5 +203,4 @@ def plot_metric_bars(results: Mapping[str, Mapping[str, float]], *, log: bool = 
             ax.set_yscale("log")
     for ax in axes[len(metrics):]:
         ax.set_visible(False)
-    fig.suptitle("lower is better")
-    return _save(fig, path)
+    return _save(fig, path, "lower is better")

@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from evaluation._inputs import as_pair, check_reduce, finish
+from evaluation._inputs import as_pair, finish
 
 __all__ = ["EPS", "vmse", "vrmse", "nmse_well", "nrmse_well", "linf", "pearson", "binned_spectral_mse",
            "spectral_bin_edges"]
@@ -38,8 +38,7 @@ EPS = 1e-7
 def _fields(pred, true, reduce: str):
     """``(pred, true, spatial axes, caller passed tensors)`` with the channel axis before the spatial ones;
     ``reduce`` is checked first, before any computation."""
-    check_reduce(reduce)
-    pair = as_pair(pred, true, min_ndim=3)
+    pair = as_pair(pred, true, min_ndim=3, reduce=reduce)
     n_spatial = pair.n_spatial if pair.has_time is not None else pair.pred.ndim - 2
     if n_spatial < 1:
         raise ValueError(f"pred: expected (sample, channel, *spatial) with a spatial axis, found shape "
@@ -54,37 +53,36 @@ def _reduce(values: torch.Tensor, reduce: str, is_torch: bool, *, keep_last: boo
     return finish(values, reduce, is_torch)
 
 
-def _ratio(x, y, dims, norm: str) -> torch.Tensor:
+def _normalized_mse(pred, true, reduce: str, norm: str, *, root: bool = False):
     """MSE over The Well's normalizer: mean_s y² (``"norm"``, NMSE) or the unbiased var_s(y) (``"std"``,
-    VMSE), plus ε, per sample and channel."""
+    VMSE), plus ε, per sample and channel; ``root`` takes the square root of that whole ratio, ε included."""
+    x, y, dims, is_torch = _fields(pred, true, reduce)
     mse = (x - y).square().mean(dim=dims)
     if norm == "norm":
-        return mse / (y.square().mean(dim=dims) + EPS)
-    return mse / (y.flatten(start_dim=y.ndim - len(dims)).var(dim=-1) + EPS)  # unbiased, as torch.std there
+        ratio = mse / (y.square().mean(dim=dims) + EPS)
+    else:
+        ratio = mse / (y.flatten(start_dim=y.ndim - len(dims)).var(dim=-1) + EPS)  # unbiased, as torch.std there
+    return _reduce(ratio.sqrt() if root else ratio, reduce, is_torch)
 
 
 def nmse_well(pred, true, *, reduce: str = "mean"):
     """The Well's NMSE: MSE / (mean_s y² + ε), per sample and channel (module docstring)."""
-    x, y, dims, is_torch = _fields(pred, true, reduce)
-    return _reduce(_ratio(x, y, dims, "norm"), reduce, is_torch)
+    return _normalized_mse(pred, true, reduce, "norm")
 
 
 def nrmse_well(pred, true, *, reduce: str = "mean"):
     """The Well's NRMSE: √NMSE (the square root over the whole ratio, ε included)."""
-    x, y, dims, is_torch = _fields(pred, true, reduce)
-    return _reduce(_ratio(x, y, dims, "norm").sqrt(), reduce, is_torch)
+    return _normalized_mse(pred, true, reduce, "norm", root=True)
 
 
 def vmse(pred, true, *, reduce: str = "mean"):
     """The Well's VMSE: MSE / (var_s(y) + ε) with the unbiased variance (module docstring)."""
-    x, y, dims, is_torch = _fields(pred, true, reduce)
-    return _reduce(_ratio(x, y, dims, "std"), reduce, is_torch)
+    return _normalized_mse(pred, true, reduce, "std")
 
 
 def vrmse(pred, true, *, reduce: str = "mean"):
     """The Well's VRMSE: √VMSE; 1 for the predictor of the field's own spatial mean (up to (N−1)/N)."""
-    x, y, dims, is_torch = _fields(pred, true, reduce)
-    return _reduce(_ratio(x, y, dims, "std").sqrt(), reduce, is_torch)
+    return _normalized_mse(pred, true, reduce, "std", root=True)
 
 
 def linf(pred, true, *, reduce: str = "mean"):
