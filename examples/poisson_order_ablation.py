@@ -70,8 +70,8 @@ def scores(metrics: dict) -> dict[str, float]:
 
 
 def write_sets(cfg: dict, seed: int, out):
-    """``data.nc`` (train/val/test, K = 16, in order) and ``data_ood.nc`` (K = 20), seeded as
-    ``pde_data.POISSON_SPLITS``; returns both paths and the splits of ``data.nc``."""
+    """``data.nc`` (train/val/test, K = 16, in order) and ``data_ood.nc`` (K = 20), seeded ``seed`` to
+    ``seed + 3`` in that order; returns both paths and the splits of ``data.nc``."""
     n_grid, (n_train, n_val, n_test, n_ood) = cfg["n_grid"], cfg["sizes"]
     sets = {"train": generate_poisson(n_train, K=16, n_grid=n_grid, seed=seed),
             "val": generate_poisson(n_val, K=16, n_grid=n_grid, seed=seed + 1),

@@ -16,7 +16,7 @@ from pde_data.generate.order import order_inputs, transfer
 #: the functions that take each generator's parameters (the first makes its sets; the others share parameters)
 FUNCTIONS = {
     "order": [pde_data.generate_order_benchmark, pde_data.generate_order_splits, order_inputs, transfer],
-    "poisson": [pde_data.generate_poisson, pde_data.generate_poisson_splits],
+    "poisson": [pde_data.generate_poisson],
     "darcy": [pde_data.generate_darcy],
     "degradation": [pde_data.generate_degradation],
     "ns": [pde_data.generate_navier_stokes],

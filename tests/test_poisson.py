@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.fft
 
-from pde_data.generate.poisson import generate_poisson, generate_poisson_splits
+from pde_data.generate.poisson import generate_poisson
 
 from pde_data.solvers.poisson import poisson_grid, solve_poisson
 @pytest.mark.parametrize("K", [16, 20])
@@ -58,12 +58,6 @@ def test_deterministic_shards_and_coefficients():
     coef = a["coef"].values
     assert coef.min() >= -1 and coef.max() <= 1
     assert not np.array_equal(coef, generate_poisson(5, K=4, n_grid=16, seed=8)["coef"].values)
-
-
-def test_splits_small():
-    sets = generate_poisson_splits(n_grid=24, splits={"train": (3, 16, 0), "test_ood": (2, 20, 3)})
-    assert sets["train"].attrs["K"] == 16 and sets["test_ood"].sizes["i"] == 20
-    assert np.max(np.abs(solve_poisson(sets["train"]["f"].values) - sets["train"]["u"].values)) < 1e-10
 
 
 @pytest.mark.parametrize("call, message", [

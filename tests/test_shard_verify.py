@@ -185,7 +185,7 @@ def test_hashing_keeps_memory_flat(data):
     manifest = read_manifest(data)
     shards = tuple(dataclasses.replace(s, bytes=shard.stat().st_size, sha256=sha256_of(shard)) if s.file == SHARD
                    else s for s in manifest.shards)
-    pde_data.generate.manifest.write_manifest(data, dataclasses.replace(manifest, shards=shards))
+    pde_data.formats.manifest.write_manifest(data, dataclasses.replace(manifest, shards=shards))
     code = ("import sys; from pde_data.formats.verification import verify_set\n"
             "def kib(key): return int(open('/proc/self/status').read().split(key + ':')[1].split()[0])\n"
             "open('/proc/self/clear_refs', 'w').write('5'); before = kib('VmRSS')\n"

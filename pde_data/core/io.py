@@ -1,9 +1,9 @@
 """NetCDF-4 files for the data model: compressed, chunked per sample, written atomically, opened lazily.
 
 ``save`` writes to a temporary file in the target's folder and renames it into place, so an
-interrupted write never leaves a file at the target path. :func:`open_netcdf` opens a file, or a set of
-shards (``name-00000.nc``, ...) given as a glob, lazily; :func:`pde_data.open_source` (one opener for
-every format) uses it for shard globs.
+interrupted write never leaves a file at the target path. :func:`open_netcdf` opens a set of shards
+(``name-00000.nc``, ...) given as a glob, lazily; :func:`pde_data.open_source` (one opener for every
+format) uses it for shard globs.
 """
 
 from __future__ import annotations
@@ -136,9 +136,8 @@ def save(ds: xr.Dataset, path: str | os.PathLike, *, complevel: int = 4) -> Path
     return Path(path)
 
 
-def check_file(path: str | os.PathLike, *, expected: str = "a NetCDF or HDF5 file") -> Path:
-    """Return ``path`` as a Path if it exists and starts like NetCDF/HDF5; else raise a clear error
-    (``expected`` names what the caller reads, in that error).
+def check_file(path: str | os.PathLike) -> Path:
+    """Return ``path`` as a Path if it exists and starts like NetCDF/HDF5; else raise a clear error.
 
     Raises:
         FileNotFoundError: the file does not exist.
@@ -150,22 +149,19 @@ def check_file(path: str | os.PathLike, *, expected: str = "a NetCDF or HDF5 fil
     with p.open("rb") as fh:
         head = fh.read(8)
     if not (head.startswith(HDF5_MAGIC) or head.startswith(NETCDF3_MAGIC)):
-        raise ValueError(f"{p}: expected {expected}, found leading bytes {head!r}")
+        raise ValueError(f"{p}: expected a NetCDF or HDF5 file, found leading bytes {head!r}")
     return p
 
 
-def open_netcdf(path: str | os.PathLike, *, chunks: dict | None = None) -> xr.Dataset:
-    """Open a NetCDF file, or a set of shards given as a glob (``"set-*.nc"``), lazily.
-
-    Shards are concatenated along ``sample`` in name order (:func:`open_netcdf_files`).
+def open_netcdf(pattern: str | os.PathLike) -> xr.Dataset:
+    """Open a set of NetCDF shards given as a glob (``"set-*.nc"``) lazily, concatenated along ``sample`` in
+    name order (:func:`open_netcdf_files`).
 
     Raises:
-        FileNotFoundError: the file is missing, or the glob matches nothing.
-        ValueError: a file is not NetCDF (named, with its leading bytes), or the NetCDF library cannot read it.
+        FileNotFoundError: the glob matches nothing.
+        ValueError: a file is not NetCDF (named, with its leading bytes).
     """
-    text = os.fspath(path)
-    if not any(ch in text for ch in "*?["):
-        return read_netcdf(check_file(path), chunks=chunks)
+    text = os.fspath(pattern)
     files = sorted(glob.glob(text))
     if not files:
         raise FileNotFoundError(f"no files match {text}")
@@ -184,16 +180,15 @@ def open_netcdf_files(files: Sequence[str | os.PathLike]) -> xr.Dataset:
         raise
 
 
-def read_netcdf(path: str | os.PathLike, *, chunks: dict | None = None) -> xr.Dataset:
-    """One NetCDF file opened lazily by the NetCDF library (its leading bytes unchecked: :func:`open_netcdf`
-    checks them).
+def read_netcdf(path: str | os.PathLike) -> xr.Dataset:
+    """One NetCDF file opened lazily by the NetCDF library (its leading bytes unchecked).
 
     Raises:
         ValueError: the NetCDF library cannot read the file (one line with its reason).
     """
     p = Path(path)
     try:
-        return xr.open_dataset(p, engine="netcdf4", chunks=chunks)
+        return xr.open_dataset(p, engine="netcdf4")
     except OSError as exc:  # netCDF4's "[Errno -51] NetCDF: Unknown file format" and the like
         reason = str(exc).split("NetCDF:")[-1].split(":")[0].strip() or type(exc).__name__
         raise ValueError(f"{p}: expected a readable NetCDF file, found one the NetCDF library cannot read "

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["NativeKernel", "NativeKernelWarning", "SWITCH", "CHECKOUT_CACHE", "build_kernels", "compiler", "compiler_flags",
+__all__ = ["NativeKernel", "NativeKernelWarning", "SWITCH", "CHECKOUT_CACHE", "build_kernels", "compiler",
            "compiler_family", "native_enabled"]
 
 #: the environment variable that disables every native kernel when set to 0 (or false/off/no)
@@ -109,8 +109,15 @@ class NativeKernel:
         return Path(_get_build_directory(name, verbose=False))
 
     def flags(self, family: str | None = None) -> tuple[list[str], list[str]]:
-        """``(cflags, ldflags)`` of this kernel for the compiler ``family`` (:func:`compiler_flags`)."""
-        return compiler_flags(self.extra_cflags, family)
+        """``(cflags, ldflags)`` of this kernel for the compiler ``family`` (default: the one found). OpenMP
+        (``at::parallel_for`` runs serially unless the extension itself is built with it; torch's own libgomp
+        is already loaded, so the extension shares its thread pool) only with GCC and a torch built with
+        OpenMP; ``-O3`` and :attr:`extra_cflags` with GCC and clang."""
+        family = family or compiler()
+        if family not in ("gcc", "clang", "apple-clang"):
+            return [], []
+        omp = ["-fopenmp"] if family == "gcc" and torch.backends.openmp.is_available() else []
+        return ["-O3", *omp, *self.extra_cflags], omp
 
     def _is_built(self, directory: Path) -> bool:
         """Whether a compiled module newer than its source is in ``directory`` (then loading is quick)."""
@@ -162,18 +169,6 @@ def compiler_family(version_text: str) -> str:
     if "gcc" in text or "g++" in text or "free software foundation" in text:
         return "gcc"
     return "other"
-
-
-def compiler_flags(extra_cflags: tuple[str, ...] = (), family: str | None = None) -> tuple[list[str], list[str]]:
-    """``(cflags, ldflags)`` for a kernel with ``extra_cflags`` and the compiler ``family`` (default:
-    the one found). OpenMP (``at::parallel_for`` runs serially unless the extension itself is built with
-    it; torch's own libgomp is already loaded, so the extension shares its thread pool) only with GCC and
-    a torch built with OpenMP; ``-O3`` and the extra flags with GCC and clang."""
-    family = family or compiler()
-    if family not in ("gcc", "clang", "apple-clang"):
-        return [], []
-    omp = ["-fopenmp"] if family == "gcc" and torch.backends.openmp.is_available() else []
-    return ["-O3", *omp, *extra_cflags], omp
 
 
 def build_kernels(kernels) -> dict[str, str | None]:

@@ -27,7 +27,7 @@ from xarray.core import indexing
 
 from pde_data.core.io import check_file
 
-__all__ = ["H5Source", "lazy_dataset", "read_into", "read_parts", "read_channels", "open_file", "open_dataset", "opening",
+__all__ = ["H5Source", "lazy_dataset", "read_parts", "read_channels", "open_file", "open_dataset", "opening",
            "release_file", "file_stamp"]
 
 _FILES: dict[tuple, h5py.File] = {}
@@ -166,23 +166,16 @@ class _H5Array(BackendArray):
         sizes = tuple(len(range(n)[s]) for n, s in zip(self.shape[1:], rest))
         out = np.empty((len(samples),) + sizes, self.dtype)
         for row, i in enumerate(samples):
-            read_into(self.source, out, (row,), int(i), rest)
+            read_parts(self.source, [out[row, ...]], int(i), rest)  # a view even where ``out[row]`` is one value
         for axis, k in reversed(list(enumerate(key[1:], start=1))):  # last first: an int drops its axis
             if not isinstance(k, slice):  # an int or an index array, relative to its bounding slice
                 out = np.take(out, np.asarray(k) - rest[axis - 1].start, axis=axis)
         return out[0] if scalar else out
 
 
-def read_into(src: H5Source, out: np.ndarray, where: tuple, i: int, rest: tuple[slice, ...]) -> None:
-    """Sample ``i``'s block ``rest`` (slices of the axes after ``sample``, data-model order) into ``out[where]``.
-
-    ``out`` is C-contiguous and ``out[where]`` has the block's shape (any strides): see :func:`read_parts`.
-    """
-    read_parts(src, [out[(*where, Ellipsis)]], i, rest)  # a view even where ``where`` picks one value
-
-
 def read_parts(src: H5Source, targets: Sequence[np.ndarray], i: int, rest: tuple[slice, ...]) -> None:
-    """Sample ``i``'s block ``rest`` into ``targets``, which split it along its first axis, in order.
+    """Sample ``i``'s block ``rest`` (slices of the axes after ``sample``, data-model order) into ``targets``,
+    which split it along its first axis, in order.
 
     h5py reads straight into a lone target, one copy, when it is C-contiguous, of the file's dtype, and
     the file stores the block as it is laid out in memory; otherwise through a temporary block (this

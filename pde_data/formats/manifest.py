@@ -10,8 +10,9 @@ normalizes without another pass over the data.
 Opening a manifest folder (:func:`open_manifest`, and so :func:`pde_data.open_source` and every command) checks
 each shard's size against the manifest and its samples and variables against the shard's range, and names the
 first shard that disagrees in one line. :func:`pde_data.formats.verification.verify_set` also checks every
-sha256 (once, then it keeps a stamp). The writing side is :mod:`pde_data.generate.manifest`: this module reads
-the generator as plain JSON and imports no generator.
+sha256 (once, then it keeps a stamp). The writing side (:func:`moments_of`, :func:`shard_name`,
+:func:`write_manifest`) serves :mod:`pde_data.generate.sharded`: this module reads the generator as plain
+JSON and imports no generator.
 
 Example:
     >>> m = read_manifest("ns_set")                 # Manifest: m.generator, m.shards, m.statistics
@@ -31,12 +32,12 @@ import numpy as np
 import torch
 import xarray as xr
 
-from pde_data.core.io import open_netcdf_files
+from pde_data.core.io import atomic_path, open_netcdf_files
 from pde_data.core.model import SAMPLE
 from pde_data.core.moments import Moments
 
 __all__ = ["MANIFEST", "FORMAT", "ShardRecord", "Manifest", "is_manifest_folder", "read_manifest", "open_manifest",
-           "sha256_of", "ManifestError"]
+           "sha256_of", "ManifestError", "moments_of", "moments_json", "shard_name", "write_manifest"]
 
 MANIFEST = "manifest.json"
 #: the manifest's ``format`` field
@@ -123,6 +124,36 @@ def _merged(moments: Iterable[Mapping[str, float]]) -> Moments:
                                          for k in ("mean", "m2", "min", "max")))
         total = one if total is None else total.merge(one)
     return total
+
+
+def moments_of(ds: xr.Dataset) -> dict[str, Moments]:
+    """Each numeric data variable's :class:`Moments` over its finite values (one channel; NaN pads of unequal
+    sequences left out), in float64."""
+    out = {}
+    for name, v in ds.data_vars.items():
+        if v.dtype.kind in "fiu":
+            values = np.asarray(v.values, dtype=np.float64).ravel()
+            out[str(name)] = Moments.of(torch.from_numpy(values[np.isfinite(values)]).reshape(1, -1), 0)
+    return out
+
+
+def moments_json(m: Moments) -> dict[str, float]:
+    """``{"count", "mean", "m2", "min", "max"}`` of one-channel moments (floats round-trip JSON exactly)."""
+    return {"count": m.count, "mean": float(m.mean[0]), "m2": float(m.m2[0]), "min": float(m.low[0]),
+            "max": float(m.high[0])}
+
+
+def shard_name(index: int, count: int) -> str:
+    """``shard-00003-of-00008.nc``."""
+    return f"shard-{index:05d}-of-{count:05d}.nc"
+
+
+def write_manifest(folder: str | os.PathLike, manifest: Manifest) -> Path:
+    """Write ``folder/manifest.json`` atomically; returns its path."""
+    path = Path(folder) / MANIFEST
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(manifest.to_json(), indent=1) + "\n")
+    return path
 
 
 def sha256_of(path: str | os.PathLike) -> str:

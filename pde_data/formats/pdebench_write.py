@@ -21,7 +21,7 @@ import xarray as xr
 from pde_data.core.io import atomic_path
 from pde_data.core.model import SAMPLE, TIME, X, Y, Z, check_dims
 from pde_data.formats.pdebench_config import format_config
-from pde_data.formats.pdebench_layouts import LAYOUTS, _CFD_VARS, _COORD_KEYS
+from pde_data.formats.pdebench_read import LAYOUTS, _CFD_VARS, _COORD_KEYS
 
 __all__ = ["write_pdebench", "PdebenchGroupWriter", "GROUP_LAYOUTS"]
 

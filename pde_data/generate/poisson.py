@@ -26,12 +26,9 @@ from pde_data.core.model import SAMPLE, X, Y
 from pde_data.solvers.poisson import poisson_grid
 from pde_data.core.params import ParameterError
 
-__all__ = ["generate_poisson", "generate_poisson_splits", "POISSON_SPLITS"]
+__all__ = ["generate_poisson"]
 
 _D = DEFAULTS["poisson"]  # the registry's defaults (pde_data.generate.registry.GENERATORS), defined once
-
-#: name → (samples, K, seed): 1024/128/256 in distribution (K = 16), 256 out of distribution (K = 20).
-POISSON_SPLITS = {"train": (1024, 16, 0), "val": (128, 16, 1), "test": (256, 16, 2), "test_ood": (256, 20, 3)}
 
 
 def _fields(coef: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,9 +73,3 @@ def generate_poisson(
         coords={SAMPLE: idx, X: (X, x, grid), Y: (Y, x.copy(), grid), "i": np.arange(1, K + 1), "j": np.arange(1, K + 1)},
         attrs={"problem": "Poisson (CHONN, Eqs. 56-58)", "K": int(K), "r": -0.5, "seed": int(seed), "n_grid": int(n_grid)},
     )
-
-
-def generate_poisson_splits(*, n_grid: int = _D["n_grid"], splits: dict | None = None) -> dict[str, xr.Dataset]:
-    """The standard sets of :data:`POISSON_SPLITS` (train/val/test with K = 16, test_ood with K = 20)."""
-    return {name: generate_poisson(n, K=k, n_grid=n_grid, seed=seed)
-            for name, (n, k, seed) in (splits or POISSON_SPLITS).items()}

@@ -94,20 +94,10 @@ class _Generator:
     sample_bytes: Callable[[Mapping[str, object]], int]
 
 
-def _order(p, n, seed, samples, device, progress) -> xr.Dataset:
-    return generate_order_benchmark(n, p["order"], n_points=p["n_points"], tau=p["tau"], seed=seed, samples=samples)
-
-
-def _poisson(p, n, seed, samples, device, progress) -> xr.Dataset:
-    return generate_poisson(n, K=p["K"], n_grid=p["n_grid"], seed=seed, samples=samples)
-
-
-def _darcy(p, n, seed, samples, device, progress) -> xr.Dataset:
-    return generate_darcy(n, n_grid=p["n_grid"], beta=p["beta"], seed=seed, samples=samples)
-
-
-def _degradation(p, n, seed, samples, device, progress) -> xr.Dataset:
-    return generate_degradation(n, min_length=p["min_length"], max_length=p["max_length"], seed=seed, samples=samples)
+def _drawn(generate: Callable[..., xr.Dataset]) -> Callable[..., xr.Dataset]:
+    """The ``make`` of a generator that draws each sample alone on the CPU: ``generate(n, **params, seed=seed,
+    samples=samples)`` (the parameters are its keyword names, :data:`PARAMS`)."""
+    return lambda p, n, seed, samples, device, progress: generate(n, **p, seed=seed, samples=samples)
 
 
 def _timed_progress(samples: range, block: int, t_final: float, progress: Progress | None):
@@ -124,19 +114,15 @@ def _timed_progress(samples: range, block: int, t_final: float, progress: Progre
     return callback
 
 
-def _ns(p, n, seed, samples, device, progress) -> xr.Dataset:
-    return generate_navier_stokes(
-        len(samples), visc=p["visc"], n_sim=p["n_sim"], n_out=p["n_out"], t_final=p["t_final"],
-        n_records=p["n_records"], record_initial=p["record_initial"], dt=p["dt"], seed=seed,
-        first_sample=samples.start, batch_size=p["batch_size"], dtype=DTYPES[p["dtype"]], device=device,
-        callback=_timed_progress(samples, p["batch_size"], p["t_final"], progress))
+def _simulated(generate: Callable[..., xr.Dataset]) -> Callable[..., xr.Dataset]:
+    """The ``make`` of a generator that simulates blocks of ``batch_size`` samples on ``device`` (Navier–Stokes,
+    shallow water): ``generate(len(samples), **params, first_sample=samples.start, ...)``, ``dtype`` as torch's."""
 
+    def make(p, n, seed, samples, device, progress) -> xr.Dataset:
+        return generate(len(samples), **{**p, "dtype": DTYPES[p["dtype"]]}, seed=seed, first_sample=samples.start,
+                        device=device, callback=_timed_progress(samples, p["batch_size"], p["t_final"], progress))
 
-def _swe(p, n, seed, samples, device, progress) -> xr.Dataset:
-    return generate_dam_break(
-        len(samples), n_grid=p["n_grid"], seed=seed, first_sample=samples.start, t_final=p["t_final"],
-        n_frames=p["n_frames"], momenta=p["momenta"], batch_size=p["batch_size"], dtype=DTYPES[p["dtype"]],
-        device=device, callback=_timed_progress(samples, p["batch_size"], p["t_final"], progress))
+    return make
 
 
 def _ns_bytes(p) -> int:
@@ -147,13 +133,15 @@ def _ns_bytes(p) -> int:
 #: the generators by name (the ``circuitop generate`` problems, but the gapped-digits image set); their
 #: parameters' defaults are :data:`DEFAULTS`, the only place they are defined
 GENERATORS: dict[str, _Generator] = {
-    "order": _Generator(_order, DEFAULTS["order"], None, 1024, lambda p: 2 * p["n_points"] * 8),
-    "poisson": _Generator(_poisson, DEFAULTS["poisson"], None, 128, lambda p: (2 * p["n_grid"] ** 2 + p["K"] ** 2) * 8),
-    "darcy": _Generator(_darcy, DEFAULTS["darcy"], None, 8, lambda p: 2 * p["n_grid"] ** 2 * 8),
-    "degradation": _Generator(_degradation, DEFAULTS["degradation"], None, 4096,
+    "order": _Generator(_drawn(generate_order_benchmark), DEFAULTS["order"], None, 1024,
+                        lambda p: 2 * p["n_points"] * 8),
+    "poisson": _Generator(_drawn(generate_poisson), DEFAULTS["poisson"], None, 128,
+                          lambda p: (2 * p["n_grid"] ** 2 + p["K"] ** 2) * 8),
+    "darcy": _Generator(_drawn(generate_darcy), DEFAULTS["darcy"], None, 8, lambda p: 2 * p["n_grid"] ** 2 * 8),
+    "degradation": _Generator(_drawn(generate_degradation), DEFAULTS["degradation"], None, 4096,
                               lambda p: (4 * p["max_length"] + 4) * 8),
-    "ns": _Generator(_ns, DEFAULTS["ns"], "batch_size", 0, _ns_bytes),
-    "swe": _Generator(_swe, DEFAULTS["swe"], "batch_size", 0,
+    "ns": _Generator(_simulated(generate_navier_stokes), DEFAULTS["ns"], "batch_size", 0, _ns_bytes),
+    "swe": _Generator(_simulated(generate_dam_break), DEFAULTS["swe"], "batch_size", 0,
                  lambda p: (3 if p["momenta"] else 1) * p["n_frames"] * p["n_grid"] ** 2
                  * DTYPES[p["dtype"]].itemsize + 8),
 }

@@ -37,8 +37,8 @@ from pde_data.generate.registry import GenerationSpec, block_size, chunk_size, m
 from pde_data.core.io import atomic_path
 from pde_data.core.params import ExistsError, ParameterError
 from pde_data.core.versions import package_versions
-from pde_data.formats.manifest import MANIFEST, Manifest, ShardRecord, read_manifest, sha256_of
-from pde_data.generate.manifest import moments_json, moments_of, shard_name, write_manifest
+from pde_data.formats.manifest import (MANIFEST, Manifest, ShardRecord, moments_json, moments_of, read_manifest,
+                                      sha256_of, shard_name, write_manifest)
 from pde_data.core.model import SAMPLE
 from pde_data.formats.verification import STAMP
 from pde_data.core.moments import Moments
