@@ -39,13 +39,13 @@ MAT5_MAGIC = b"MATLAB 5.0 MAT-file"
 
 #: how many leading bytes :func:`sniff` looks at
 HEAD_BYTES = 128
-#: what :func:`sniff` calls a file by its leading bytes, in the order it looks
-_KINDS = ((MAT73_MAGIC, "mat73"), (MAT5_MAGIC, "mat5"), (TORCH_MAGICS, "pt"))
+#: the format :func:`sniff` names for a file's leading bytes, in the order it looks
+_FORMATS = ((MAT73_MAGIC, "mat73"), (MAT5_MAGIC, "mat5"), (TORCH_MAGICS, "pt"))
 
 
 def sniff(head: bytes) -> str | None:
     """``"pt"``, ``"mat73"``, ``"mat5"`` or None, from a file's first :data:`HEAD_BYTES` bytes."""
-    return next((kind for magic, kind in _KINDS if head.startswith(magic)), None)
+    return next((name for magic, name in _FORMATS if head.startswith(magic)), None)
 
 
 def _grid(sizes: tuple[int, ...]) -> dict[str, xr.Variable]:
