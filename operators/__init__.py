@@ -15,10 +15,8 @@ import importlib
 
 __all__ = ["MODELS", "build", "make_config"]
 
-_HOMES = {"MODELS": "operators.models", "build": "operators.models", "make_config": "operators.models"}
-
 
 def __getattr__(name: str):
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
+    if name in __all__:  # each from operators.models
+        return getattr(importlib.import_module("operators.models"), name)
     raise AttributeError(f"module 'operators' has no attribute {name!r}")

@@ -16,7 +16,7 @@ from evaluation._grid import spectral_gradient
 from operators.cli import main
 from operators.training import (DataSpec, Loader, ModelSpec, OptimSpec, RunSpec, SpecError, TaskSpec, Trainer,
                                 load_checkpoint, make_task, resolve)
-from operators.training.optim import make_scheduler
+from operators.training.optim import EpochSchedule
 from operators.training.spec import conflicts, resumed
 from test_rollout import travelling_waves
 from test_trainer import poisson_dataset, write_poisson
@@ -98,7 +98,7 @@ def test_rel_h1_takes_a_window_layout_with_n_spatial():
 def _rates(config: OptimSpec, scores) -> list[float]:
     """The learning rate of each epoch when epoch ``e`` ends with ``scores[e]``."""
     optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=config.lr)
-    schedule, rates = make_scheduler(optimizer, config), []
+    schedule, rates = EpochSchedule(optimizer, config), []
     for score in scores:
         rates.append(optimizer.param_groups[0]["lr"])
         optimizer.step()

@@ -19,7 +19,6 @@ import typing
 from pathlib import Path
 from typing import Callable
 
-import xarray as xr
 from tqdm import tqdm
 
 import pde_data
@@ -32,9 +31,8 @@ from pde_data.core.params import BARE, library_name
 from pde_data.core.room import check_room, format_bytes as _size
 from pde_data.generate.defaults import PARAMS
 
-__all__ = ["positive_int", "non_negative_int", "add_common_options", "add_parameter_options", "parameters",
-           "generation_spec", "add_pdebench_option", "report_options", "check_out", "announce", "write", "progress_bar",
-           "run_generation"]
+__all__ = ["positive_int", "non_negative_int", "add_common_options", "add_parameter_options", "generation_spec",
+           "add_pdebench_option", "report_options", "check_out", "announce", "progress_bar", "run_generation"]
 
 
 def _number(number: type, accept: Callable[[float], bool], expected: str) -> Callable[[str], float]:
@@ -101,14 +99,12 @@ def add_parameter_options(p: argparse.ArgumentParser, generator: str, help: dict
         p.add_argument(option, default=fields[name].default, help=text, **check)
 
 
-def parameters(args: argparse.Namespace, generator: str) -> dict:
-    """The ``generator``'s parameters as its options (:func:`add_parameter_options`) set them."""
-    return {f.name: getattr(args, _LIBRARY_NAMES.get(f.name, f.name)) for f in dataclasses.fields(PARAMS[generator])}
-
-
 def generation_spec(args: argparse.Namespace) -> pde_data.GenerationSpec:
-    """The set a problem's options describe: its generator's parameters, ``--n`` and ``--seed``."""
-    return pde_data.GenerationSpec(args.generator, args.n, args.seed, parameters(args, args.generator))
+    """The set a problem's options describe: its generator's parameters as its options
+    (:func:`add_parameter_options`) set them, ``--n`` and ``--seed``."""
+    fields = dataclasses.fields(PARAMS[args.generator])
+    params = {f.name: getattr(args, _LIBRARY_NAMES.get(f.name, f.name)) for f in fields}
+    return pde_data.GenerationSpec(args.generator, args.n, args.seed, params)
 
 
 def report_options(p: argparse.ArgumentParser, **aliases: str) -> None:
@@ -171,13 +167,6 @@ def add_pdebench_option(p: argparse.ArgumentParser, layout: str, variables: list
     p.add_argument("--pdebench", action="store_true",
                    help=f"write PDEBench's HDF5 layout ('{layout}': groups '0000'.., data (T, X, Y, C)) instead of NetCDF")
     p.set_defaults(pdebench_layout=layout, pdebench_variables=variables)
-
-
-def write(ds: xr.Dataset, args: argparse.Namespace) -> Path:
-    """Save a set made whole (the digits) atomically to ``--out`` and print where it went."""
-    path = pde_data.save(ds, args.out)
-    print(f"wrote {path}: {dict(ds.sizes)}")
-    return path
 
 
 def run_generation(args: argparse.Namespace, *, device: str | None = None) -> int:

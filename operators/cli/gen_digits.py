@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pde_data
 import pde_data.generate.registry
-from operators.cli._generation import (add_parameter_options, announce, check_out, non_negative_int, report_options,
-                                       write)
+from operators.cli._generation import add_parameter_options, announce, check_out, non_negative_int, report_options
 
 __all__ = ["register"]
 
@@ -32,5 +31,5 @@ def run(args: argparse.Namespace) -> int:
     ds = pde_data.generate_gapped_digits(seed=args.seed, gap=args.gap)  # a fixed set of 1797, made in a second
     n = ds.sizes["sample"]
     announce(path, n, sample_bytes=(ds.nbytes - ds["sample"].nbytes) // n)
-    write(ds, args)
+    print(f"wrote {pde_data.save(ds, path)}: {dict(ds.sizes)}")  # atomically
     return 0

@@ -18,8 +18,7 @@ __all__ = ["register", "add_device_options", "device_of"]
 
 def add_device_options(p: argparse.ArgumentParser, generator: str) -> None:
     """``--device`` (default: cuda when available, else cpu) and the ``generator``'s ``--dtype``."""
-    if "--device" not in p._option_string_actions:  # the shared options may add it one day
-        p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     add_parameter_options(p, generator, {"dtype": "simulation dtype"})
 
 

@@ -136,7 +136,8 @@ _PARAMETERS = {"run_dir": "--run", "inputs": "--input", "targets": "--target", "
                "steps": "--steps", "batch_size": "--batch-size", "samples": "--samples", "device": "--device",
                "out": "--out", "resume": "--resume", "overwrite": "--overwrite"}
 #: mappings whose keys are set by ``OPTION KEY=VALUE``
-_KEYED = {"model.config.": "--config", "data.generator.": "--gen"}
+_MAPPINGS = ("model.config", "data.generator")
+_KEYED = {f"{field}.": _BY_FIELD[field] for field in _MAPPINGS}
 
 
 def option_of(field: str, value: object = BARE) -> str:
@@ -186,10 +187,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _overrides(args: argparse.Namespace) -> dict:
     """``{spec field: value}`` of the options given on the command line."""
     values = {field: getattr(args, field) for field in _BY_FIELD if field in vars(args)}
-    if "model.config" in values:
-        values["model.config"] = parse_config(values["model.config"])
-    if "data.generator" in values:
-        values["data.generator"] = parse_config(values["data.generator"], "--gen")
+    for field in _MAPPINGS:
+        if field in values:
+            values[field] = parse_config(values[field], _BY_FIELD[field])
     if values.get("data.normalize") == "none":
         values["data.normalize"] = None
     if "loading.memory_budget" in values:
@@ -227,10 +227,9 @@ def run(args: argparse.Namespace) -> int:
     from operators.training import train_run  # heavy imports only when training
 
     base, overrides = _base(args), _overrides(args)
-    if "model.config" in overrides:  # --config sets keys of the base's config (a config file's, a resumed run's)
-        overrides["model.config"] = {**base.model.config, **overrides["model.config"]}
-    if "data.generator" in overrides:  # --gen likewise
-        overrides["data.generator"] = {**base.data.generator, **overrides["data.generator"]}
+    for field in _MAPPINGS:  # --config, --gen set keys of the base's mapping (a config file's, a resumed run's)
+        if field in overrides:
+            overrides[field] = {**base.get(field), **overrides[field]}
     spec = base.override(overrides)
     verify_data(spec.data.path, skip=args.no_verify)  # a generated set's shards, before the model is built
     try:

@@ -21,7 +21,7 @@ from operators.models.unet import UNet, UNetConfig
 
 __all__ = ["PLACEMENTS", "ChonnFNOConfig", "ChonnUNetConfig", "build_chonn_fno", "build_chonn_unet", "ckb_factory", "host_config"]
 
-_CKB_CLASSES = {1: "CascadedKirchhoffBlock1d", 2: "CascadedKirchhoffBlock2d"}
+_CKB_CLASSES = {1: circuitop.CascadedKirchhoffBlock1d, 2: circuitop.CascadedKirchhoffBlock2d}
 
 
 #: where the CKB sits in a Fourier layer: ``"replace"`` σ(K v + CKB(v)) (the paper's, the default),
@@ -58,13 +58,10 @@ def host_config(config, host_cls):
 
 
 def _ckb(channels: int, *, n_dim: int, order: int, d_state: int, expand: int) -> nn.Module:
-    name = _CKB_CLASSES.get(n_dim)
-    cls = getattr(circuitop, name, None) if name else None
-    if cls is None:
-        raise NotImplementedError(
-            f"a {n_dim}D Cascaded Kirchhoff Block ({name or 'none for this n_dim'}) is not available in circuitop"
-        )
-    return cls(channels, order=order, d_state=d_state, expand=expand)
+    if n_dim not in _CKB_CLASSES:
+        raise NotImplementedError(f"a {n_dim}D Cascaded Kirchhoff Block (none for this n_dim) is not available "
+                                  "in circuitop")
+    return _CKB_CLASSES[n_dim](channels, order=order, d_state=d_state, expand=expand)
 
 
 def ckb_factory(config, n_dim: int):

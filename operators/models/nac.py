@@ -54,20 +54,14 @@ class SpatialNAC(nn.Module):
 
     def __init__(self, channels: int, *, num_heads: int, topk: int):
         super().__init__()
-        cls = getattr(circuitop, "NeuronalAttentionCircuit", None)
-        if cls is None:
-            raise NotImplementedError("circuitop.NeuronalAttentionCircuit is not available in circuitop")
         if channels % num_heads:
             raise ValueError(f"num_heads: expected a divisor of the {channels} channels, found {num_heads}")
         self.norm = nn.LayerNorm(channels)
-        self.nac = cls(channels, num_heads, topk=topk)
+        self.nac = circuitop.NeuronalAttentionCircuit(channels, num_heads, topk=topk)
 
     def forward(self, v: torch.Tensor) -> torch.Tensor:
         tokens = v.flatten(2).transpose(1, 2)
-        out = self.nac(self.norm(tokens))
-        if isinstance(out, tuple):
-            out = out[0]
-        return v + out.transpose(1, 2).reshape(v.shape)
+        return v + self.nac(self.norm(tokens)).transpose(1, 2).reshape(v.shape)
 
 
 class TemporalNAC(nn.Module):

@@ -43,15 +43,11 @@ class ModelEntry:
         return tuple(f.name for f in dataclasses.fields(self.config))
 
 
-def _build_unet(in_channels: int, out_channels: int, config: UNetConfig) -> nn.Module:
-    return UNet(in_channels, out_channels, config)
-
-
 MODELS: dict[str, ModelEntry] = {
     "fno": ModelEntry(FNOConfig, build_fno, "neuraloperator FNO baseline (1D/2D)"),
     "chonn_fno": ModelEntry(chonn.ChonnFNOConfig, chonn.build_chonn_fno, "FNO hosting a CKB in each Fourier layer"),
     "nac_fno": ModelEntry(nac.NACFNOConfig, nac.build_nac_fno, "FNO hosting a NAC: spatial in each Fourier layer, or over the input frames (tokens=time)"),
-    "unet": ModelEntry(UNetConfig, _build_unet, "U-Net neural-operator backbone"),
+    "unet": ModelEntry(UNetConfig, UNet, "U-Net neural-operator backbone"),
     "chonn_unet": ModelEntry(chonn.ChonnUNetConfig, chonn.build_chonn_unet, "U-Net with CKBs in the deepest stages"),
     "nac_unet": ModelEntry(nac.NACUNetConfig, nac.build_nac_unet, "U-Net with NACs in the deepest stages"),
     "ckb_chain": ModelEntry(order_models.CKBChainConfig, order_models.build_ckb_chain, "1D: one CKB of n serial KNCs"),

@@ -163,11 +163,8 @@ def build_chonn_vision(in_channels: int, num_classes: int, config: VisionConfig)
     if config.routing not in ROUTINGS:
         raise ValueError(f"routing: expected one of {ROUTINGS}, found {config.routing!r}")
     d_state = config.d_state or d_state
-
-    def mixer(dim: int) -> nn.Module:
-        return KirchhoffRouting2d(dim, routing=config.routing, d_state=d_state)
-
-    return HierarchicalClassifier(in_channels, num_classes, width=width, depths=depths, mixer=mixer,
+    return HierarchicalClassifier(in_channels, num_classes, width=width, depths=depths,
+                                  mixer=lambda dim: KirchhoffRouting2d(dim, routing=config.routing, d_state=d_state),
                                   mlp_ratio=config.mlp_ratio, drop_path=config.drop_path)
 
 

@@ -95,11 +95,6 @@ class MemoryPlan:
     loaders: int
     kept: int
 
-    @property
-    def shared_bytes(self) -> int:
-        """The loader workers' reused batch memory, all of them together."""
-        return self.workers * self.loaders * self.kept * self.batch_bytes
-
     def line(self) -> str:
         """One line: cached or streamed (and why), the batch size in bytes and the workers' reused memory."""
         budget = f"the memory budget of {self.budget / 2**30:.3g} GiB"
@@ -108,8 +103,9 @@ class MemoryPlan:
         else:
             over = f"over {budget}" if self.set_bytes > self.budget else "streaming asked for"
             head = f"data: streamed from the file (train+val {format_bytes(self.set_bytes)}, {over})"
+        shared = self.workers * self.loaders * self.kept * self.batch_bytes  # every worker's reused batch memory
         workers = (f"; {self.workers} workers x {self.loaders} loaders reuse about {self.kept} each "
-                   f"({format_bytes(self.shared_bytes)} of shared memory)") if self.workers else ""
+                   f"({format_bytes(shared)} of shared memory)") if self.workers else ""
         return f"{head}; batches of {format_bytes(self.batch_bytes)}{workers}; plus the model's own working set"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch.optim import lr_scheduler
 
-__all__ = ["make_optimizer", "make_scheduler", "clip_gradients", "EpochSchedule"]
+__all__ = ["make_optimizer", "clip_gradients", "EpochSchedule"]
 
 
 def make_optimizer(params, config) -> torch.optim.Optimizer:
@@ -34,11 +34,6 @@ def clip_gradients(params, max_norm: float | None) -> torch.Tensor:
     return norm
 
 
-def make_scheduler(optimizer, config) -> "EpochSchedule":
-    """The run's :class:`EpochSchedule` of ``optimizer``."""
-    return EpochSchedule(optimizer, config)
-
-
 def _main_schedule(optimizer, config) -> lr_scheduler.LRScheduler:
     """The schedule after the warm-up: ``StepLR(step_size, gamma)``, cosine annealing over the epochs after
     the warm-up, ``ReduceLROnPlateau(factor=gamma, patience=plateau_patience)``, or constant."""
@@ -60,7 +55,7 @@ class EpochSchedule:
     score (what ``best.pt`` minimises) and counts only the epochs after the warm-up; the others ignore it.
 
     Example:
-        >>> schedule = make_scheduler(optimizer, OptimSpec(warmup=2, scheduler="plateau"))
+        >>> schedule = EpochSchedule(optimizer, OptimSpec(warmup=2, scheduler="plateau"))
         >>> schedule.step(score)   # after each epoch's validation
     """
 

@@ -32,7 +32,7 @@ import xarray as xr
 from torch import nn
 
 import pde_data
-from operators.threads import choose_threads
+from operators.threads import choose_threads, say
 from operators.training import checkpoint as ckpt
 from operators.training import distributed, runfolder
 from operators.training.data import RunData, memory_plan
@@ -94,11 +94,6 @@ def trained_data(spec: RunSpec, device: torch.device | str | None = None) -> tup
     generated run's fixed set made again on ``device`` (bit for bit: it has the stored fingerprint)."""
     data = RunData.open(spec, device)
     return spec.data.path or "generated", data.source
-
-
-def _write_json(path: Path, value: dict) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(value, indent=1, default=str))
 
 
 def _on_main(info: distributed.DistInfo, action, failure):
@@ -215,9 +210,8 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
                 threads, probe=_step_probe(net, task, train, info.device),
                 processes=int(os.environ.get("LOCAL_WORLD_SIZE", info.world_size)))
             if info.is_main:  # said before anything is trained
-                lines = (_model_line(spec, net), *task.data_lines(data.source), *_batch_lines(spec, train), chosen)
-                for line in filter(None, lines):
-                    print(line, file=sys.stderr, flush=True)
+                for line in (_model_line(spec, net), *task.data_lines(data.source), *_batch_lines(spec, train), chosen):
+                    say(line)
             if info.is_main and data.stream is None:
                 batch = min(spec.optim.batch_size, len(train))  # a batch holds at most every training item
                 print(memory_plan(task, data.source, train, val, batch).line(), file=sys.stderr, flush=True)
@@ -228,7 +222,8 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
             _check_room(folder, trainer, info)  # before the first epoch, and before anything is written
             if info.is_main:
                 folder.clear()  # an overwritten run's files go only now that this run's spec and room are checked
-                _write_json(out / RUN_FILE, spec.to_dict())
+                with atomic_path(out / RUN_FILE) as tmp:
+                    tmp.write_text(json.dumps(spec.to_dict(), indent=1, default=str))
                 with atomic_path(out / CONFIG_FILE) as tmp:
                     tmp.write_text(spec.request().to_yaml())
             return trainer.fit()

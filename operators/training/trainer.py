@@ -37,7 +37,7 @@ import evaluation
 from operators.training import checkpoint as ckpt
 from operators.training.distributed import DistInfo, all_reduce_sum, unwrap, wrap
 from operators.training.loader import Loader, epoch_order
-from operators.training.optim import clip_gradients, make_optimizer, make_scheduler
+from operators.training.optim import EpochSchedule, clip_gradients, make_optimizer
 from operators.training.tasks.base import MetricSums
 from pde_data import atomic_path
 from pde_data.datasets.batch import Batch
@@ -67,11 +67,6 @@ class _Step(NamedTuple):
     n_global: int
 
 
-def _interactive() -> bool:
-    """Whether stderr is a terminal: a progress bar then; in a log, each epoch's one summary line alone."""
-    return sys.stderr.isatty()
-
-
 class NonFiniteLossError(Advice, RuntimeError):
     """Training diverged (a NaN/inf loss or gradient, or a loss beyond :data:`DIVERGENCE` × its first
     value); the last good checkpoint was left in place. The parameters its advice names are ``mentions``
@@ -97,7 +92,7 @@ class Trainer:
         self.model = wrap(model.to(self.dist.device), self.dist)
         self.train, self.val = train, val
         self.optimizer = make_optimizer(self.model.parameters(), self.config)
-        self.scheduler = make_scheduler(self.optimizer, self.config)
+        self.scheduler = EpochSchedule(self.optimizer, self.config)
         self.epoch, self.best, self.history = 0, math.inf, []
         self.best_epoch = 0  # the epoch of the best score so far (early stopping counts the epochs since)
         self._events = None  # the TensorBoard writer, opened with the first logged epoch
@@ -151,8 +146,9 @@ class Trainer:
     def _run_epoch(self, epoch: int) -> dict:
         self.model.train()
         sizes = self.train.global_sizes(epoch)  # indexed, not zipped: a zip under tqdm keeps its first batch alive
+        shown = self.progress and self.dist.is_main and sys.stderr.isatty()  # in a log: each epoch's summary line
         bar = tqdm(self.train.epoch(epoch), total=len(sizes), desc=f"epoch {epoch + 1}/{self.config.epochs}",
-                   file=sys.stderr, leave=False, disable=not (self.progress and self.dist.is_main and _interactive()))
+                   file=sys.stderr, leave=False, disable=not shown)
         start, seen, loss_sum, pending = time.perf_counter(), 0, 0.0, []
         for k, batch in enumerate(bar, 1):
             pending.append(self._step(batch, sizes[k - 1]))

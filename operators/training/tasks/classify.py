@@ -23,8 +23,7 @@ from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, MetricSums, Normalizers, Task, fit_variables
 from pde_data.core.model import SAMPLE, TIME, spatial_dims
 
-__all__ = ["Classify", "LabelTask", "CLASS_METRICS", "label_target", "check_labels", "classes_dataset", "label_metrics",
-           "label_score", "majority_baseline"]
+__all__ = ["Classify", "LabelTask", "CLASS_METRICS", "label_target", "label_metrics", "majority_baseline"]
 
 #: top-1 first: the headline of a classifier (``circuitop info`` shows an evaluation's first metric)
 CLASS_METRICS = {"top1": partial(evaluation.top_k_accuracy, k=1), "top5": partial(evaluation.top_k_accuracy, k=5),
@@ -49,11 +48,6 @@ def majority_baseline(labels: torch.Tensor, classes: int) -> dict[str, float]:
             "cross_entropy": float(-(present * present.log()).sum())}
 
 
-def label_score(record: dict) -> float:
-    """What ``best.pt`` of a label run minimises: the validation top-1 error (the training loss without validation)."""
-    return 1.0 - record["val_top1"] if "val_top1" in record else record["train_loss"]
-
-
 def label_target(spec: RunSpec, ds: xr.Dataset) -> str | None:
     """The target when it is one label variable (or, with no target named, the data's label variable with
     an ``n_classes`` attribute: an integer per-sample setting of a PDE set is not a label), else None."""
@@ -63,17 +57,6 @@ def label_target(spec: RunSpec, ds: xr.Dataset) -> str | None:
         return targets[0] if one else None
     labels = [v for v in ds.data_vars if pde_data.is_label(ds[v]) and "n_classes" in ds[v].attrs and v not in inputs]
     return labels[0] if labels else None
-
-
-def check_labels(labels: torch.Tensor, classes: int, data: str) -> None:
-    """One line when ``labels`` reach beyond the run's ``classes``."""
-    if labels.numel() and int(labels.max()) >= classes:
-        raise ValueError(f"{data}: expected labels below the run's {classes} classes, found {int(labels.max())}")
-
-
-def classes_dataset(samples: np.ndarray, predicted: np.ndarray, name: str) -> xr.Dataset:
-    """Variable ``name`` = the integer classes ``predicted`` over the ``sample`` coordinate ``samples``."""
-    return xr.Dataset({name: ((SAMPLE,), predicted.astype(np.int64))}, coords={SAMPLE: samples})
 
 
 class LabelTask(Task):
@@ -91,24 +74,29 @@ class LabelTask(Task):
         return label_metrics(pred, batch.targets)
 
     def score(self, record: dict) -> float:
-        return label_score(record)
+        """The validation top-1 error (the training loss without validation)."""
+        return 1.0 - record["val_top1"] if "val_top1" in record else record["train_loss"]
 
     def predicted(self, pred, batch):
         return pred.argmax(1)
 
     def as_dataset(self, ds, samples, pred):
-        return classes_dataset(samples, pred.numpy(), self.spec.data.targets[0])
+        """The integer classes over the ``sample`` coordinate ``samples``."""
+        classes = pred.numpy().astype(np.int64)
+        return xr.Dataset({self.spec.data.targets[0]: ((SAMPLE,), classes)}, coords={SAMPLE: samples})
 
     def evaluate(self, model, source, samples, options: EvalOptions):
-        sums, predicted, labels = MetricSums(), [], []
+        sums, predicted, labels, classes = MetricSums(), [], [], self.spec.task.classes
         for logits, batch in self.predictions(model, source, samples, options):
-            check_labels(batch.targets, self.spec.task.classes, source.name)
+            if batch.targets.numel() and int(batch.targets.max()) >= classes:  # beyond the run's classes
+                raise ValueError(f"{source.name}: expected labels below the run's {classes} classes, found "
+                                 f"{int(batch.targets.max())}")
             sums.add(self.metrics(logits, batch))
             predicted.append(self.predicted(logits, batch))
             labels.append(batch.targets)
         files = [pde_data.save(self.as_dataset(source.dataset, samples, torch.cat(predicted)),
                                Path(options.out) / "pred.nc")] if options.write else []
-        baseline = majority_baseline(torch.cat(labels), self.spec.task.classes)
+        baseline = majority_baseline(torch.cat(labels), classes)
         return {"metrics": self.result(sums), "baseline": {"majority_class": baseline}}, files
 
 
