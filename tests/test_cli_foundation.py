@@ -52,3 +52,24 @@ def test_bad_inputs_give_one_line_errors(tmp_path):
 def test_debug_shows_the_traceback(tmp_path):
     result = circuitop("--debug", "info", str(tmp_path / "missing.nc"))
     assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_the_command_ends_without_the_interpreter_teardown_but_after_its_work(tmp_path):
+    """``exit_now`` (what the command ends with): the status kept, a thread that is not a daemon finished, the
+    atexit handlers run and the output flushed, before the process ends without freeing its modules."""
+    script = ("import atexit, threading, time, pathlib, sys\n"
+              "from operators.cli import exit_now\n"
+              f"out = pathlib.Path({str(tmp_path)!r})\n"
+              "atexit.register(lambda: print('atexit ran'))\n"
+              "threading.Thread(target=lambda: (time.sleep(0.5), (out / 'late').write_text('done'))).start()\n"
+              "print('buffered', end='')\n"
+              "sys.stderr.write('said')\n"
+              "exit_now(3)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3 and (tmp_path / "late").read_text() == "done"
+    assert done.stdout == "bufferedatexit ran\n" and done.stderr == "said"
+
+
+def test_usage_errors_and_help_keep_their_status():
+    assert circuitop("--no-such-option").returncode == 2
+    assert circuitop("--help").returncode == 0

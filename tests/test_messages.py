@@ -151,3 +151,18 @@ def test_a_generated_run_says_what_an_epoch_of_samples_costs(tmp_path, capsys):
     said = [line for line in err.splitlines() if line.startswith("generated: ")]
     assert len(said) == 1 and said[0].startswith("generated: epoch 1's 4 samples took ")
     assert said[0].endswith("each later epoch is made as the one before trains")
+
+
+def test_a_model_far_larger_than_its_data_is_warned_before_training(trained, capsys):
+    """More than 100 parameters per training target value: one warning line before the first epoch; a model
+    within that bound (the fixture's width 4: 2,349 parameters for 10 × 64 values) gets none."""
+    def warnings(width: int, out: str) -> list[str]:
+        assert main(["train", "--data", str(trained / "darcy.nc"), "--model", "fno", "--epochs", "1", "--split",
+                     "10,1,1", "--config", f"width={width}", "--threads", "1", "--out", str(trained / out)]) == 0
+        err = capsys.readouterr().err.splitlines()
+        first_epoch = next(k for k, line in enumerate(err) if line.startswith("epoch 1"))
+        return [line for line in err[:first_epoch] if line.startswith("warning: model:")]
+
+    assert warnings(4, "fits") == []
+    (line,) = warnings(32, "too_large")
+    assert line.startswith("warning: model: 144,225 parameters for 640 training target values (225 per value")

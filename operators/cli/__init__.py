@@ -7,12 +7,15 @@ shows the traceback instead.
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
+import os
 import re
 import sys
-from typing import Callable
+import threading
+from typing import Callable, NoReturn
 
-__all__ = ["main", "build_parser", "message"]
+__all__ = ["main", "run", "build_parser", "message"]
 
 _SUBCOMMANDS = ("generate", "train", "evaluate", "predict", "bench", "info", "build")
 
@@ -82,3 +85,30 @@ def main(argv: list[str] | None = None) -> int:
         text = message(exc, getattr(args, "option_names", None))
         print(f"circuitop {args.command}: error: {text} (--debug for the traceback)", file=sys.stderr)
         return 1
+
+
+def run() -> NoReturn:
+    """The console script and ``python -m operators.cli``: :func:`main`, then :func:`exit_now` with its status."""
+    try:
+        status = main()
+    except SystemExit as exc:  # argparse's usage errors and --help
+        status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    exit_now(status)
+
+
+def exit_now(status: int) -> NoReturn:
+    """End the process with ``status`` once the command's work is done, without the interpreter's teardown:
+    the threads that are not daemons are joined, the ``atexit`` handlers run (loader workers, logging,
+    TensorBoard) and the output flushed; what is skipped is freeing torch's, xarray's and matplotlib's modules
+    object by object, which took 1.3–2.6 s after a training run had written everything (measured here, 2
+    cores: an eighth of a 10-epoch Darcy-16 run)."""
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            pass
+    os._exit(status)

@@ -1,8 +1,6 @@
 """``python -m operators.cli``: the ``circuitop`` command (guarded: Dask's spawned workers import this module)."""
 
-import sys
-
-from operators.cli import main
+from operators.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -38,6 +38,7 @@ from operators.training import distributed, runfolder
 from operators.training.data import RunData, memory_plan
 from operators.training.spec import RunSpec, SpecError, conflicts, resumed
 from operators.training.tasks import EvalOptions, Normalizers, Task, make_task
+from operators.training.tasks.classify import LabelTask
 from operators.training.trainer import CHECKPOINT_COPIES, LOG_BYTES, Trainer
 from pde_data import atomic_path
 from pde_data.core.model import SAMPLE
@@ -169,6 +170,26 @@ def _step_probe(net: torch.nn.Module, task: Task, train, device: torch.device):
     return step
 
 
+#: parameters per training target value past which a model is larger than its data can constrain (a warning)
+PARAMETERS_PER_VALUE = 100
+
+
+def _size_lines(net: torch.nn.Module, task: Task, train) -> list[str]:
+    """A warning when ``net`` has more than :data:`PARAMETERS_PER_VALUE` parameters per target value of the
+    training split (items × one item's target values; a file's split, not a generated run's new samples). Not
+    for labels: a classifier's parameters are not fitted value for value (image classifiers commonly have
+    hundreds per label)."""
+    if isinstance(task, LabelTask):
+        return []
+    parameters = sum(p.numel() for p in net.parameters())
+    values = len(train) * train.dataset.read_batch([0]).targets.numel()
+    if parameters <= PARAMETERS_PER_VALUE * values:
+        return []
+    return [f"warning: model: {parameters:,} parameters for {values:,} training target values "
+            f"({parameters / values:,.0f} per value, more than {PARAMETERS_PER_VALUE}): more than the data can "
+            "constrain; a smaller model (--config) or more training samples"]
+
+
 def _batch_lines(spec: RunSpec, train) -> list[str]:
     """A line when the batch size is above the training items: each epoch is then one batch of all of them."""
     items, size = len(train), spec.optim.batch_size
@@ -213,6 +234,8 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
                 for line in (_model_line(spec, net), *task.data_lines(data.source), *_batch_lines(spec, train), chosen):
                     say(line)
             if info.is_main and data.stream is None:
+                for line in _size_lines(net, task, train):
+                    print(line, file=sys.stderr, flush=True)
                 batch = min(spec.optim.batch_size, len(train))  # a batch holds at most every training item
                 print(memory_plan(task, data.source, train, val, batch).line(), file=sys.stderr, flush=True)
             trainer = Trainer(net, task, train, val, out, dist=info, progress=progress)
