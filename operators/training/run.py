@@ -21,7 +21,6 @@ import copy
 import dataclasses
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -234,10 +233,9 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
                 for line in (_model_line(spec, net), *task.data_lines(data.source), *_batch_lines(spec, train), chosen):
                     say(line)
             if info.is_main and data.stream is None:
-                for line in _size_lines(net, task, train):
-                    print(line, file=sys.stderr, flush=True)
                 batch = min(spec.optim.batch_size, len(train))  # a batch holds at most every training item
-                print(memory_plan(task, data.source, train, val, batch).line(), file=sys.stderr, flush=True)
+                for line in (*_size_lines(net, task, train), memory_plan(task, data.source, train, val, batch).line()):
+                    say(line)
             trainer = Trainer(net, task, train, val, out, dist=info, progress=progress)
             if state is not None:
                 trainer.load(state)
