@@ -86,7 +86,14 @@ def run(quick: bool = False) -> list[Row]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    print_table(run(parser.parse_args().quick), "threads: auto against fixed counts (whole train processes)")
+    parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
+    args = parser.parse_args()
+    rows = run(args.quick)
+    print_table(rows, "threads: auto against fixed counts (whole train processes)")
+    if args.json:
+        from bench.__main__ import _write_json
+
+        _write_json(args.json, rows, sys.argv[1:], quick=args.quick, busy=[], program="python -m bench.bench_threads")
 
 
 if __name__ == "__main__":

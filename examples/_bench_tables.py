@@ -59,6 +59,10 @@ TARGETS = (
            "trainer", "time ours / neuraloperator", "<=", 1.0),
     Target("equal accuracy with neuraloperator's Trainer (val rel. L2 within 5 %)", "trainer",
            "val rel L2 ours / neuraloperator", "<=", 1.05),
+    Target("--threads auto on a busy machine (a second training beside) within 1.2× of the best fixed count "
+           "(issue #43)", "threads", "busy (a second training beside): auto / best fixed", "<=", 1.2),
+    Target("--threads auto on a quiet machine no slower than torch's default (5 % for noise; issue #43)", "threads",
+           "quiet: auto / torch's default", "<=", 1.05),
     Target("Navier–Stokes generation on 2 Dask workers ≥ 1.7× on 1 (issue #33)", "generate",
            "Dask 2 workers vs 1 (speed-up)", ">=", 1.7),
     Target("Dask at 1 worker within 10 % of the plain loop", "generate", "Dask 1 worker / plain loop", "<=", 1.1),

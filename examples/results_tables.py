@@ -41,7 +41,7 @@ __all__ = ["Section", "sections", "problems", "render", "update", "main"]
 #: the generated sections of the full and the quick benchmark runs
 BENCH, BENCH_QUICK = "bench", "bench_quick"
 #: benchmarks run again alone after the full run (``results/bench-<name>.json``): their rows replace its
-BENCH_RERUNS = ("generate", "trainer", "scan")
+BENCH_RERUNS = ("generate", "trainer", "scan", "threads")
 #: earlier GPU runs of bench_operators kept as history (``results/bench-gpu-<name>.json``, with the session's
 #: gpu_check in ``-<name>-check.txt`` where kept), oldest first, and the transcribed records of earlier sessions'
 #: test suites
