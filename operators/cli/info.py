@@ -50,9 +50,16 @@ def describe(path: str) -> list[str]:
         lines = [f"file: {path}", f"format: {source.format}", f"family: {model.family_of(ds)}",
                  f"dims: {dict(ds.sizes)}"]
         lines += [f"variable {name}: {var.dims} {var.dtype}" for name, var in ds.data_vars.items()]
+        lines += [f"parameter {name}: {ds[name].dims}, {_span(ds[name])}" for name in pde_data.parameters_of(ds)]
         lines += [f"time: {model.describe_time(ds)}"] if model.family_of(ds) == "sequence" else []
         lines += [f"attr {key}: {value}" for key, value in ds.attrs.items()]
     return lines
+
+
+def _span(da) -> str:
+    """``"from LOW to HIGH"`` of a parameter (one value per sample: read whole), or its one value."""
+    low, high = (float(v) for v in (da.min(), da.max()))
+    return f"{low:g} everywhere" if low == high else f"from {low:g} to {high:g}"
 
 
 def describe_set(folder: Path, *, verify: bool = False) -> list[str]:

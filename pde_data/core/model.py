@@ -36,7 +36,8 @@ import xarray as xr
 __all__ = [
     "SAMPLE", "TIME", "X", "Y", "Z", "S", "FEATURE", "SPATIAL_DIMS",
     "spatial_dims", "field_order", "family_of", "check_dims", "describe_time",
-    "to_tensor", "from_tensor", "time_steps", "LENGTH", "ROLE", "TARGET", "valid_mask", "padded_time",
+    "to_tensor", "from_tensor", "time_steps", "LENGTH", "ROLE", "TARGET", "PARAMETER", "parameters_of",
+    "valid_mask", "padded_time",
 ]
 
 SAMPLE = "sample"
@@ -49,6 +50,9 @@ LENGTH = "length"
 #: ``attrs[ROLE] == TARGET`` marks a variable as a target, never chosen as an input by default (e.g. the
 #: remaining useful life at each step of a degradation set, which would give the answer away)
 ROLE, TARGET = "role", "target"
+#: ``attrs[ROLE] == PARAMETER`` marks a PDE parameter of each sample (e.g. a sweep's viscosity): a number per sample,
+#: dims ``(sample,)``, or ``(sample, time)`` where it varies per step; never a default input or target
+PARAMETER = "parameter"
 #: Spatial dims in their canonical order ("ij" indexing: x before y). ``s`` is a 1D spatial axis.
 SPATIAL_DIMS = (S, X, Y, Z)
 
@@ -58,6 +62,21 @@ XrObj = xr.Dataset | xr.DataArray
 def spatial_dims(obj: XrObj) -> tuple[str, ...]:
     """The spatial dims of ``obj`` in canonical order, e.g. ``("x", "y")``."""
     return tuple(d for d in SPATIAL_DIMS if d in obj.dims)
+
+
+def parameters_of(ds: xr.Dataset) -> tuple[str, ...]:
+    """The variables of ``ds`` marked as PDE parameters (``attrs[ROLE] == PARAMETER``), in the Dataset's order.
+
+    Raises:
+        ValueError: a marked variable is not a number per sample (dims ``(sample,)`` or ``(sample, time)``).
+    """
+    names = tuple(name for name, da in ds.data_vars.items() if da.attrs.get(ROLE) == PARAMETER)
+    for name in names:
+        da = ds[name]
+        if da.dims not in ((SAMPLE,), (SAMPLE, TIME)) or not np.issubdtype(da.dtype, np.number):
+            raise ValueError(f"parameter '{name}': expected a number per sample, dims ({SAMPLE},) or ({SAMPLE}, "
+                             f"{TIME}), found {da.dtype} of dims {da.dims}")
+    return names
 
 
 def family_of(obj: XrObj) -> str:

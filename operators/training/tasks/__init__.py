@@ -87,6 +87,7 @@ def resolve(spec: RunSpec, data: pde_data.Source | xr.Dataset | str) -> RunSpec:
     config, applied at once. Raises :class:`SpecError` naming the field that does not fit."""
     source = pde_data.open_source(data)
     ds = source.dataset
+    ds = ds.drop_vars(pde_data.parameters_of(ds))  # a sample's PDE parameters are neither inputs nor targets
     if SAMPLE not in ds.dims:
         raise SpecError("data.path", f"expected a '{SAMPLE}' dim in the data model; found dims {tuple(ds.dims)}")
     kind = spec.task.kind or _kind(spec, ds)
