@@ -186,7 +186,7 @@ def _size_lines(net: torch.nn.Module, task: Task, train) -> list[str]:
         return []
     return [f"warning: model: {parameters:,} parameters for {values:,} training target values "
             f"({parameters / values:,.0f} per value, more than {PARAMETERS_PER_VALUE}): more than the data can "
-            "constrain; a smaller model (--config) or more training samples"]
+            "constrain; a smaller model (its config) or more training samples"]
 
 
 def _batch_lines(spec: RunSpec, train) -> list[str]:
