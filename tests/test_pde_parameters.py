@@ -1,6 +1,8 @@
 """PDE parameters per sample in the data model (issue 44): marked variables of dims ``(sample,)`` or
 ``(sample, time)``, listed by ``circuitop info`` with their range, and never taken as a run's input or target."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -50,3 +52,53 @@ def test_a_file_with_parameters_trains_as_the_same_file_without_them(tmp_path):
     a, b = (load_checkpoint(tmp_path / name / "last.pt") for name in paths)
     assert b["spec"]["data"]["inputs"] == ["a"] and b["spec"]["data"]["targets"] == ["u"]
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+def test_a_range_is_read_from_text_and_state_and_drawn_within_it():
+    from pde_data.core.params import ParameterError, typed
+    from pde_data.core.sweep import Sweep, drawn
+    from pde_data.generate.defaults import PARAMS
+
+    assert Sweep.parse("0.5..2") == Sweep(0.5, 2.0) and Sweep.parse("1e-4 .. 1e-3:log") == Sweep(1e-4, 1e-3, True)
+    assert Sweep.parse("2") is None and str(Sweep(1e-4, 1e-3, True)) == "0.0001..0.001:log"
+    assert typed(PARAMS["darcy"], {"beta": {"low": 0.5, "high": 2, "log": False}}) == {"beta": Sweep(0.5, 2.0)}
+    values = drawn(Sweep(1e-4, 1e-2, log=True), 0, np.arange(4000))
+    assert values.min() >= 1e-4 and values.max() <= 1e-2
+    assert np.mean(values < 1e-3) == pytest.approx(0.5, abs=0.03)  # log-uniform: half below the geometric middle
+    assert np.array_equal(drawn(Sweep(0.5, 2.0), 7, np.array([3, 9])), drawn(Sweep(0.5, 2.0), 7, np.arange(12))[[3, 9]])
+    for text, said in (("2..0.5", "with LOW < HIGH, found 2..0.5"), ("-1..2", "a positive number, found -1..2"),
+                       ("0..1:log", "with LOW > 0 for a log range, found 0..1:log")):
+        with pytest.raises(ParameterError, match=re.escape(said)):
+            typed(PARAMS["darcy"], {"beta": text}, "params")
+
+
+def test_generate_darcy_sweeps_beta_per_sample(tmp_path, capsys):
+    """``--beta 0.5..2``: each sample's β within the range, stored as a parameter; the coefficients are the
+    fixed-β set's and u scales with β (the problem is linear in its forcing)."""
+    out = tmp_path / "sweep.nc"
+    assert main(["generate", "darcy", "--n", "12", "--n-grid", "8", "--beta", "0.5..2", "--threads", "1",
+                 "--out", str(out)]) == 0
+    with pde_data.open_source(out) as source:
+        swept = source.dataset.load()
+    fixed = pde_data.generate_darcy(12, n_grid=8, seed=0)
+    beta = swept["beta"].values
+    assert pde_data.parameters_of(swept) == ("beta",) and 0.5 <= beta.min() < beta.max() <= 2.0
+    assert np.array_equal(swept["a"].values, fixed["a"].values)
+    np.testing.assert_allclose(swept["u"].values, fixed["u"].values * beta[:, None, None], rtol=1e-10)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:  # argparse's usage error: status 2
+        main(["generate", "darcy", "--n", "12", "--beta", "2..0.5", "--out", str(tmp_path / "x.nc")])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "argument --beta: expected a range LOW..HIGH[:log] with LOW < HIGH, found 2..0.5 (--help for usage)")
+
+
+def test_a_generated_run_on_a_sweep_stores_its_range_and_resumes(tmp_path):
+    out = tmp_path / "run"
+    args = ["train", "--generate", "darcy", "--gen", "n_grid=8", "beta=0.5..2", "--samples-per-epoch", "8",
+            "--model", "fno", "--config", "width=4", "--threads", "1", "--out", str(out)]
+    assert main([*args, "--epochs", "1"]) == 0
+    assert load_checkpoint(out / "last.pt")["spec"]["data"]["generator"]["beta"] == {"low": 0.5, "high": 2.0,
+                                                                                      "log": False}
+    assert main(["train", "--resume", "--out", str(out), "--epochs", "2", "--threads", "1"]) == 0
+    assert load_checkpoint(out / "last.pt")["epoch"] == 2

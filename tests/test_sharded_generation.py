@@ -33,6 +33,7 @@ SPECS = {
     "order": GenerationSpec("order", 16, 42, {"n_points": 128}),
     "poisson": GenerationSpec("poisson", 16, 0, {"K": 4, "n_grid": 16}),
     "darcy": GenerationSpec("darcy", 16, 0, {"n_grid": 12}),
+    "darcy_sweep": GenerationSpec("darcy", 16, 0, {"n_grid": 12, "beta": "0.5..2"}),  # a beta per sample (issue 44)
     "ns": GenerationSpec("ns", 16, 3, {"n_sim": 32, "n_out": 16, "t_final": 1.0, "n_records": 2, "dt": 1e-2,
                                        "batch_size": 2}),
     "swe": GenerationSpec("swe", 16, 4, {"n_grid": 16, "t_final": 0.1, "n_frames": 3, "batch_size": 2}),

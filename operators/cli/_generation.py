@@ -29,6 +29,7 @@ from operators.cli.train import with_value
 from operators.threads import add_threads_option, choose_threads, say
 from pde_data.core.params import BARE, library_name
 from pde_data.core.room import check_room, format_bytes as _size
+from pde_data.core.sweep import Sweep
 from pde_data.generate.defaults import PARAMS
 
 __all__ = ["positive_int", "non_negative_int", "add_common_options", "add_parameter_options", "generation_spec",
@@ -48,6 +49,25 @@ def _number(number: type, accept: Callable[[float], bool], expected: str) -> Cal
         return value
 
     parse.__name__, parse.check = expected, accept
+    return parse
+
+
+def _number_or_range(number: type, accept: Callable[[float], bool], expected: str) -> Callable[[str], object]:
+    """:func:`_number`, or a range ``LOW..HIGH[:log]`` of accepted numbers (a :class:`~pde_data.core.sweep.Sweep`:
+    one value drawn per sample)."""
+    plain = _number(number, accept, expected)
+
+    def parse(text: str):
+        sweep = Sweep.parse(text)
+        if sweep is None:
+            return plain(text)
+        problem = sweep.problem()
+        if problem is not None or not all(accept(v) for v in sweep.ends()):
+            raise argparse.ArgumentTypeError(f"expected a range LOW..HIGH[:log] with {problem or 'each end ' + expected}"
+                                             f", found {text}")
+        return sweep
+
+    parse.__name__ = f"{expected} or a range LOW..HIGH[:log]"
     return parse
 
 
@@ -92,9 +112,12 @@ def add_parameter_options(p: argparse.ArgumentParser, generator: str, help: dict
             continue
         if "choices" in meta:
             check = {"choices": meta["choices"]}
-        else:  # int, float or int | None: converted as the number, checked by the field's range if it has one
-            number = next(t for t in typing.get_args(hints[name]) or [hints[name]] if t is not type(None))
-            check = {"type": _number(number, meta["check"], meta["expected"]) if "check" in meta else number}
+        else:  # int, float, int | None or float | Sweep: converted as the number (or a range), checked by its range
+            kinds = typing.get_args(hints[name]) or (hints[name],)
+            number = next(t for t in kinds if t is not type(None))
+            make = _number_or_range if Sweep in kinds else _number
+            check = {"type": make(number, meta["check"], meta["expected"]) if "check" in meta else number}
+            text += "; or a range LOW..HIGH[:log], one value drawn per sample" if Sweep in kinds else ""
         text = text if "default" in text else text + " (default %(default)s)"
         p.add_argument(option, default=fields[name].default, help=text, **check)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pde_data.core.fingerprint import Fingerprint
 from pde_data.core.params import ParameterError
 
 __all__ = ["check", "SpecError", "Splits", "plain"]
@@ -57,7 +56,7 @@ def check(spec) -> None:
 def plain(value):
     if isinstance(value, Splits):
         return {k: list(getattr(value, k)) for k in ("train", "val", "test")}
-    if isinstance(value, Fingerprint):
+    if hasattr(value, "to_state"):  # a Fingerprint, a generator's Sweep
         return value.to_state()
     if isinstance(value, tuple):
         return [plain(v) for v in value]

@@ -168,11 +168,14 @@ def _check(metadata: Mapping, value, where: str) -> None:
     if allowed is not None and value not in allowed:
         shown = [a for a in allowed if a is not None]
         raise ParameterError(where, f"one of {shown}{' or null' if None in allowed else ''}", repr(value))
+    if hasattr(value, "problem") and value.problem() is not None:  # a range (Sweep): its ends in order
+        raise ParameterError(where, f"a range LOW..HIGH[:log] with {value.problem()}", str(value))
     ok = metadata.get("check")
     if ok is None or value is None:
         return
-    if (isinstance(value, float) and not math.isfinite(value)) or not ok(value):
-        raise ParameterError(where, metadata["expected"], repr(value))
+    ends = value.ends() if hasattr(value, "ends") else (value,)
+    if any((isinstance(v, float) and not math.isfinite(v)) or not ok(v) for v in ends):
+        raise ParameterError(where, metadata["expected"], str(value) if len(ends) > 1 else repr(value))
 
 
 def _typed(hint, value, where: str):
@@ -226,6 +229,9 @@ def _convert(option, value):
         return {str(k): _tuples(v) for k, v in value.items()} if isinstance(value, Mapping) else _NO
     if isinstance(option, type) and isinstance(value, option):
         return value
+    if isinstance(value, str) and hasattr(option, "parse"):  # text in the option's own syntax (a Sweep's 0.5..2)
+        parsed = option.parse(value)
+        return _NO if parsed is None else parsed
     if isinstance(value, dict) and hasattr(option, "from_state"):  # a stored state (Fingerprint, Splits)
         try:
             return option.from_state(value)
@@ -250,4 +256,4 @@ def _describe(hint) -> str:
     if typing.get_origin(hint) is not None:
         args = ("..." if a is Ellipsis else _describe(a) for a in typing.get_args(hint))
         return f"{typing.get_origin(hint).__name__}[{', '.join(args)}]"
-    return "None" if hint is type(None) else getattr(hint, "__name__", str(hint))
+    return "None" if hint is type(None) else getattr(hint, "DESCRIBED", None) or getattr(hint, "__name__", str(hint))

@@ -4,7 +4,9 @@
 PDEBench's coefficient (CHONN, Darcy setup): the sum of 5 Gaussians ``exp(-|x - c|^2 / s)``,
 ``c ~ U[0,1]^2``, ``s = 0.5 U(0,1)``, thresholded to ``a = 1`` where the sum exceeds its mean, else 0.1.
 PDEBench took the mean over a 200-sample batch; here it is **each sample's own mean**, so samples are
-independent and shards reproducible (rng ``[seed, sample]``).
+independent and shards reproducible (rng ``[seed, sample]``). A swept forcing (``beta`` a
+:class:`~pde_data.core.sweep.Sweep`, PDEBench's β files in one set) draws each sample's β from its parameter
+stream and stores it as the parameter ``beta (sample,)``; the coefficients are those of the fixed-β set.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import numpy as np
 import xarray as xr
 
 from pde_data.generate.defaults import DEFAULTS, SEEDS
-from pde_data.core.model import SAMPLE, X, Y
-from pde_data.solvers.darcy import cell_centres, solve_darcy
+from pde_data.core.model import PARAMETER, ROLE, SAMPLE, X, Y
 from pde_data.core.params import ParameterError
+from pde_data.core.sweep import Sweep, drawn
+from pde_data.solvers.darcy import cell_centres, solve_darcy
 
 __all__ = ["darcy_coefficient", "generate_darcy"]
 
@@ -35,29 +38,34 @@ def darcy_coefficient(rng: np.random.Generator, x: np.ndarray, *, n_gaussians: i
 
 
 def generate_darcy(
-    n_samples: int, *, n_grid: int = _D["n_grid"], beta: float = _D["beta"], seed: int = SEEDS["darcy"],
+    n_samples: int, *, n_grid: int = _D["n_grid"], beta: float | Sweep = _D["beta"], seed: int = SEEDS["darcy"],
     samples: Sequence[int] | None = None,
 ) -> xr.Dataset:
     """Darcy pairs ``a → u`` (dims sample, x, y) on ``n_grid``² cell centres with forcing ``beta``.
 
     Args:
-        n_samples: size of the full set. n_grid: cells per axis. beta: constant forcing. seed: the set's seed.
+        n_samples: size of the full set. n_grid: cells per axis. beta: constant forcing, or a :class:`Sweep`
+            each sample's forcing is drawn from (stored as ``beta (sample,)``). seed: the set's seed.
         samples: generate only these sample indices (a shard); default ``range(n_samples)``.
     """
-    if not beta > 0:
-        raise ParameterError("beta", f"expected a positive forcing, found {beta!r}")
+    if not (min(beta.ends()) > 0 and beta.problem() is None if isinstance(beta, Sweep) else beta > 0):
+        raise ParameterError("beta", "a positive forcing (or a range of them, LOW..HIGH[:log])", str(beta))
     x = cell_centres(n_grid)
     idx = np.arange(n_samples) if samples is None else np.asarray(samples)
     if n_samples < 1 or (idx.size and (idx.min() < 0 or idx.max() >= n_samples)):
         raise ParameterError("samples", f"indices in [0, {n_samples}) with n_samples >= 1", f"n_samples={n_samples}")
     a = np.stack([darcy_coefficient(np.random.default_rng([seed, int(i)]), x) for i in idx])
-    u = solve_darcy(a, forcing=beta)
+    betas = drawn(beta, seed, idx)
+    u = solve_darcy(a, forcing=betas[:, None, None] if isinstance(beta, Sweep) else beta)
     grid = {"grid": "cell centres (i + 1/2)/n"}
     dims = (SAMPLE, X, Y)
+    swept = {"beta": ((SAMPLE,), betas, {"long_name": "forcing beta of the sample", ROLE: PARAMETER,
+                                          "range": str(beta)})} if isinstance(beta, Sweep) else {}
     return xr.Dataset(
         {"a": (dims, a, {"long_name": "permeability a (1 or 0.1)"}),
-         "u": (dims, u, {"long_name": "solution u of -div(a grad u) = beta, u = 0 on the boundary"})},
+         "u": (dims, u, {"long_name": "solution u of -div(a grad u) = beta, u = 0 on the boundary"}), **swept},
         coords={SAMPLE: idx, X: (X, x, grid), Y: (Y, x.copy(), grid)},
-        attrs={"problem": "Darcy flow (CHONN, Eqs. 51-53; PDEBench)", "beta": float(beta), "seed": int(seed),
+        attrs={"problem": "Darcy flow (CHONN, Eqs. 51-53; PDEBench)",
+               "beta": str(beta) if isinstance(beta, Sweep) else float(beta), "seed": int(seed),
                "n_grid": int(n_grid), "threshold": "each sample's own mean (PDEBench: mean of a 200-sample batch)"},
     )

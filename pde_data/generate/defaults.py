@@ -12,8 +12,10 @@ generator modules, which the registry imports, can import it too.
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 from pde_data.core.params import defaults, param
+from pde_data.core.sweep import Sweep
 
 __all__ = ["PARAMS", "DEFAULTS", "SEEDS"]
 
@@ -30,7 +32,8 @@ def _dtype() -> tuple:
 
 def _positive(number: type, default) -> tuple:
     """A positive ``number``: an integer (``int``, or ``int | None``: none allowed too) or a number (``float``)."""
-    return number, param(default, "a positive number" if number is float else "a positive integer", lambda v: v > 0)
+    real = float in (typing.get_args(number) or (number,))  # float, or float | Sweep
+    return number, param(default, "a positive number" if real else "a positive integer", lambda v: v > 0)
 
 
 #: each generator's parameters; the gapped digits are a fixed set outside the registry, whose generators make
@@ -38,7 +41,7 @@ def _positive(number: type, default) -> tuple:
 PARAMS: dict[str, type] = {
     "order": _params("OrderParams", order=_positive(int, 1), n_points=_positive(int, 256), tau=_positive(float, 0.08)),
     "poisson": _params("PoissonParams", K=_positive(int, 16), n_grid=_positive(int, 64)),
-    "darcy": _params("DarcyParams", n_grid=_positive(int, 128), beta=_positive(float, 1.0)),
+    "darcy": _params("DarcyParams", n_grid=_positive(int, 128), beta=_positive(float | Sweep, 1.0)),
     "degradation": _params("DegradationParams", min_length=_positive(int, 16), max_length=_positive(int, 32)),
     "ns": _params("NSParams", visc=(float, param(1e-3, "a number >= 0", lambda v: v >= 0)), n_sim=_positive(int, 128),
                   n_out=_positive(int, 64), t_final=_positive(float, 20.0), n_records=_positive(int | None, None),

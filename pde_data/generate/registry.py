@@ -65,7 +65,8 @@ class GenerationSpec:
         return dataclasses.replace(self, params={**GENERATORS[self.name].defaults, **self.params})
 
     def to_json(self) -> dict:
-        return {"name": self.name, "n": self.n, "seed": self.seed, "params": dict(self.params)}
+        params = {k: v.to_state() if hasattr(v, "to_state") else v for k, v in self.params.items()}  # Sweep: a dict
+        return {"name": self.name, "n": self.n, "seed": self.seed, "params": params}
 
     @classmethod
     def from_json(cls, data: Mapping) -> "GenerationSpec":
