@@ -102,3 +102,22 @@ def test_a_generated_run_on_a_sweep_stores_its_range_and_resumes(tmp_path):
                                                                                       "log": False}
     assert main(["train", "--resume", "--out", str(out), "--epochs", "2", "--threads", "1"]) == 0
     assert load_checkpoint(out / "last.pt")["epoch"] == 2
+
+
+def test_a_viscosity_sweep_simulates_each_sample_at_its_own_viscosity():
+    """``visc`` a range: each sample's trajectory is the one a fixed-ν run at its drawn ν gives (float64, to
+    rounding), the draws are stored as the parameter ``visc``, and a range of samples cut out of the set (another
+    block alignment) has the same bits."""
+    from pde_data.core.sweep import Sweep
+
+    kwargs = dict(n_sim=16, n_out=16, t_final=0.2, n_records=2, dt=1e-2, batch_size=2, dtype=torch.float64)
+    swept = pde_data.generate_navier_stokes(4, visc=Sweep(1e-3, 1e-1, log=True), seed=3, **kwargs)
+    visc = swept["visc"].values
+    assert pde_data.parameters_of(swept) == ("visc",) and np.all((1e-3 <= visc) & (visc <= 1e-1))
+    for i, nu in enumerate(visc):
+        alone = pde_data.generate_navier_stokes(1, visc=float(nu), seed=3, first_sample=i, **kwargs)
+        np.testing.assert_allclose(swept["vorticity"].values[i], alone["vorticity"].values[0], rtol=1e-10,
+                                   atol=1e-12)
+    part = pde_data.generate_navier_stokes(2, visc=Sweep(1e-3, 1e-1, log=True), seed=3, first_sample=1, **kwargs)
+    assert np.array_equal(part["vorticity"].values, swept["vorticity"].values[1:3])
+    assert np.array_equal(part["visc"].values, visc[1:3])

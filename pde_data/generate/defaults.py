@@ -43,7 +43,7 @@ PARAMS: dict[str, type] = {
     "poisson": _params("PoissonParams", K=_positive(int, 16), n_grid=_positive(int, 64)),
     "darcy": _params("DarcyParams", n_grid=_positive(int, 128), beta=_positive(float | Sweep, 1.0)),
     "degradation": _params("DegradationParams", min_length=_positive(int, 16), max_length=_positive(int, 32)),
-    "ns": _params("NSParams", visc=(float, param(1e-3, "a number >= 0", lambda v: v >= 0)), n_sim=_positive(int, 128),
+    "ns": _params("NSParams", visc=(float | Sweep, param(1e-3, "a number >= 0", lambda v: v >= 0)), n_sim=_positive(int, 128),
                   n_out=_positive(int, 64), t_final=_positive(float, 20.0), n_records=_positive(int | None, None),
                   record_initial=(bool, False), dt=_positive(float, 1e-3), batch_size=_positive(int, 8),
                   dtype=_dtype()),

@@ -15,9 +15,10 @@ import xarray as xr
 
 from pde_data.generate.defaults import DEFAULTS, SEEDS
 from pde_data.solvers.grf import gaussian_random_field_2d
-from pde_data.core.model import SAMPLE, TIME, X, Y
+from pde_data.core.model import PARAMETER, ROLE, SAMPLE, TIME, X, Y
 from pde_data.solvers.navier_stokes import simulate_navier_stokes, steps_per_record
 from pde_data.core.params import ParameterError
+from pde_data.core.sweep import Sweep, drawn
 
 __all__ = ["generate_navier_stokes"]
 
@@ -28,7 +29,7 @@ _D = DEFAULTS["ns"]  # the registry's defaults (pde_data.generate.registry.GENER
 def generate_navier_stokes(
     n_samples: int,
     *,
-    visc: float = _D["visc"],
+    visc: float | Sweep = _D["visc"],
     n_sim: int = _D["n_sim"],
     n_out: int = _D["n_out"],
     t_final: float = _D["t_final"],
@@ -46,7 +47,8 @@ def generate_navier_stokes(
 
     Args:
         n_samples: number of samples; they are samples ``first_sample … first_sample + n_samples − 1``.
-        visc, dt: viscosity ν and largest time step of the solver.
+        visc, dt: viscosity ν (or a :class:`~pde_data.core.sweep.Sweep` each sample's ν is drawn from, stored as
+            the parameter ``visc (sample,)``) and largest time step of the solver.
         n_sim, n_out: simulation and output grid sizes (``n_out`` must divide ``n_sim``). The defaults of
             every parameter are the generator registry's (``pde_data.generate.registry.GENERATORS["ns"]``), as
             ``circuitop generate ns`` has them; the FNO benchmark's own settings are ``n_sim=256, t_final=50, dt=1e-4``
@@ -79,14 +81,20 @@ def generate_navier_stokes(
     for start in range(first_sample - first_sample % batch_size, wanted.stop, batch_size):
         w0 = gaussian_random_field_2d(batch_size, n_sim, seed=seed, first_sample=start, dtype=dtype, device=device)
         progress = None if callback is None else (lambda t, s=start: callback(s, t))
-        w = simulate_navier_stokes(w0, visc=visc, t_final=t_final, n_records=n_records, dt=dt,
+        block_visc = torch.from_numpy(drawn(visc, seed, np.arange(start, start + batch_size))) \
+            if isinstance(visc, Sweep) else visc
+        w = simulate_navier_stokes(w0, visc=block_visc, t_final=t_final, n_records=n_records, dt=dt,
                                    record_initial=record_initial, callback=progress, first_sample=start)
         keep = slice(max(wanted.start - start, 0), min(wanted.stop - start, batch_size))
         parts.append(w[keep, :, ::stride, ::stride].cpu().numpy())
     dt_step = t_final / n_records / steps_per_record(t_final / n_records, dt)
-    attrs = dict(visc=visc, n_sim=n_sim, t_final=t_final, dt=dt_step, seed=seed, batch_size=batch_size,
+    attrs = dict(visc=str(visc) if isinstance(visc, Sweep) else visc, n_sim=n_sim, t_final=t_final, dt=dt_step, seed=seed, batch_size=batch_size,
                  dtype=str(dtype).removeprefix("torch."))
-    return _dataset(np.concatenate(parts), wanted, n_records, record_initial, attrs)
+    ds = _dataset(np.concatenate(parts), wanted, n_records, record_initial, attrs)
+    if isinstance(visc, Sweep):
+        ds["visc"] = ((SAMPLE,), drawn(visc, seed, np.asarray(wanted)), {"long_name": "viscosity of the sample",
+                                                                          ROLE: PARAMETER, "range": str(visc)})
+    return ds
 
 
 def _default_records(t_final: float, n_records: int | None) -> int:

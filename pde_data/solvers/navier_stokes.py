@@ -61,13 +61,14 @@ def _spectral(n: int, dtype: torch.dtype, device: torch.device) -> _Spectral:
 
 
 def make_step(
-    n: int, batch: int, *, visc: float, dt: float, forcing_hat: torch.Tensor | None,
+    n: int, batch: int, *, visc: float | torch.Tensor, dt: float, forcing_hat: torch.Tensor | None,
     dtype: torch.dtype, device: torch.device | str,
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """Build one CNAB2 step (module docstring) with preallocated buffers.
 
     Args:
         n, batch: grid points per side and batch size of the spectral state ``ω̂`` (batch, n, n//2+1).
+        visc: ν, one for the batch or one per sample ``(batch,)`` (a viscosity sweep).
         forcing_hat: ``rfft2(f)`` broadcastable to (batch, n, n//2+1), or None.
 
     Returns:
@@ -76,6 +77,8 @@ def make_step(
     """
     retain_freed_memory()  # torch's c2r FFT allocates every step: reuse the blocks (pde_data.core.allocator)
     spec = _spectral(n, dtype, torch.device(device))
+    if isinstance(visc, torch.Tensor):  # per sample: (batch, 1, 1) against the wavenumbers (n, n//2+1)
+        visc = visc.to(dtype=dtype, device=device)[:, None, None]
     a_plus = 1.0 + 0.5 * dt * visc * spec.lam
     # real multipliers act on (re, im) pairs through view_as_real: no complex copies per step
     retain = ((1.0 - 0.5 * dt * visc * spec.lam) / a_plus)[..., None]
@@ -133,7 +136,7 @@ def steps_per_record(interval: float, dt: float) -> int:
 def simulate_navier_stokes(
     w0: torch.Tensor,
     *,
-    visc: float,
+    visc: float | torch.Tensor,
     t_final: float,
     n_records: int,
     dt: float = 1e-4,
@@ -150,7 +153,7 @@ def simulate_navier_stokes(
 
     Args:
         w0: initial vorticity (batch, n, n) (or (n, n)), float32 or float64, any device; n even.
-        visc: viscosity ν ≥ 0.
+        visc: viscosity ν ≥ 0, one for the batch or one per sample ``(batch,)``.
         t_final: final time > 0.
         n_records: number of records after t = 0.
         dt: largest time step (default 1e-4, as the FNO data).
@@ -214,7 +217,8 @@ def _check_vorticity(w0) -> torch.Tensor:
 
 
 def _check_times(*, visc, t_final, n_records, dt, max_cfl) -> None:
-    if not visc >= 0.0 or not math.isfinite(visc):
+    values = visc.tolist() if isinstance(visc, torch.Tensor) else [visc]
+    if not all(v >= 0.0 and math.isfinite(v) for v in values):
         raise ParameterError("visc", f"expected a finite viscosity >= 0, found {visc}")
     if not t_final > 0.0 or not math.isfinite(t_final):
         raise ParameterError("t_final", f"expected a finite time > 0, found {t_final}")
