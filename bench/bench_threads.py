@@ -76,8 +76,9 @@ def run(quick: bool = False) -> list[Row]:
         with tempfile.TemporaryDirectory(prefix="bench-threads-") as tmp:
             t, said = measure(Path(tmp), epochs=epochs, rounds=rounds, busy=busy)
         where = "busy (a second training beside)" if busy else "quiet"
+        chosen = [line.split()[3] for line in said]  # "threads: auto chose N (...)"
         detail = f"1 thread {t['1']:.1f} s, {cores} threads {t[cores]:.1f} s, auto {t['auto']:.1f} s; " + \
-            (said[-1] if said else "auto kept OMP_NUM_THREADS")
+            (f"auto chose {', '.join(chosen)} in its rounds; last: {said[-1]}" if said else "auto kept OMP_NUM_THREADS")
         rows.append(Row(NAME, f"{where}: auto / best fixed", t["auto"] / min(t["1"], t[cores]), "x", detail))
         rows.append(Row(NAME, f"{where}: auto / torch's default ({cores})", t["auto"] / t[cores], "x"))
     return rows
