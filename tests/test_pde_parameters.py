@@ -121,3 +121,19 @@ def test_a_viscosity_sweep_simulates_each_sample_at_its_own_viscosity():
     part = pde_data.generate_navier_stokes(2, visc=Sweep(1e-3, 1e-1, log=True), seed=3, first_sample=1, **kwargs)
     assert np.array_equal(part["vorticity"].values, swept["vorticity"].values[1:3])
     assert np.array_equal(part["visc"].values, visc[1:3])
+
+
+def test_the_dam_breaks_radius_and_height_are_parameters_and_sweep():
+    """The default radius range draws what it always drew (``U(0.3, 0.7)`` from ``[seed, i]``); the radius and
+    (when swept) the height inside are stored as parameters, and frame 0 stands at each sample's height."""
+    from pde_data.core.sweep import Sweep
+
+    kwargs = dict(n_grid=16, t_final=0.01, n_frames=2, seed=5, dtype=torch.float64)
+    ds = pde_data.generate_dam_break(3, **kwargs)
+    expected = [np.random.default_rng([5, i]).uniform(0.3, 0.7) for i in range(3)]
+    assert np.array_equal(ds["dam_radius"].values, expected) and pde_data.parameters_of(ds) == ("dam_radius",)
+    swept = pde_data.generate_dam_break(3, height=Sweep(1.5, 3.0), radius=0.5, **kwargs)
+    heights = swept["dam_height"].values
+    assert pde_data.parameters_of(swept) == ("dam_radius", "dam_height")
+    assert np.all(swept["dam_radius"].values == 0.5) and np.all((1.5 <= heights) & (heights <= 3.0))
+    assert np.allclose(swept["h"].values[:, 0].max(axis=(1, 2)), heights)

@@ -22,7 +22,9 @@ def register(problems: argparse._SubParsersAction) -> None:
     add_device_options(p, "swe")
     add_parameter_options(p, "swe", {"n_grid": "cells per side on [-2.5, 2.5]^2", "t_final": "final time",
                                      "n_frames": "frames including t=0", "momenta": "also store hu and hv",
-                                     "batch_size": "samples simulated together"})
+                                     "batch_size": "samples simulated together",
+                                     "radius": "radius of the dam (default %(default)s: drawn per sample)",
+                                     "height": "depth inside the dam, 1 outside"})
     add_pdebench_option(p, "rdb", variables=["h"])
     p.set_defaults(func=run)
     report_options(p, h="n_grid")  # the depth h is made at --n-grid

@@ -48,7 +48,9 @@ PARAMS: dict[str, type] = {
                   record_initial=(bool, False), dt=_positive(float, 1e-3), batch_size=_positive(int, 8),
                   dtype=_dtype()),
     "swe": _params("SWEParams", n_grid=_positive(int, 128), t_final=_positive(float, 1.0),
-                   n_frames=_positive(int, 101), momenta=(bool, False), batch_size=_positive(int, 8), dtype=_dtype()),
+                   n_frames=_positive(int, 101), momenta=(bool, False), batch_size=_positive(int, 8), dtype=_dtype(),
+                   radius=_positive(float | Sweep, Sweep(0.3, 0.7)),
+                   height=(float | Sweep, param(2.0, "a depth > 1 (the water outside stands at 1)", lambda v: v > 1))),
     "digits": _params("DigitsParams", gap=(float, 0.0)),  # its range, [0, 1), the generator checks
 }
 #: ``{generator: {parameter: default}}``, read from :data:`PARAMS`
