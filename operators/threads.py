@@ -54,21 +54,15 @@ def idle_cores() -> int:
     return max(1, min(cores, round(cores - load)))
 
 
-def _median_seconds(probe: Callable[[], None], counts: tuple[int, ...]) -> dict[int, float]:
-    """The median seconds of ``probe`` at each thread count of ``counts``: one untimed warm-up at each
-    (allocations, kernel selection, the thread pool), then timed in turns (1, C, 1, C, ...), so that every count
-    sees the same phases of the machine's load (another job's epochs, its validation)."""
-    times: dict[int, list[float]] = {n: [] for n in counts}
-    for n in counts:
-        torch.set_num_threads(n)
-        probe()
+def _median_seconds(probe: Callable[[], None], threads: int) -> float:
+    torch.set_num_threads(threads)
+    probe()  # warm-up: allocations, kernel selection
+    times = []
     for _ in range(_REPEATS):
-        for n in counts:
-            torch.set_num_threads(n)
-            start = time.perf_counter()
-            probe()
-            times[n].append(time.perf_counter() - start)
-    return {n: sorted(t)[len(t) // 2] for n, t in times.items()}
+        start = time.perf_counter()
+        probe()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
 
 
 def choose_threads(threads: int | str | None, *, probe: Callable[[], None] | None = None,
@@ -89,7 +83,7 @@ def choose_threads(threads: int | str | None, *, probe: Callable[[], None] | Non
         idle = max(1, idle_cores() // max(1, processes))
         torch.set_num_threads(idle)
         return f"threads: auto chose {idle} (the idle cores; --threads N sets it)"
-    seconds = _median_seconds(probe, (1, usable))  # timed now, under the load there is now
+    seconds = {n: _median_seconds(probe, n) for n in (1, usable)}  # timed now, under the load there is now
     best = min(seconds, key=seconds.get)
     torch.set_num_threads(best)
     timed = ", ".join(f"{1e3 * s:.3g} ms at {n} thread{'s' if n > 1 else ''}" for n, s in seconds.items())
