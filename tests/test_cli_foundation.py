@@ -62,6 +62,8 @@ def test_the_command_ends_without_the_interpreter_teardown_but_after_its_work(tm
               f"out = pathlib.Path({str(tmp_path)!r})\n"
               "atexit.register(lambda: print('atexit ran'))\n"
               "threading.Thread(target=lambda: (time.sleep(0.5), (out / 'late').write_text('done'))).start()\n"
+              "from concurrent.futures import ThreadPoolExecutor\n"
+              "ThreadPoolExecutor(1).submit(time.sleep, 0.1).result()  # its idle worker: stopped, not waited on\n"
               "print('buffered', end='')\n"
               "sys.stderr.write('said')\n"
               "exit_now(3)\n")

@@ -97,14 +97,18 @@ def run() -> NoReturn:
 
 
 def exit_now(status: int) -> NoReturn:
-    """End the process with ``status`` once the command's work is done, without the interpreter's teardown:
-    the threads that are not daemons are joined, the ``atexit`` handlers run (loader workers, logging,
-    TensorBoard) and the output flushed; what is skipped is freeing torch's, xarray's and matplotlib's modules
-    object by object, which took 1.3–2.6 s after a training run had written everything (measured here, 2
-    cores: an eighth of a 10-epoch Darcy-16 run)."""
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    """End the process with ``status`` once the command's work is done, without the interpreter's teardown.
+
+    What the interpreter does first at exit is done here too: ``threading._shutdown`` (the threads' own exit
+    hooks, which stop executors' workers, then the threads that are not daemons joined), the ``atexit``
+    handlers (loader workers, logging, TensorBoard) and the output flushed. What is skipped is freeing torch's,
+    xarray's and matplotlib's modules object by object, which took seconds after a training run had written
+    everything (RESULTS.md, the bench section: bench_trainer's whole processes). Without CPython's
+    ``threading._shutdown`` the interpreter's own exit runs."""
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is None:
+        sys.exit(status)
+    shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -22,11 +22,9 @@ stops the run in one line naming the folder and the bytes needed; the last good 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import math
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import NamedTuple, Sequence
@@ -183,7 +181,6 @@ class Trainer:
         if self.dist.is_main:
             print(self._stop_line("not training on") if self.stopped else self._start_line(), file=sys.stderr,
                   flush=True)
-            _import_meanwhile("evaluation.plots")  # matplotlib, for curves.png at the end
         for epoch in range(self.epoch, self.config.epochs):
             if self.stopped:
                 break
@@ -320,16 +317,6 @@ class Trainer:
         self.first_loss = state.get("first_loss")
         self._saved_epoch = self.epoch
         ckpt.set_rng_state(state["rng"])
-
-
-def _import_meanwhile(module: str) -> None:
-    """Import ``module`` in a daemon thread, overlapping the training that follows (torch's kernels release the
-    GIL); a later ``import`` of it waits for this one. Its errors are left to that later import."""
-    def load() -> None:
-        with contextlib.suppress(Exception):
-            importlib.import_module(module)
-
-    threading.Thread(target=load, name=f"import {module}", daemon=True).start()
 
 
 def _write_csv(path: Path, history: list[dict]) -> None:
