@@ -112,7 +112,8 @@ def test_round_trip_of_scalar_vector_and_tensor_fields(tmp_path):
     source = pde_data.open_source(_write(tmp_path / "flow.hdf5", stats=STATS))
     ds = source.dataset
     assert source.format == "the-well" and ds.attrs["well_dataset_name"] == "test_flow"
-    assert list(ds.data_vars) == ["density", "velocity_x", "velocity_y", "stress_xx", "stress_xy", "stress_yx", "stress_yy"]
+    fields = ["density", "velocity_x", "velocity_y", "stress_xx", "stress_xy", "stress_yx", "stress_yy"]
+    assert list(ds.data_vars) == fields + ["Reynolds"] and pde_data.parameters_of(ds) == ("Reynolds",)
     assert ds["density"].dims == ("sample", "time", "x", "y")
     np.testing.assert_array_equal(ds["density"].values, RHO)
     np.testing.assert_array_equal(ds["velocity_y"].isel(sample=3).values, VEL[3, ..., 1])

@@ -4,7 +4,10 @@ The format by what the file holds, never by its suffix (a NetCDF file named ``x.
 
 - a folder with a ``manifest.json`` (a generated set's shards) → :func:`pde_data.formats.manifest.open_manifest`,
   ``"manifest"``, with the manifest's statistics;
-- a glob (``*``, ``?`` or ``[``) of NetCDF shards → :func:`pde_data.core.io.open_netcdf`, ``"netcdf"``;
+- a glob (``*``, ``?`` or ``[``), its files in name order: NetCDF shards (any files but PDEBench's) →
+  :func:`pde_data.core.io.open_netcdf_files`, ``"netcdf"``; two or more PDEBench files → one sweep with a
+  parameter per sample (:func:`pde_data.formats.sweep.open_sweep`), ``"pdebench-sweep:<layout>"``; one
+  PDEBench file → that file as below; PDEBench files mixed with others are refused;
 - an HDF5 file, told by the HDF5 library opening it:
 
   - NetCDF-4 (a root ``_NCProperties`` attribute or a root dimension scale) → xarray's ``h5netcdf``
@@ -29,7 +32,9 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import glob
 import os
 from dataclasses import dataclass, field
 
@@ -40,9 +45,10 @@ import xarray as xr
 from pde_data.formats.h5lazy import H5Source, file_stamp, open_file, opening, release_file
 from pde_data.formats.foreign import HEAD_BYTES, open_mat5, open_torch_pt, read_mat73, sniff
 from pde_data.formats.manifest import MANIFEST, is_manifest_folder, open_manifest
-from pde_data.core.io import HDF5_MAGIC, NETCDF3_MAGIC, open_netcdf, read_netcdf
+from pde_data.core.io import HDF5_MAGIC, NETCDF3_MAGIC, open_netcdf_files, read_netcdf
 from pde_data.core.model import field_order, spatial_dims
 from pde_data.formats.pdebench_read import read_pdebench
+from pde_data.formats.sweep import open_sweep
 from pde_data.formats.well import Stats, is_well, read_well
 
 __all__ = ["Probed", "ReadOptions", "probe", "GLOB_CHARS", "NETCDF_CHUNK_CACHE"]
@@ -72,7 +78,7 @@ class ReadOptions:
 class Probed:
     """An opened file: its format, the lazy Dataset, what HDF5 reads straight into a caller's buffer
     (``direct``: the source of each field stored in the data model's dim order), the statistics the
-    format ships (The Well's ``stats.yaml``) and the file's stamp (``None`` for a shard glob)."""
+    format ships (The Well's ``stats.yaml``) and the file's stamp (``None`` for a glob)."""
 
     format: str
     dataset: xr.Dataset
@@ -82,12 +88,14 @@ class Probed:
 
 
 def probe(path: str, options: ReadOptions = ReadOptions()) -> Probed:
-    """Open the file (or generated set's folder, or NetCDF shard glob) ``path`` lazily with the reader its content calls for.
+    """Open the file (or generated set's folder, or glob of NetCDF shards or PDEBench files) ``path`` lazily with
+    the reader its content calls for.
 
     Raises:
         FileNotFoundError: the file is missing, or the glob matches nothing.
         ValueError: the file is in none of the formats, is unreadable, or is HDF5 in no PDEBench layout; or
-            ``options`` given for a file that is not PDEBench's.
+            ``options`` given for a file that is not PDEBench's; a glob's PDEBench files mixed with others, or
+            differing beyond their samples, or in no parameter.
     """
     if options and (os.path.isdir(path) or any(ch in path for ch in GLOB_CHARS)):
         raise ValueError(f"{path}: expected a PDEBench HDF5 file for {options}, found a folder or glob")
@@ -98,7 +106,7 @@ def probe(path: str, options: ReadOptions = ReadOptions()) -> Probed:
         ds, manifest = open_manifest(path)
         return Probed("manifest", ds, stats=manifest.statistics)
     if any(ch in path for ch in GLOB_CHARS):
-        return Probed("netcdf", open_netcdf(path))
+        return _probe_glob(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: {path}")
     stamp = file_stamp(path)
@@ -133,6 +141,45 @@ def _probe_bytes(path: str, stamp: tuple, hdf5_error: OSError) -> Probed:
     raise ValueError(f"{path}: expected {_KNOWN}, found leading bytes {head[:8]!r}")
 
 
+def _probe_glob(pattern: str) -> Probed:
+    """The files that ``pattern`` matches, in name order: PDEBench files as a sweep (one alone as itself), any
+    others as NetCDF shards; the stamp ``None`` (the glob is no file)."""
+    files = sorted(glob.glob(pattern))
+    if not files:
+        raise FileNotFoundError(f"no files match {pattern}")
+    formats = [_glob_format(path) for path in files]
+    if "pdebench" not in formats:
+        return Probed("netcdf", open_netcdf_files(files))
+    other = next((k for k in range(len(files)) if formats[k] != "pdebench"), None)
+    if other is not None:
+        first = formats.index("pdebench")
+        raise ValueError(f"{pattern}: expected files of one format (PDEBench HDF5 files or NetCDF shards), found "
+                         f"{files[first]} (PDEBench) and {files[other]} ({formats[other]})")
+    if len(files) == 1:
+        return dataclasses.replace(probe(files[0]), stamp=None)
+    ds = open_sweep(files)
+    return Probed(f"pdebench-sweep:{ds.attrs['pdebench_layout']}", ds)
+
+
+def _glob_format(path: str) -> str:
+    """``"pdebench"`` for a PDEBench HDF5 file, else its format (``"netcdf"``, ``"the-well"``, ``"fno-mat:73"``),
+    or ``"not HDF5"``; the handle that tells is released again (closed unless a Dataset holds it)."""
+    stamp = file_stamp(path)
+    try:
+        with opening(path, stamp) as f:
+            found = _hdf5_format(f) or "pdebench"
+    except ValueError:  # not HDF5 (NetCDF-3, or another file the NetCDF reader names) or unreadable
+        return "not HDF5"
+    release_file(path, stamp)
+    return found
+
+
+def _hdf5_format(f: h5py.File) -> str | None:
+    """The format of the open HDF5 file ``f`` if it is not PDEBench's: ``"fno-mat:73"``, ``"netcdf"``, ``"the-well"``."""
+    return "fno-mat:73" if sniff(_user_block(f)) == "mat73" else "netcdf" if _is_netcdf4(f) else \
+        "the-well" if is_well(f) else None
+
+
 def _user_block(f: h5py.File) -> bytes:
     """The first :data:`HEAD_BYTES` bytes of the open HDF5 file ``f``'s user block (MATLAB's v7.3 header),
     read through its handle; empty without a user block."""
@@ -143,8 +190,7 @@ def _user_block(f: h5py.File) -> bytes:
 
 def _read_hdf5(f: h5py.File, path: str, stamp: tuple, options: ReadOptions) -> tuple:
     """``(format, Dataset, direct sources, stats)`` of the HDF5 file open as ``f``."""
-    other = "fno-mat:73" if sniff(_user_block(f)) == "mat73" else "netcdf" if _is_netcdf4(f) else \
-        "the-well" if is_well(f) else None
+    other = _hdf5_format(f)
     if other and options:
         raise ValueError(f"{path}: expected a PDEBench HDF5 file for {options}, found a {other} file (it takes no "
                          "layout or variables)")

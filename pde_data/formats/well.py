@@ -17,8 +17,12 @@ In the data model the trajectories are ``sample``, the spatial dims become ``x, 
 names in the file are kept in ``attrs["well_spatial_dims"]``), and every component of a vector or tensor
 field is a variable of its own, named by component: ``velocity_x``, ``velocity_y``; ``stress_xx``,
 ``stress_xy``, ... Each read is one slice of one dataset (:mod:`pde_data.formats.h5lazy`). Fields that do not
-vary over samples, time or a spatial dim, and the boundary conditions and scalars, are not variables:
-their names are listed in ``attrs`` (``well_constant_fields``, ``well_boundaries``, ``well_scalars``).
+vary over samples, time or a spatial dim, and the boundary conditions, are not variables: their names are
+listed in ``attrs`` (``well_constant_fields``, ``well_boundaries``; the scalars' in ``well_scalars``, the
+simulation parameters each as an attribute). Each simulation parameter that is a number, then each scalar that is
+a number or one per trajectory ``(n_trajectories,)``, is also a PDE parameter: a float64 variable of dims
+``(sample,)`` marked ``attrs["role"] = "parameter"`` (:data:`pde_data.core.model.PARAMETER`), unless its name is
+taken by a variable or coordinate already.
 The optional ``stats.yaml`` beside the file (The Well's per-field ``mean`` and ``std``) is read by
 variable (component) name into :meth:`pde_data.Source.stats`, and is used for normalization when present.
 """
@@ -34,7 +38,7 @@ import xarray as xr
 
 from pde_data.formats.h5lazy import H5Source, lazy_dataset
 from pde_data.core.io import atomic_path, check_output
-from pde_data.core.model import SAMPLE, TIME, X, Y, Z
+from pde_data.core.model import PARAMETER, ROLE, SAMPLE, TIME, X, Y, Z
 
 __all__ = ["FIELD_GROUPS", "Stats", "is_well", "read_well", "write_well"]
 
@@ -92,7 +96,28 @@ def read_well(f: h5py.File, path: str, stamp: tuple) -> tuple[xr.Dataset, dict[s
     for param in _names(f.attrs.get("simulation_parameters")):
         attrs[param] = f.attrs[param].item() if hasattr(f.attrs[param], "item") else f.attrs[param]
     ds, sources = lazy_dataset(fields, {**coords, TIME: xr.Variable(TIME, time)}, attrs)
+    for name, values in _parameters(f, n_samples).items():
+        if name not in ds.variables:
+            ds[name] = xr.Variable(SAMPLE, values, {ROLE: PARAMETER})
     return ds, sources, _stats(Path(path).with_name("stats.yaml"), list(fields), spatial) or None
+
+
+def _parameters(f: h5py.File, n_samples: int) -> dict[str, np.ndarray]:
+    """``{name: (sample,) float64}``: the simulation parameters (root attributes), then the ``scalars/`` constant
+    in time, that are one number, or one per trajectory; the first of a name kept."""
+    candidates = [(name, f.attrs.get(name)) for name in _names(f.attrs.get("simulation_parameters"))]
+    if "scalars" in f:
+        scalars = f["scalars"]
+        candidates += [(name, scalars[name][()]) for name in _names(scalars.attrs.get("field_names"))
+                       if isinstance(scalars.get(name), h5py.Dataset)
+                       and not bool(scalars[name].attrs.get("time_varying", False))]
+    found: dict[str, np.ndarray] = {}
+    for name, value in candidates:
+        value = np.asarray(value)
+        if name in found or value.dtype.kind not in "iuf" or value.shape not in ((), (1,), (n_samples,)):
+            continue
+        found[name] = np.broadcast_to(value.astype(np.float64).reshape(-1), (n_samples,)).copy()
+    return found
 
 
 def _varies(dset: h5py.Dataset, n_dims: int) -> bool:
@@ -150,7 +175,8 @@ def _stats(path: Path, variables: list[str], spatial: list[str]) -> Stats:
 
 def write_well(path: str | Path, *, fields: dict[str, np.ndarray], time: np.ndarray, coords: dict[str, np.ndarray],
                dataset_name: str = "circuitop", parameters: dict[str, float] | None = None,
-               stats: dict[str, dict[str, object]] | None = None, overwrite: bool = False) -> Path:
+               scalars: dict[str, float | np.ndarray] | None = None, stats: dict[str, dict[str, object]] | None = None,
+               overwrite: bool = False) -> Path:
     """Write a small file in The Well's format (atomically), for tests and examples.
 
     Args:
@@ -158,6 +184,7 @@ def write_well(path: str | Path, *, fields: dict[str, np.ndarray], time: np.ndar
             trailing axes beyond the spatial ones.
         time: ``(time,)``; coords: ``{spatial dim name: values}`` in axis order.
         parameters: simulation parameters (root attributes, listed in ``simulation_parameters``).
+        scalars: ``{name: a number, or (trajectory,)}``, the ``scalars`` group (``sample_varying`` by their shape).
         stats: ``{"mean": {field: value or list}, "std": {...}}``, written as ``stats.yaml`` beside the file.
         overwrite: replace an existing file (and ``stats.yaml``); without it they are refused.
 
@@ -185,7 +212,7 @@ def write_well(path: str | Path, *, fields: dict[str, np.ndarray], time: np.ndar
             d = dims.create_dataset(name, data=np.asarray(values, dtype=np.float32))
             d.attrs.update({"sample_varying": False, "time_varying": False})
         f.create_group("boundary_conditions")
-        f.create_group("scalars").attrs["field_names"] = []
+        _write_scalars(f.create_group("scalars"), scalars or {})
         for group, names in groups.items():
             g = f.create_group(group)
             g.attrs["field_names"] = names
@@ -201,3 +228,11 @@ def write_well(path: str | Path, *, fields: dict[str, np.ndarray], time: np.ndar
         with atomic_path(path.with_name("stats.yaml")) as tmp:
             tmp.write_text(yaml.safe_dump(plain))
     return path
+
+
+def _write_scalars(group: h5py.Group, scalars: dict[str, float | np.ndarray]) -> None:
+    """The ``scalars`` group: ``field_names`` and one dataset per scalar, constant in time."""
+    group.attrs["field_names"] = list(scalars)
+    for name, value in scalars.items():
+        d = group.create_dataset(name, data=np.asarray(value, dtype=np.float64))
+        d.attrs.update({"sample_varying": d.ndim > 0, "time_varying": False})
