@@ -19,7 +19,8 @@ from matplotlib.figure import Figure
 from pde_data import atomic_path
 from evaluation.spectra import radial_counts, radial_power
 
-__all__ = ["plot_fields", "plot_rollout", "plot_spectra", "plot_metric_bars", "plot_training_curves"]
+__all__ = ["plot_fields", "plot_rollout", "plot_spectra", "plot_metric_bars", "plot_training_curves",
+           "plot_parameter_errors"]
 
 
 def _numpy(x, name: str) -> np.ndarray:
@@ -109,6 +110,33 @@ def plot_rollout(curves: Mapping[str, Sequence[float]], *, metric_name: str = "r
     ax.set_ylabel(metric_name)
     if log:
         ax.set_yscale("log")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return _save(fig, path, title)
+
+
+def plot_parameter_errors(values: Sequence[float], errors: Sequence[float], train_range: tuple[float, float], *,
+                          name: str, title: str = "", path: str | os.PathLike | None = None) -> Figure:
+    """Each sample's error against its PDE parameter ``name`` (a conditioned run's ``evaluate``), the mean of each
+    group of values (:func:`evaluation.by_parameter.by_parameter`), and the training range shaded.
+
+    Args:
+        values, errors: ``(n,)`` each, one per sample.
+        train_range: ``(low, high)`` of the parameter over the training samples.
+        name: the parameter (the x-axis label). title: a suptitle. path: where to write the PNG (optional).
+    """
+    from evaluation.by_parameter import by_parameter
+
+    v, e = _numpy(values, "values").ravel(), _numpy(errors, "errors").ravel()
+    groups = by_parameter(v, e, train_range)
+    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+    ax = fig.subplots()
+    ax.axvspan(*train_range, color="0.9", label="training range")
+    ax.scatter(v, e, s=8, alpha=0.5, label="samples")
+    ax.plot([g.value for g in groups], [g.error for g in groups], marker="o", color="C3", label="group means")
+    ax.set_xlabel(name)
+    ax.set_ylabel("relative L2 error")
+    ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     return _save(fig, path, title)

@@ -10,14 +10,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from operators.models.conditioning import call
+
 __all__ = ["step", "rollout"]
 
 
-def step(model: nn.Module, frames: torch.Tensor) -> torch.Tensor:
-    """One step: ``frames (batch, window, channels, *spatial)`` → next frame ``(batch, channels, *spatial)``."""
+def step(model: nn.Module, frames: torch.Tensor, params: torch.Tensor | None = None) -> torch.Tensor:
+    """One step: ``frames (batch, window, channels, *spatial)`` → next frame ``(batch, channels, *spatial)``; a
+    conditioned model's parameters ``params`` ``(batch, P)``."""
     if frames.ndim < 4:
         raise ValueError(f"frames: expected (batch, window, channels, *spatial), found shape {tuple(frames.shape)}")
-    out = model(frames.flatten(1, 2))
+    out = call(model, frames.flatten(1, 2), params)
     if out.shape[1:] != frames.shape[2:]:
         raise ValueError(
             f"model: expected a next frame of shape (batch, {', '.join(map(str, frames.shape[2:]))}), "
@@ -26,7 +29,8 @@ def step(model: nn.Module, frames: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def rollout(model: nn.Module, given: torch.Tensor, steps: int, *, pushforward: bool = False) -> torch.Tensor:
+def rollout(model: nn.Module, given: torch.Tensor, steps: int, *, pushforward: bool = False,
+            params: torch.Tensor | None = None) -> torch.Tensor:
     """Predict ``steps`` frames autoregressively from the ``window`` given ones.
 
     Args:
@@ -35,6 +39,7 @@ def rollout(model: nn.Module, given: torch.Tensor, steps: int, *, pushforward: b
         steps: number of frames to predict (any length).
         pushforward: compute every step but the last without gradient (the pushforward trick of
             Brandstetter et al. 2022: train on the model's own inputs, back-propagate one step).
+        params: a conditioned model's parameters ``(batch, P)``, the same at every step (None: unconditioned).
 
     Returns:
         ``(batch, steps, channels, *spatial)``.
@@ -48,9 +53,9 @@ def rollout(model: nn.Module, given: torch.Tensor, steps: int, *, pushforward: b
     for k in range(steps):
         if pushforward and k < steps - 1:
             with torch.no_grad():
-                nxt = step(model, window)
+                nxt = step(model, window, params)
         else:
-            nxt = step(model, window)
+            nxt = step(model, window, params)
         out.append(nxt)
         window = torch.cat([window[:, 1:], nxt.unsqueeze(1)], dim=1)
     return torch.stack(out, dim=1)

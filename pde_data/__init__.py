@@ -18,8 +18,8 @@ _MODULES = {"model": "pde_data.core.model"}
 #: the public names each module defines
 _NAMES = {
     "pde_data.core.io": "atomic_path check_output save",
-    "pde_data.core.model": "from_tensor time_steps to_tensor LENGTH ROLE TARGET PARAMETER parameters_of padded_time "
-                           "valid_mask",
+    "pde_data.core.model": "from_tensor time_steps to_tensor LENGTH ROLE TARGET PARAMETER parameters_of parameter_table "
+                           "padded_time valid_mask",
     "pde_data.solvers.grf": "gaussian_random_field_2d",
     "pde_data.solvers.navier_stokes": "simulate_navier_stokes",
     "pde_data.generate.navier_stokes": "generate_navier_stokes",

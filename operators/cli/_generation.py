@@ -25,7 +25,7 @@ import pde_data
 import pde_data.generate.registry
 import pde_data.formats.manifest
 import pde_data.generate.sharded
-from operators.cli.train import with_value
+from operators.cli.train import parse_config, with_value
 from operators.threads import add_threads_option, choose_threads, say
 from pde_data.core.params import BARE, library_name
 from pde_data.core.room import check_room, format_bytes as _size
@@ -81,6 +81,9 @@ def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_defau
                    help="output file (NetCDF), or with --shards the set's folder (shards and manifest.json)")
     p.add_argument("--n", type=positive_int, default=n_default, help=f"number of samples (default {n_default})")
     p.add_argument("--seed", type=non_negative_int, default=seed_default, help=f"random seed (default {seed_default})")
+    p.add_argument("--gen", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                   help="a generator parameter by its name, as `train --generate` takes it (repeatable; wins over its "
+                        "own option), e.g. --gen n_grid=64")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out file, or a set made with other parameters (default: refuse)")
     add_threads_option(p)
@@ -124,10 +127,10 @@ def add_parameter_options(p: argparse.ArgumentParser, generator: str, help: dict
 
 def generation_spec(args: argparse.Namespace) -> pde_data.GenerationSpec:
     """The set a problem's options describe: its generator's parameters as its options
-    (:func:`add_parameter_options`) set them, ``--n`` and ``--seed``."""
+    (:func:`add_parameter_options`) and ``--gen KEY=VALUE`` set them, ``--n`` and ``--seed``."""
     fields = dataclasses.fields(PARAMS[args.generator])
     params = {f.name: getattr(args, _LIBRARY_NAMES.get(f.name, f.name)) for f in fields}
-    return pde_data.GenerationSpec(args.generator, args.n, args.seed, params)
+    return pde_data.GenerationSpec(args.generator, args.n, args.seed, {**params, **parse_config(args.gen, "--gen")})
 
 
 def report_options(p: argparse.ArgumentParser, **aliases: str) -> None:

@@ -20,7 +20,7 @@ from operators.cli._pairing import align, check_coords
 from operators.cli._verified import add_no_verify, verify_data
 from operators.threads import add_threads_option, choose_threads, say
 from operators.training.evaluate import SAMPLE_CHOICES, json_safe
-from operators.training.tasks.report import metric_rows
+from operators.training.tasks.report import metric_rows, parameter_lines
 from operators.training.tasks import EvalOptions
 from pde_data.core.params import defaults, typed
 
@@ -172,6 +172,6 @@ def result_table(result: dict, *, every: bool = False) -> str:
                      "them)")
     if "warning" in result:
         table.append(f"({result['warning']})")
-    return "\n".join(table)
+    return "\n".join(table + parameter_lines(result))
 
 

@@ -83,6 +83,9 @@ OPTIONS: dict[str, tuple[str, dict, str]] = {
                          "(made once; --data FILE gives one instead)"),
     "--input": ("data.inputs", dict(nargs="+"), "input variables (window runs: the variables)"),
     "--target": ("data.targets", dict(nargs="+"), "target variables (a label: classification)"),
+    "--condition": ("data.condition", dict(nargs="+", action="extend", metavar="PARAMETER"),
+                    "condition the model on these per-sample PDE parameters (`circuitop info FILE` lists a file's), "
+                    "e.g. --condition beta; field models"),
     "--split": ("data.split", dict(type=_sizes, metavar="TRAIN,VAL,TEST"), "split sizes (default 80/10/10 %%)"),
     "--split-seed": ("data.split_seed", dict(type=int), "seed of the split"),
     "--normalize": ("data.normalize", _choices("data.normalize", none="none"), "normalization"),

@@ -80,6 +80,9 @@ class SpectralFNO(nn.Module):
         self.blocks = nn.ModuleList(
             (make_block(width) if make_block else nn.Identity()) for _ in range(config.n_layers)
         )
+        #: each Fourier layer's output before its activation, as a module (an identity) a conditioned model modulates
+        #: (:class:`operators.models.conditioning.Conditioned`); no weights
+        self.layer_outputs = nn.ModuleList(nn.Identity() for _ in range(config.n_layers))
         hidden = int(config.projection_ratio * width)
         self.project = nn.Sequential(conv_nd(n_dim, width, hidden), nn.GELU(), conv_nd(n_dim, hidden, out_channels))
 
@@ -90,8 +93,9 @@ class SpectralFNO(nn.Module):
             x = self.grid(x)
         v = self.lift(x)
         last = len(self.spectral) - 1
-        for i, (spectral, skip, block) in enumerate(zip(self.spectral, self.skips, self.blocks)):
-            v = spectral(v) + skip(block(v))
+        layers = zip(self.spectral, self.skips, self.blocks, self.layer_outputs)
+        for i, (spectral, skip, block, out) in enumerate(layers):
+            v = out(spectral(v) + skip(block(v)))
             if i < last:
                 v = F.gelu(v)
         return self.project(v)

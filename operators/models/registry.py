@@ -14,6 +14,7 @@ from typing import Any, Callable
 from torch import nn
 
 from operators.models import chonn, nac, order_models, sequence, vision
+from operators.models.conditioning import Conditioned
 from operators.models.fno import FNOConfig, build_fno, spectral_in_float32
 from operators.models.unet import UNet, UNetConfig
 from pde_data.core.params import ParameterError, typed
@@ -108,17 +109,19 @@ def _check_size(key: str, value: Any, default: Any) -> None:
             raise ParameterError(f"model.config.{key}", "a positive integer", repr(value))
 
 
-def build(name: str, in_channels: int, out_channels: int, **config: Any) -> nn.Module:
+def build(name: str, in_channels: int, out_channels: int, *, params: int = 0, **config: Any) -> nn.Module:
     """Build model ``name`` for ``(batch, in_channels, *spatial)`` → ``(batch, out_channels, *spatial)``
     (the image classifiers: → logits ``(batch, out_channels)``, ``out_channels`` the number of classes;
     the sequence models: ``(batch, time, in_channels)`` → ``(batch, out_channels)`` or, with readout
-    ``"steps"``, ``(batch, time, out_channels)``).
+    ``"steps"``, ``(batch, time, out_channels)``); with ``params`` a field model conditioned on that many PDE
+    parameters per sample (:class:`~operators.models.conditioning.Conditioned`: ``model(x, p)``).
 
     Example:
         >>> model = build("chonn_fno", 1, 1, n_modes=12, width=20, order=2)
     """
     if in_channels < 1 or out_channels < 1:
         raise ValueError(f"expected positive in_channels and out_channels, found {in_channels}, {out_channels}")
-    return spectral_in_float32(_entry(name).build(in_channels, out_channels, make_config(name, **config)))
+    model = spectral_in_float32(_entry(name).build(in_channels, out_channels, make_config(name, **config)))
+    return Conditioned(model, params) if params else model
 
 

@@ -152,7 +152,7 @@ class RunData:
     def normalizers(self, task):
         """The task's normalizers fitted on the training split, or on a generated run's first epoch."""
         if self.stream is None:
-            return task.fit_normalizers(self.source)
+            return task.processor(self.source)
         from operators.training.online import fit_stream_normalizers
 
         return fit_stream_normalizers(task, self.stream)

@@ -224,7 +224,7 @@ def fit_stream_normalizers(task: Task, stream: Stream) -> Normalizers:
         print(f"generated: epoch 1's {n} samples took {seconds:.1f} s ({seconds / max(n, 1):.2g} s each); each "
               "later epoch is made as the one before trains", file=sys.stderr, flush=True)
     spec = task.spec.override({"data.splits": Splits(tuple(range(n)), (), ())})
-    return make_task(spec).fit_normalizers(pde_data.open_source(first))
+    return make_task(spec).processor(pde_data.open_source(first))
 
 
 #: seconds an epoch may wait for its generated samples before the run says so

@@ -64,7 +64,8 @@ class DataSpec(Typed, prefix="data"):
     epoch ``e`` trains on samples ``[e·N, (e+1)·N)`` (``N = samples_per_epoch``) of the stream of seed
     ``generate_seeds[0]``, made as it goes (:mod:`operators.training.online`), with the generator's
     ``generator`` parameters (completed with their defaults once resolved); validation and test read the
-    ``split`` of a fixed set, ``path`` if given, else ``split[1] + split[2]`` samples of seed ``generate_seeds[1]``."""
+    ``split`` of a fixed set, ``path`` if given, else ``split[1] + split[2]`` samples of seed ``generate_seeds[1]``.
+    ``condition``: the per-sample PDE parameters (variables of dims ``(sample,)``) the model is conditioned on."""
 
     path: str | None = None
     generate: str | None = None
@@ -73,6 +74,7 @@ class DataSpec(Typed, prefix="data"):
     generate_seeds: tuple[int, ...] = (0, 1)
     inputs: tuple[str, ...] = ()
     targets: tuple[str, ...] = ()
+    condition: tuple[str, ...] = ()
     split: tuple[int, ...] | None = param(None, "three sizes (train, val, test) >= 0",
                                           lambda v: len(v) == 3 and min(v) >= 0)
     split_seed: int = 0
@@ -86,7 +88,7 @@ class DataSpec(Typed, prefix="data"):
             object.__setattr__(self, "generator", typed(PARAMS[self.generate], self.generator, "data.generator"))
 
     def __hash__(self) -> int:  # a frozen part with a dict inside (``generator``): hash what identifies the data
-        return hash((self.path, self.generate, self.inputs, self.targets, self.splits, self.fingerprint))
+        return hash((self.path, self.generate, self.inputs, self.targets, self.condition, self.splits, self.fingerprint))
 
 
 @dataclass(frozen=True)
@@ -112,14 +114,16 @@ class ModelSpec(Typed, prefix="model"):
     """A registry model (:data:`operators.models.MODELS`): its name and config values; once resolved, the
     config values the data decide (``derived``: e.g. ``n_dim``, the ``frames`` of a window, a per-step
     ``readout``, Fourier ``n_modes`` the training grid resolves; never in ``config.yaml``, so a run asked again
-    with other data decides them again) and its channels. ``force``: keep a config the training grid cannot
-    use (Fourier modes above its N/2 per axis), refused otherwise."""
+    with other data decides them again), its channels and the number of PDE ``params`` it is conditioned on
+    (``data.condition``). ``force``: keep a config the training grid cannot use (Fourier modes above its N/2 per
+    axis), refused otherwise."""
 
     name: str | None = None
     config: dict = field(default_factory=dict)
     derived: dict = field(default_factory=dict)
     in_channels: int = 0
     out_channels: int = 0
+    params: int = 0
     force: bool = False
 
     def __post_init__(self):
@@ -143,7 +147,7 @@ class ModelSpec(Typed, prefix="model"):
         """The module (:func:`operators.models.build`) of a resolved spec, freshly initialised."""
         from operators.models import build
 
-        return build(self.name, self.in_channels, self.out_channels, **self.settings)
+        return build(self.name, self.in_channels, self.out_channels, params=self.params, **self.settings)
 
 
 @dataclass(frozen=True)
@@ -221,7 +225,7 @@ class RunSpec:
         """The spec without what its data fixed (split indices, fingerprint, classes, derived model settings,
         channels): ``config.yaml``."""
         return self.override({"data.splits": None, "data.fingerprint": None, "task.classes": 0,
-                              "model.derived": {}, "model.in_channels": 0, "model.out_channels": 0})
+                              "model.derived": {}, "model.in_channels": 0, "model.out_channels": 0, "model.params": 0})
 
     @property
     def resolved(self) -> bool:
@@ -271,7 +275,8 @@ class RunSpec:
 
 _PARTS = {"data": DataSpec, "task": TaskSpec, "model": ModelSpec, "optim": OptimSpec, "loading": LoadingSpec}
 #: fields the data fix when a run starts, left out of the serialised form while unset
-_RESOLVED = {"data": ("splits", "fingerprint"), "task": ("classes",), "model": ("derived", "in_channels", "out_channels")}
+_RESOLVED = {"data": ("splits", "fingerprint"), "task": ("classes",),
+             "model": ("derived", "in_channels", "out_channels", "params")}
 
 
 def paths() -> list[str]:

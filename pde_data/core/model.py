@@ -37,6 +37,7 @@ __all__ = [
     "SAMPLE", "TIME", "X", "Y", "Z", "S", "FEATURE", "SPATIAL_DIMS",
     "spatial_dims", "field_order", "family_of", "check_dims", "describe_time",
     "to_tensor", "from_tensor", "time_steps", "LENGTH", "ROLE", "TARGET", "PARAMETER", "parameters_of",
+    "parameter_table",
     "valid_mask", "padded_time",
 ]
 
@@ -77,6 +78,27 @@ def parameters_of(ds: xr.Dataset) -> tuple[str, ...]:
             raise ValueError(f"parameter '{name}': expected a number per sample, dims ({SAMPLE},) or ({SAMPLE}, "
                              f"{TIME}), found {da.dtype} of dims {da.dims}")
     return names
+
+
+def parameter_table(ds: xr.Dataset, names: Sequence[str]) -> np.ndarray:
+    """``(sample, len(names))`` float64: every sample's values of the per-sample parameters ``names``, in order.
+
+    Raises:
+        ValueError: a name is not a finite number per sample (dims ``(sample,)``), naming the parameters there are.
+    """
+    for name in names:
+        da = ds.data_vars.get(name)
+        if da is None or da.dims != (SAMPLE,) or not np.issubdtype(da.dtype, np.number):
+            found = "no such variable" if da is None else f"{da.dtype} of dims {da.dims}"
+            raise ValueError(f"parameter '{name}': expected a number per sample, dims ({SAMPLE},), among the "
+                             f"parameters {list(parameters_of(ds))}; found {found}")
+    table = np.stack([np.asarray(ds[name].values, dtype=np.float64) for name in names], axis=-1) if names else \
+        np.zeros((ds.sizes[SAMPLE], 0))
+    bad = np.argwhere(~np.isfinite(table))
+    if bad.size:
+        raise ValueError(f"parameter '{names[bad[0, 1]]}': expected a finite number per sample, found "
+                         f"{table[tuple(bad[0])]} at sample {bad[0, 0]}")
+    return table
 
 
 def family_of(obj: XrObj) -> str:

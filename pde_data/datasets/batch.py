@@ -13,6 +13,8 @@ field        shape                                                of
              None                                                 the inputs read alone (prediction)
 ``dt``       ``(batch, time)`` float, else None                   sequences: step sizes (1.0 on padding)
 ``mask``     ``(batch, time)`` bool, else None                    sequences: True on valid steps
+``params``   ``(batch, parameters)`` float, else None             fields read with ``params``: each sample's PDE
+                                                                  parameters (:func:`pde_data.parameter_table`)
 ===========  ===================================================  ==============================================
 
 A plain ``torch.utils.data.DataLoader`` with its default collate stacks items that are ``Batch``es into a
@@ -44,6 +46,7 @@ class Batch:
     targets: torch.Tensor | None = None
     dt: torch.Tensor | None = None
     mask: torch.Tensor | None = None
+    params: torch.Tensor | None = None
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The tensors there are (None fields left out), in field order."""

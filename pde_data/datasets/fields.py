@@ -97,10 +97,12 @@ class SampleDataset(BatchReads):
             :func:`pde_data.open_source` opens (a path, a shard glob, an in-memory Dataset).
         variables: every variable the dataset reads (checked to be present).
         indices: the samples of this split (default: all). dtype: of the tensors read.
+        params: PDE parameters each batch carries as ``params`` ``(batch, len(params))`` (none: ``params`` None):
+            :meth:`pde_data.Source.parameters`, read once for all samples (a number each).
     """
 
     def __init__(self, source: SourceLike, variables: Sequence[str], indices: Sequence[int] | None,
-                 dtype: torch.dtype):
+                 dtype: torch.dtype, params: Sequence[str] = ()):
         self.source, self.dtype = open_source(source), dtype
         ds = self.source.dataset
         missing = [v for v in variables if v not in ds.data_vars]
@@ -108,6 +110,11 @@ class SampleDataset(BatchReads):
             raise ValueError(f"{type(self).__name__}: expected variables {list(variables)} in {self.source.name}; "
                              f"missing {missing}, found {list(ds.data_vars)}")
         self.indices = _indices(ds.sizes[SAMPLE], indices)
+        self.params = list(params)
+        try:
+            self._params = torch.as_tensor(self.source.parameters(self.params), dtype=dtype) if params else None
+        except ValueError as err:
+            raise ValueError(f"{self.source.name}: {err}") from None
         self.cached_samples = np.unique(self.indices)
         self._cache: tuple[torch.Tensor, ...] | None = None
         self.buffers = BatchBuffers()  # the memory of batch tensors, reused once a batch is dropped
@@ -142,6 +149,10 @@ class SampleDataset(BatchReads):
         with self._naming(samples, times):
             return self.source.read(variables, samples, times, dtype=self.dtype, out=out)
 
+    def _params_of(self, samples: np.ndarray) -> torch.Tensor | None:
+        """The parameters of ``samples`` (source indices), ``(len(samples), P)``; None without ``params``."""
+        return None if self._params is None else self._params[torch.as_tensor(samples)]
+
     def _rows(self, samples: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.cached_samples, samples)
 
@@ -165,12 +176,14 @@ class PairDataset(SampleDataset):
             (the batches' ``targets`` None).
         indices: the samples of this split (default: all).
         cache: read the split's samples into memory once (items identical to reading them from the file).
+        params: per-sample parameters each batch carries (:class:`SampleDataset`).
     """
 
     def __init__(self, source: SourceLike, inputs: Sequence[str], targets: Sequence[str], *,
-                 indices: Sequence[int] | None = None, dtype: torch.dtype = torch.float32, cache: bool = False):
+                 indices: Sequence[int] | None = None, dtype: torch.dtype = torch.float32, cache: bool = False,
+                 params: Sequence[str] = ()):
         self.inputs, self.targets = list(inputs), list(targets)
-        super().__init__(source, self.inputs + self.targets, indices, dtype)
+        super().__init__(source, self.inputs + self.targets, indices, dtype, params)
         if cache:
             self._cache = tuple(self._read(group, self.cached_samples) for group in self._groups)
 
@@ -183,7 +196,7 @@ class PairDataset(SampleDataset):
         *spatial)`` (None without targets)."""
         samples = self.indices[np.asarray(items, dtype=np.int64)]
         x, *y = self._gather(self._groups, samples)
-        return Batch(x, y[0] if y else None)
+        return Batch(x, y[0] if y else None, params=self._params_of(samples))
 
 
 class WindowDataset(SampleDataset):
@@ -202,12 +215,14 @@ class WindowDataset(SampleDataset):
         indices: the samples of this split.
         horizon: frames predicted per window (0: none read). stride: step between window starts.
         cache: read the split's samples into memory once (items identical to reading them from the file).
+        params: per-sample parameters each batch carries (:class:`SampleDataset`).
     """
 
     def __init__(self, source: SourceLike, variables: Sequence[str], *, window: int, indices: Sequence[int] | None = None,
-                 horizon: int = 1, stride: int = 1, dtype: torch.dtype = torch.float32, cache: bool = False):
+                 horizon: int = 1, stride: int = 1, dtype: torch.dtype = torch.float32, cache: bool = False,
+                 params: Sequence[str] = ()):
         self.variables, self.window, self.horizon = list(variables), window, horizon
-        super().__init__(source, self.variables, indices, dtype)
+        super().__init__(source, self.variables, indices, dtype, params)
         ds = self.source.dataset
         without = [v for v in self.variables if TIME not in ds[v].dims]
         if without:
@@ -257,4 +272,4 @@ class WindowDataset(SampleDataset):
                 x[k] = block[t0:t0 + self.window]
                 if y is not None:
                     y[k] = block[t0 + self.window:t0 + length]
-        return Batch(x, y)
+        return Batch(x, y, params=self._params_of(pairs[:, 0]))

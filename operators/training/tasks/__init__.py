@@ -87,6 +87,7 @@ def resolve(spec: RunSpec, data: pde_data.Source | xr.Dataset | str) -> RunSpec:
     config, applied at once. Raises :class:`SpecError` naming the field that does not fit."""
     source = pde_data.open_source(data)
     ds = source.dataset
+    conditioned = _conditioned(spec, ds, source.name)
     ds = ds.drop_vars(pde_data.parameters_of(ds))  # a sample's PDE parameters are neither inputs nor targets
     if SAMPLE not in ds.dims:
         raise SpecError("data.path", f"expected a '{SAMPLE}' dim in the data model; found dims {tuple(ds.dims)}")
@@ -94,10 +95,32 @@ def resolve(spec: RunSpec, data: pde_data.Source | xr.Dataset | str) -> RunSpec:
     task = TASKS[kind]
     task.check_loss(spec)
     splits = _splits(spec, ds.sizes[SAMPLE])
+    if conditioned and task.domain != "fields":
+        raise SpecError("data.condition", f"expected no parameters for a {kind} run (field runs take them), found "
+                        f"{list(spec.data.condition)}")
     fixed = {"task.kind": kind, "data.splits": splits, "data.split": list(splits.sizes),
-             "data.fingerprint": source.fingerprint(), **task.resolve(spec, ds)}
+             "data.fingerprint": source.fingerprint(), "model.params": conditioned, **task.resolve(spec, ds)}
     fixed["model.config"] = _model_config(spec, task, fixed.get("model.derived", {}))
     return spec.override(fixed)
+
+
+def _conditioned(spec: RunSpec, ds: xr.Dataset, name: str) -> int:
+    """How many PDE parameters of ``ds`` the run's model is conditioned on (``data.condition``, checked: numbers per
+    sample, a model that takes them)."""
+    from operators.models.conditioning import CONDITIONED
+
+    names = spec.data.condition
+    if not names:
+        return 0
+    if spec.model.name not in CONDITIONED:
+        raise SpecError("model.name", f"expected a model conditioned on parameters ({', '.join(CONDITIONED)}), "
+                        f"found {spec.model.name!r}")
+    bad = [n for n in names if n not in ds.data_vars or ds[n].dims != (SAMPLE,)]
+    if bad:
+        found = "no such variable" if bad[0] not in ds.data_vars else f"a variable of dims {ds[bad[0]].dims}"
+        raise SpecError("data.condition", f"per-sample parameters of {name} (dims ({SAMPLE},)), among "
+                        f"{list(pde_data.parameters_of(ds))}", f"{bad[0]!r}: {found}")
+    return len(names)
 
 
 def make_task(spec: RunSpec, normalizers: Normalizers = Normalizers()) -> Task:

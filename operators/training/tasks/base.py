@@ -15,6 +15,7 @@ data's units, encoding only the model's inputs.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar, Iterator, Sequence
 
@@ -28,7 +29,7 @@ from operators.training.spec import RunSpec, SpecError
 from pde_data.datasets.batch import Batch
 from pde_data.datasets.batches import BatchReads
 
-__all__ = ["Task", "Normalizers", "TaskBatches", "EvalOptions", "MetricSums", "fit_variables"]
+__all__ = ["Task", "Normalizers", "TaskBatches", "EvalOptions", "MetricSums", "fit_variables", "fit_parameters"]
 
 
 def fit_variables(source: pde_data.Source, spec: RunSpec, variables) -> pde_data.Normalizer | None:
@@ -42,22 +43,52 @@ def fit_variables(source: pde_data.Source, spec: RunSpec, variables) -> pde_data
                                               method=method)
 
 
+def fit_parameters(source: pde_data.Source, names, indices) -> pde_data.Normalizer:
+    """The ``minmax`` scaling of the PDE parameters ``names`` over the training samples ``indices``: ``[0, 1]`` on
+    the training range, which it keeps (``shift``, ``shift + scale``).
+
+    Raises:
+        SpecError: a parameter has one value over the training samples (nothing to condition on).
+    """
+    table = torch.as_tensor(source.parameters(names)[np.asarray(indices, dtype=np.int64)])
+    low, high = table.min(0).values, table.max(0).values
+    same = [name for name, a, b in zip(names, low.tolist(), high.tolist()) if a == b]
+    if same:
+        raise SpecError("data.condition", "parameters that vary over the training samples",
+                        f"{same[0]} = {low[list(names).index(same[0])].item():g} in all {len(table)}")
+    return pde_data.Normalizer("minmax", low.float(), (high - low).float())
+
+
 @dataclass(frozen=True)
 class Normalizers:
     """The run's processor: its normalizers of the model's inputs and outputs (``None``: not normalized), which
-    encode a batch for the model (:meth:`encode_batch`) and decode the model's outputs (:meth:`decode`)."""
+    encode a batch for the model (:meth:`encode_batch`) and decode the model's outputs (:meth:`decode`), and the
+    scaling of a conditioned run's PDE parameters (``params``, :func:`fit_parameters`)."""
 
     input: pde_data.Normalizer | None = None
     output: pde_data.Normalizer | None = None
+    params: pde_data.Normalizer | None = None
 
     def state_dict(self) -> dict:
-        """Plain tensors and strings (``weights_only``-loadable)."""
-        return {k: (None if v is None else v.state_dict()) for k, v in (("input", self.input), ("output", self.output))}
+        """Plain tensors and strings (``weights_only``-loadable); ``params`` only when there are some."""
+        parts = (("input", self.input), ("output", self.output), *((("params", self.params),) if self.params else ()))
+        return {k: (None if v is None else v.state_dict()) for k, v in parts}
 
     @classmethod
     def from_state_dict(cls, state: dict) -> "Normalizers":
         return cls(*(None if state.get(k) is None else pde_data.Normalizer.from_state_dict(state[k])
-                     for k in ("input", "output")))
+                     for k in ("input", "output", "params")))
+
+    def encode_params(self, p: torch.Tensor | None) -> torch.Tensor | None:
+        """Parameters ``(batch, P)`` as a conditioned model reads them (None stays None)."""
+        return p if p is None or self.params is None else self.params.encode(p)
+
+    @property
+    def params_range(self) -> list[tuple[float, float]]:
+        """Each conditioning parameter's training range ``(low, high)`` (empty without parameters)."""
+        if self.params is None:
+            return []
+        return list(zip(self.params.shift.tolist(), (self.params.shift + self.params.scale).tolist()))
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return x if self.input is None else self.input.encode(x)
@@ -77,7 +108,7 @@ class Normalizers:
         if self.output is not None and y is not None:
             y = self.output.encode_(y)
             y = y if padded is None or y.ndim != 3 else y.masked_fill_(padded, 0.0)
-        return Batch(x, y, batch.dt, batch.mask)
+        return Batch(x, y, batch.dt, batch.mask, self.encode_params(batch.params))
 
     @property
     def has_mean(self) -> bool:
@@ -203,6 +234,14 @@ class Task:
     # -- reading --------------------------------------------------------------------------------
     def fit_normalizers(self, source: pde_data.Source) -> Normalizers:
         raise NotImplementedError
+
+    def processor(self, source: pde_data.Source) -> Normalizers:
+        """:meth:`fit_normalizers`, with a conditioned run's parameter scaling (:func:`fit_parameters`), on the
+        training split of ``source``."""
+        norms, names = self.fit_normalizers(source), self.spec.data.condition
+        if not names:
+            return norms
+        return dataclasses.replace(norms, params=fit_parameters(source, names, self.spec.data.splits.train))
 
     def dataset(self, source: pde_data.Source, indices, *, cache: bool = False, targets: bool = True,
                 steps: int | None = None, dtype: torch.dtype = torch.float32) -> BatchReads:

@@ -19,6 +19,7 @@ import xarray as xr
 
 import evaluation
 import pde_data
+from evaluation.by_parameter import by_parameter
 from pde_data import atomic_path
 from pde_data.core.model import SAMPLE, TIME
 
@@ -39,7 +40,7 @@ def predict_fields(task, model, source: pde_data.Source, samples: np.ndarray,
     steps = task.rollout_steps(ds.sizes.get(TIME, 0), options.steps, truth=False)
     like = task.template(ds, steps)
     for chunk, batch in _batches(task.dataset(source, samples, targets=False, steps=steps), samples, options):
-        pred = task.predict_physical(model, batch.inputs, steps, options.device)
+        pred = task.predict_physical(model, batch, steps, options.device)
         yield chunk, pde_data.from_tensor(pred, like.isel({SAMPLE: chunk}), list(task.spec.data.targets))
 
 
@@ -81,11 +82,14 @@ def evaluate_fields(task, model, source: pde_data.Source, samples: np.ndarray, o
     ds, variables = source.dataset, list(task.spec.data.targets)
     steps = task.rollout_steps(ds.sizes.get(TIME, 0), options.steps, truth=True)
     like = task.template(ds, steps)
-    scores = _Scores(variables, task.spec.task.window or 0, task.normalizers.has_mean)
+    m = task.spec.task.window or 0
+    scores = _Scores(variables, m, task.normalizers.has_mean)
+    by_sample = _PerSample(task)
     out, first, start = Path(options.out), None, 0
     with _writer(out / "pred.nc", like, variables, samples, options.write) as writer:
         for chunk, batch in _batches(task.dataset(source, samples, steps=steps), samples, options):
-            pred = task.predict_physical(model, batch.inputs, steps, options.device)
+            pred = task.predict_physical(model, batch, steps, options.device)
+            by_sample.add(pred[:, m:] if m else pred, task.truth(batch)[:, m:] if m else task.truth(batch), batch)
             here, mean = like.isel({SAMPLE: chunk}), _mean_predictor(task, pred)
             pred_ds, true_ds = (pde_data.from_tensor(t, here, variables) for t in (pred, task.truth(batch)))
             scores.update(pred_ds, true_ds, None if mean is None else pde_data.from_tensor(mean, here, variables))
@@ -94,6 +98,10 @@ def evaluate_fields(task, model, source: pde_data.Source, samples: np.ndarray, o
             first, start = first or (pred_ds.isel({SAMPLE: [0]}), true_ds.isel({SAMPLE: [0]})), start + len(chunk)
     result = scores.result()
     files = [out / "pred.nc"] if options.write else []
+    if task.spec.data.condition:
+        result["per_parameter"] = by_sample.groups()
+        if options.write:
+            files.append(_per_parameter_csv(out, result["per_parameter"]))
     if steps:
         per_step, mean = scores.model.per_step()
         result["rollout"] = {"steps": steps, "per_step_rel_l2": [float(v) for v in per_step], "mean_rel_l2": float(mean)}
@@ -101,7 +109,53 @@ def evaluate_fields(task, model, source: pde_data.Source, samples: np.ndarray, o
             files.append(_rollout_csv(out, result["rollout"]["per_step_rel_l2"]))
     if options.write and options.plots:
         files += _plots(out, f"{options.name} on {Path(source.name).name}", result, *first, sample=int(samples[0]))
+        files += [by_sample.plot(out, name, f"{options.name} on {Path(source.name).name}")
+                  for name in task.spec.data.condition]
     return result, files
+
+
+class _PerSample:
+    """Each scored sample's relative L2 error and PDE parameters (a conditioned run's), grouped by each parameter's
+    value at the end (:func:`evaluation.by_parameter.by_parameter`, against the training range)."""
+
+    def __init__(self, task):
+        self.names, self.ranges = list(task.spec.data.condition), task.normalizers.params_range
+        self.errors: list[np.ndarray] = []
+        self.values: list[np.ndarray] = []
+
+    def add(self, pred: torch.Tensor, true: torch.Tensor, batch: pde_data.Batch) -> None:
+        if self.names:
+            self.errors.append(evaluation.rel_l2(pred, true, reduce="none").double().numpy())
+            self.values.append(batch.params.double().numpy())
+
+    def groups(self) -> dict[str, dict]:
+        """``{parameter: {"train_range": [low, high], "groups": [group, ...]}}`` (groups:
+        :class:`evaluation.by_parameter.ParameterGroup` as dicts)."""
+        errors, values = np.concatenate(self.errors), np.concatenate(self.values)
+        return {name: {"train_range": list(self.ranges[k]),
+                       "groups": [g.to_dict() for g in by_parameter(values[:, k], errors, self.ranges[k])]}
+                for k, name in enumerate(self.names)}
+
+    def plot(self, out: Path, name: str, run: str) -> Path:
+        """``error_by_NAME.png``: each sample's error against its value, the groups' means, the training range."""
+        from evaluation import plots
+
+        import matplotlib.pyplot as plt
+
+        k, path = self.names.index(name), out / f"error_by_{name}.png"
+        values, errors = np.concatenate(self.values)[:, k], np.concatenate(self.errors)
+        plt.close(plots.plot_parameter_errors(values, errors, self.ranges[k], name=name, path=path,
+                                              title=f"{run}: relative L2 error against {name}"))
+        return path
+
+
+def _per_parameter_csv(out: Path, groups: dict[str, dict]) -> Path:
+    lines = ["parameter,low,high,value,samples,rel_l2,where"]
+    lines += [f"{name},{g['low']},{g['high']},{g['value']},{g['samples']},{g['error']},{g['where']}"
+              for name, part in groups.items() for g in part["groups"]]
+    with atomic_path(out / "per_parameter.csv") as tmp:
+        tmp.write_text("\n".join(lines) + "\n")
+    return out / "per_parameter.csv"
 
 
 def _writer(path: Path, like: xr.Dataset, variables, samples, write: bool):

@@ -19,6 +19,7 @@ from torch import nn
 
 import evaluation
 import pde_data
+from operators.models.conditioning import call
 from operators.rollout import rollout
 from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, Normalizers, Task, fit_variables, standing_in
@@ -67,6 +68,10 @@ def _fitted_modes(spec: RunSpec, config: type, grid: tuple[int, ...]) -> dict:
     return {} if fitted == default else {"n_modes": fitted[0] if len(set(fitted)) == 1 else fitted}
 
 
+def _device(t: torch.Tensor | None, device) -> torch.Tensor | None:
+    return None if t is None else t.to(device)
+
+
 class _FieldTask(Task):
     domain = "fields"
     losses_allowed = ("rel_l2", "rel_l1", "h1")
@@ -88,18 +93,27 @@ class _FieldTask(Task):
     def evaluate(self, model, source, samples, options: EvalOptions):
         from operators.training.tasks.field_eval import evaluate_fields
 
-        self.check_rank(source.dataset)
+        self.check_data(source)
         return evaluate_fields(self, model, source, samples, options)
 
     def predict(self, model, source, samples, options: EvalOptions):
         from operators.training.tasks.field_eval import predict_fields
 
-        self.check_rank(source.dataset)
+        self.check_data(source)
         return predict_fields(self, model, source, samples, options)
 
-    def check_rank(self, ds: xr.Dataset) -> None:
-        """One line when a variable of ``ds`` the run reads has another number of spatial dims than the run's
-        model (``n_dim``), e.g. a 1D field standing in for a 2D one."""
+    def check_data(self, source: pde_data.Source) -> None:
+        """One line when a variable of ``source`` the run reads has another number of spatial dims than the run's
+        model (``n_dim``), e.g. a 1D field standing in for a 2D one, or ``source`` lacks a parameter the run is
+        conditioned on (:meth:`pde_data.Source.parameters`)."""
+        ds, names = source.dataset, self.spec.data.condition
+        for name in names:
+            try:
+                source.parameters([name])
+            except ValueError:
+                raise SpecError("data.path", f"the parameters {list(names)} the run is conditioned on, per sample or "
+                                "once for the file (an attribute, or a name token such as beta0.4)",
+                                f"no {name!r} (its parameters: {list(pde_data.parameters_of(ds))})") from None
         n_dim = self.spec.model.settings.get("n_dim")
         for path, names in (("data.inputs", self.spec.data.inputs), ("data.targets", self.spec.data.targets)):
             bad = [v for v in names if n_dim is not None and v in ds.data_vars and len(spatial_dims(ds[v])) != n_dim]
@@ -143,10 +157,10 @@ class Steady(_FieldTask):
     def dataset(self, source, indices, *, cache=False, targets=True, steps=None, dtype=torch.float32):
         names = self.spec.data.targets if targets else ()
         return pde_data.PairDataset(source, self.spec.data.inputs, names, indices=list(indices), cache=cache,
-                                    dtype=dtype)
+                                    dtype=dtype, params=self.spec.data.condition)
 
     def forward(self, model: nn.Module, batch, *, training: bool):
-        return model(batch.inputs)
+        return call(model, batch.inputs, batch.params)
 
     def rollout_steps(self, n_time: int, steps: int | None, *, truth: bool) -> int:
         """The rollout steps ``evaluate``/``predict`` take for ``steps`` asked for on data of ``n_time`` frames
@@ -165,10 +179,11 @@ class Steady(_FieldTask):
         return xr.Dataset({v: grid.copy(deep=False) for v in targets}, coords=grid.coords)
 
     @torch.no_grad()
-    def predict_physical(self, model: nn.Module, given: torch.Tensor, steps: int, device) -> torch.Tensor:
-        """Predictions in physical units from the inputs ``given`` in physical units, ``(batch, C_out, *s)``."""
+    def predict_physical(self, model: nn.Module, batch, steps: int, device) -> torch.Tensor:
+        """Predictions in physical units from ``batch``'s inputs in physical units, ``(batch, C_out, *s)``."""
         norms = self.normalizers
-        return norms.decode(model(norms.encode(given).to(device)).cpu())
+        params = _device(norms.encode_params(batch.params), device)
+        return norms.decode(call(model, norms.encode(batch.inputs).to(device), params).cpu())
 
     def truth(self, batch) -> torch.Tensor:
         """What a prediction of :meth:`predict_physical` is scored against: the targets of ``batch``."""
@@ -214,7 +229,7 @@ class Window(_FieldTask):
         horizon = (steps if rollout_from_start else t.horizon) if targets else 0
         stride = source.dataset.sizes[TIME] if rollout_from_start else 1
         return pde_data.WindowDataset(source, self.spec.data.inputs, window=t.window, horizon=horizon, stride=stride,
-                                      indices=list(indices), cache=cache, dtype=dtype)
+                                      indices=list(indices), cache=cache, dtype=dtype, params=self.spec.data.condition)
 
     def with_variables(self, inputs, targets):
         """A window run predicts its inputs: its targets follow them (``targets``: None or the same)."""
@@ -226,7 +241,7 @@ class Window(_FieldTask):
 
     def forward(self, model: nn.Module, batch, *, training: bool):
         push = training and self.spec.task.pushforward
-        return rollout(model, batch.inputs, batch.targets.shape[1], pushforward=push)
+        return rollout(model, batch.inputs, batch.targets.shape[1], pushforward=push, params=batch.params)
 
     def rollout_steps(self, n_time: int, steps: int | None, *, truth: bool) -> int:
         """``steps``, by default to the data's last frame; with ``truth`` no further than the data's frames."""
@@ -256,10 +271,12 @@ class Window(_FieldTask):
         return like.assign_coords({TIME: np.concatenate([times, extra])})
 
     @torch.no_grad()
-    def predict_physical(self, model: nn.Module, given: torch.Tensor, steps: int, device) -> torch.Tensor:
-        """The given frames ``(batch, window, C, *s)`` then ``steps`` rolled out: ``(batch, window + steps, C, *s)``."""
-        norms = self.normalizers
-        pred = norms.decode(rollout(model, norms.encode(given).to(device), steps).cpu())
+    def predict_physical(self, model: nn.Module, batch, steps: int, device) -> torch.Tensor:
+        """``batch``'s given frames ``(batch, window, C, *s)`` then ``steps`` rolled out: ``(batch, window + steps, C,
+        *s)``."""
+        norms, given = self.normalizers, batch.inputs
+        params = _device(norms.encode_params(batch.params), device)
+        pred = norms.decode(rollout(model, norms.encode(given).to(device), steps, params=params).cpu())
         return torch.cat([given, pred], dim=1)
 
     def truth(self, batch) -> torch.Tensor:

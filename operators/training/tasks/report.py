@@ -3,7 +3,7 @@ window run's rollout mean), its headline rows, and ``metrics.md``."""
 
 from __future__ import annotations
 
-__all__ = ["metric_rows", "markdown", "HEADLINE"]
+__all__ = ["metric_rows", "parameter_lines", "markdown", "HEADLINE"]
 
 
 #: the rows ``circuitop evaluate`` prints (those a result has): the field losses and the rollout's mean, PDEBench's
@@ -32,10 +32,25 @@ def _cell(column: dict, name: str) -> str:
     return "nan" if column[name] is None else f"{column[name]:.6g}"
 
 
+def parameter_lines(result: dict) -> list[str]:
+    """A conditioned run's errors by each parameter's value (``result["per_parameter"]``), a line per group: its
+    values, where they lie against the training range, its samples and mean relative L2 error."""
+    lines = []
+    for name, part in result.get("per_parameter", {}).items():
+        low, high = part["train_range"]
+        lines.append(f"rel_l2 by {name} (where: inside, below or above the training range {low:.4g}..{high:.4g}):")
+        for g in part["groups"]:
+            values = f"{g['low']:.4g}" if g["low"] == g["high"] else f"{g['low']:.4g}..{g['high']:.4g}"
+            lines.append(f"  {name} {values:<17} {g['where']:<6} {g['samples']:>5} samples  {g['error']:.4g}")
+    return lines
+
+
 def markdown(result: dict, run: str) -> str:
     """``metrics.md``: every metric of ``result`` as a Markdown table, under what was scored."""
     rows = metric_rows(result)
     head = f"# {run} on {result['data']}: {result['scored']}, {result['n_samples']} samples (epoch {result['epoch']})"
     lines = [head, "", *(f"({result[k]})" for k in ("warning", "note") if k in result), "",
              "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows[1:])]) + "\n"
+    by_parameter = parameter_lines(result)
+    by_parameter = ["", "```", *by_parameter, "```"] if by_parameter else []
+    return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows[1:]), *by_parameter]) + "\n"
