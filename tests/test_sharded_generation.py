@@ -80,6 +80,9 @@ def test_one_shard_on_one_worker_and_eight_on_two_give_the_same_bits(tmp_path, c
         torch.set_num_threads(threads)
     assert _bytes(tmp_path / "one") == {k: v.values.tobytes() for k, v in whole.data_vars.items()}
     assert not list(tmp_path.glob("*/shard-*.json")) and not list(tmp_path.glob("*/.*.tmp"))
+    for name in pde_data.parameters_of(whole):  # each sample's value in the manifest too, however it is sharded
+        for made in (one, eight):
+            assert [v for shard in made.shards for v in shard.parameters[name]] == whole[name].values.tolist()
 
 
 def test_manifest_records_the_set_and_its_statistics_equal_a_full_fit(tmp_path, clusters):

@@ -51,7 +51,8 @@ class ManifestError(ValueError):
 @dataclass(frozen=True)
 class ShardRecord:
     """One shard: its ``index`` among ``count``, samples ``[start, stop)``, ``file`` (name in the folder),
-    ``bytes``, ``sha256`` and per data variable its moments ``{"count", "mean", "m2", "min", "max"}``."""
+    ``bytes``, ``sha256``, per data variable its moments ``{"count", "mean", "m2", "min", "max"}``, and each PDE
+    parameter's value per sample (a sweep's: ``{"beta": [...]}``, in sample order; none without parameters)."""
 
     index: int
     count: int
@@ -61,15 +62,18 @@ class ShardRecord:
     bytes: int
     sha256: str
     moments: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    parameters: Mapping[str, list[float]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"index": self.index, "count": self.count, "start": self.start, "stop": self.stop, "file": self.file,
-                "bytes": self.bytes, "sha256": self.sha256, "moments": {k: dict(v) for k, v in self.moments.items()}}
+        found = {"index": self.index, "count": self.count, "start": self.start, "stop": self.stop, "file": self.file,
+                 "bytes": self.bytes, "sha256": self.sha256, "moments": {k: dict(v) for k, v in self.moments.items()}}
+        return {**found, "parameters": {k: list(v) for k, v in self.parameters.items()}} if self.parameters else found
 
     @classmethod
     def from_json(cls, d: Mapping) -> "ShardRecord":
         return cls(int(d["index"]), int(d["count"]), int(d["start"]), int(d["stop"]), str(d["file"]),
-                   int(d["bytes"]), str(d["sha256"]), {k: dict(v) for k, v in d.get("moments", {}).items()})
+                   int(d["bytes"]), str(d["sha256"]), {k: dict(v) for k, v in d.get("moments", {}).items()},
+                   {k: [float(x) for x in v] for k, v in d.get("parameters", {}).items()})
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from pde_data.core.params import ExistsError, ParameterError
 from pde_data.core.versions import package_versions
 from pde_data.formats.manifest import (MANIFEST, Manifest, ShardRecord, moments_json, moments_of, read_manifest,
                                       sha256_of, shard_name, write_manifest)
-from pde_data.core.model import SAMPLE
+from pde_data.core.model import SAMPLE, parameters_of
 from pde_data.formats.verification import STAMP
 from pde_data.core.moments import Moments
 from pde_data.formats.pdebench_write import PdebenchGroupWriter
@@ -53,11 +53,13 @@ PROGRESS_TOPIC = "circuitop-generate"
 
 @dataclass(frozen=True)
 class Written:
-    """A file written by :func:`write_samples`: its ``bytes``, ``sha256`` and each variable's moments."""
+    """A file written by :func:`write_samples`: its ``bytes``, ``sha256``, each variable's moments and each PDE
+    parameter's values per sample."""
 
     bytes: int
     sha256: str
     moments: Mapping[str, Mapping[str, float]]
+    parameters: Mapping[str, list[float]]
 
 
 def _chunks(spec: GenerationSpec, samples: range) -> list[range]:
@@ -75,6 +77,7 @@ def write_samples(spec: GenerationSpec, samples: range, path: str | os.PathLike,
     PDEBench group layout ``pdebench_layout`` with ``pdebench_variables`` as channels), atomically;
     ``progress(samples_done)`` as they are made."""
     totals: dict[str, Moments] = {}
+    parameters: dict[str, list[float]] = {}
     with contextlib.ExitStack() as stack:
         writer = None
         for chunk in _chunks(spec, samples):
@@ -86,7 +89,10 @@ def write_samples(spec: GenerationSpec, samples: range, path: str | os.PathLike,
             _write(writer, ds, chunk.start - samples.start)
             for name, m in moments_of(ds).items():
                 totals[name] = m if name not in totals else totals[name].merge(m)
-    return Written(os.path.getsize(path), sha256_of(path), {k: moments_json(m) for k, m in totals.items()})
+            for name in (p for p in parameters_of(ds) if ds[p].dims == (SAMPLE,)):  # a number per sample
+                parameters.setdefault(name, []).extend(float(v) for v in ds[name].values)
+    moments = {k: moments_json(m) for k, m in totals.items()}
+    return Written(os.path.getsize(path), sha256_of(path), moments, parameters)
 
 
 def _writer(spec: GenerationSpec, like: xr.Dataset, path, n: int, layout: str | None, variables: list[str] | None):
@@ -133,7 +139,8 @@ def _generate_shard(spec_json: dict, index: int, count: int, start: int, stop: i
     report(0.0)
     path = folder / shard_name(index, count)
     written = write_samples(spec, range(start, stop), path, device=device, progress=report)
-    record = ShardRecord(index, count, start, stop, path.name, written.bytes, written.sha256, written.moments)
+    record = ShardRecord(index, count, start, stop, path.name, written.bytes, written.sha256, written.moments,
+                         written.parameters)
     with atomic_path(_record_path(folder, index, count)) as tmp:
         tmp.write_text(json.dumps({"generator": spec.complete().to_json(), "shard": record.to_json()}))
     return record.to_json()
