@@ -201,3 +201,35 @@ def test_a_generated_sweep_trains_conditioned(tmp_path):
     state = load_checkpoint(tmp_path / "G" / "last.pt")
     low, high = (state["normalizers"]["params"][k] for k in ("shift", "scale"))
     assert 0.5 <= low.item() < low.item() + high.item() <= 2.0 and state["spec"]["model"]["params"] == 1
+
+
+def test_held_out_values_are_a_tenth_inside_the_range_and_drawn_from_the_seed():
+    from operators.training.spec import SpecError
+    from operators.training.tasks import held_out_values
+
+    values = np.repeat(np.arange(25) * 0.1, 3)
+    chosen = held_out_values(values, seed=0)
+    assert len(chosen) == 2 and 0.0 < chosen.min() and chosen.max() < 2.4
+    assert np.array_equal(chosen, held_out_values(values, seed=0))
+    assert any(not np.array_equal(chosen, held_out_values(values, seed=s)) for s in range(1, 5))
+    assert held_out_values(np.array([0.1, 0.4, 1.0, 0.4]), seed=3).tolist() == [0.4]
+    with pytest.raises(SpecError, match="at least 3 distinct values"):
+        held_out_values(np.array([0.1, 1.0, 1.0]), seed=0)
+
+
+def test_split_by_tests_on_held_out_values_and_says_which(tmp_path, capsys):
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    for k, beta in enumerate((0.1, 0.2, 0.4, 0.7, 1.0)):
+        _advection_file(folder / f"adv_beta{beta}.hdf5", beta, 4, seed=k)
+    pattern = str(folder / "adv_beta*.hdf5")
+    assert _train(pattern, tmp_path / "R", "--condition", "beta", "--split-by", "beta", "--window", "2", epochs=1) == 0
+    said = capsys.readouterr().err
+    state = load_checkpoint(tmp_path / "R" / "best.pt")
+    splits, betas = state["spec"]["data"]["splits"], pde_data.open_source(pattern).dataset["beta"].values
+    held = sorted(set(betas[splits["test"]]))
+    assert len(held) == 1 and 0.1 < held[0] < 1.0 and len(splits["test"]) == 4
+    assert not set(betas[splits["train"] + splits["val"]]) & set(held)
+    assert f"split by beta: testing on the held-out values [{held[0]}] (4 samples)" in said
+    assert _train(pattern, tmp_path / "S", "--split-by", "beta", "--split", "10,2,8", "--window", "2", epochs=1) != 0
+    assert "--split: expected no split sizes with --split-by" in capsys.readouterr().err

@@ -88,6 +88,9 @@ OPTIONS: dict[str, tuple[str, dict, str]] = {
                     "e.g. --condition beta; field models"),
     "--split": ("data.split", dict(type=_sizes, metavar="TRAIN,VAL,TEST"), "split sizes (default 80/10/10 %%)"),
     "--split-seed": ("data.split_seed", dict(type=int), "seed of the split"),
+    "--split-by": ("data.split_by", dict(metavar="PARAMETER"),
+                   "test on held-out values of this parameter: every sample of a tenth of its values (at least one; "
+                   "never its smallest or largest), drawn with --split-seed; the rest split 90/10 into train/val"),
     "--normalize": ("data.normalize", _choices("data.normalize", none="none"), "normalization"),
     "--task": ("task.kind", _choices("task.kind"), "the task (default: from the data)"),
     "--window": ("task.window", dict(type=int, metavar="M"), "time-dependent: M given frames"),

@@ -65,7 +65,8 @@ class DataSpec(Typed, prefix="data"):
     ``generate_seeds[0]``, made as it goes (:mod:`operators.training.online`), with the generator's
     ``generator`` parameters (completed with their defaults once resolved); validation and test read the
     ``split`` of a fixed set, ``path`` if given, else ``split[1] + split[2]`` samples of seed ``generate_seeds[1]``.
-    ``condition``: the per-sample PDE parameters (variables of dims ``(sample,)``) the model is conditioned on."""
+    ``condition``: the per-sample PDE parameters (variables of dims ``(sample,)``) the model is conditioned on;
+    ``split_by``: a parameter whose held-out values make the test split (``operators.training.tasks.resolve``)."""
 
     path: str | None = None
     generate: str | None = None
@@ -78,6 +79,7 @@ class DataSpec(Typed, prefix="data"):
     split: tuple[int, ...] | None = param(None, "three sizes (train, val, test) >= 0",
                                           lambda v: len(v) == 3 and min(v) >= 0)
     split_seed: int = 0
+    split_by: str | None = None
     normalize: str | None = param("gaussian", choices=("gaussian", "minmax", None))
     splits: Splits | None = None
     fingerprint: Fingerprint | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import xarray as xr
 
 import pde_data
@@ -23,7 +24,7 @@ from operators.training.tasks.sequence import Sequence, SequenceClassification, 
 from pde_data.core.model import SAMPLE, family_of
 
 __all__ = ["Task", "Steady", "Window", "Classify", "Sequence", "SequenceClassification", "SequenceRegression", "TASKS",
-           "Normalizers", "TaskBatches", "EvalOptions", "resolve", "make_task"]
+           "Normalizers", "TaskBatches", "EvalOptions", "resolve", "make_task", "held_out_values"]
 
 #: the task that resolves each ``task.kind``; :meth:`Task.for_spec` names the one that runs a resolved spec
 TASKS: dict[str, type[Task]] = {cls.kind: cls for cls in (Steady, Window, Classify, Sequence)}
@@ -38,6 +39,40 @@ def _kind(spec: RunSpec, ds: xr.Dataset) -> str:
     if family_of(data) == "sequence":
         return "sequence"
     return "classify" if label_target(spec, ds) is not None else "steady"
+
+
+def held_out_values(values: np.ndarray, seed: int) -> np.ndarray:
+    """The values of a parameter whose samples are the test split (``--split-by``): a tenth of its distinct values
+    (at least one), drawn with ``seed`` among all but the smallest and largest (the test lies inside the training
+    range), sorted.
+
+    Raises:
+        SpecError: fewer than three distinct values.
+    """
+    distinct = np.unique(values)
+    if distinct.size < 3:
+        raise SpecError("data.split_by", "a parameter with at least 3 distinct values (the smallest and largest "
+                        "train, one held out between them)", f"{distinct.size}: {distinct.tolist()}")
+    inner = distinct[1:-1]
+    count = max(1, distinct.size // 10)
+    return np.sort(np.random.default_rng(seed).choice(inner, size=min(count, inner.size), replace=False))
+
+
+def _split_by(spec: RunSpec, source: pde_data.Source) -> Splits:
+    """Test: every sample of the :func:`held_out_values` of ``data.split_by``; of the other samples a ninth (at
+    least one, once there are 3) validate, drawn with ``data.split_seed``, and the rest train."""
+    if spec.data.split is not None:
+        raise SpecError("data.split", "no split sizes with --split-by (the held-out values decide the test split)",
+                        str(list(spec.data.split)))
+    try:
+        values = source.parameters([spec.data.split_by])[:, 0]
+    except ValueError as err:
+        raise SpecError("data.split_by", f"a parameter of {source.name}", str(err)) from None
+    test = np.flatnonzero(np.isin(values, held_out_values(values, spec.data.split_seed)))
+    rest = np.setdiff1d(np.arange(values.size), test)
+    n_val = max(1, rest.size // 9) if rest.size >= 3 else 0  # a tenth of the whole, as the default policy
+    val = np.sort(np.random.default_rng(spec.data.split_seed).choice(rest, size=n_val, replace=False))
+    return Splits(*(tuple(int(i) for i in part) for part in (np.setdiff1d(rest, val), val, test)))
 
 
 def _splits(spec: RunSpec, n: int) -> Splits:
@@ -94,11 +129,14 @@ def resolve(spec: RunSpec, data: pde_data.Source | xr.Dataset | str) -> RunSpec:
     kind = spec.task.kind or _kind(spec, ds)
     task = TASKS[kind]
     task.check_loss(spec)
+    if spec.data.split_by is not None and spec.data.splits is None:
+        spec = spec.override({"data.splits": _split_by(spec, source)})
     splits = _splits(spec, ds.sizes[SAMPLE])
     if conditioned and task.domain != "fields":
         raise SpecError("data.condition", f"expected no parameters for a {kind} run (field runs take them), found "
                         f"{list(spec.data.condition)}")
-    fixed = {"task.kind": kind, "data.splits": splits, "data.split": list(splits.sizes),
+    sizes = {} if spec.data.split_by else {"data.split": list(splits.sizes)}  # the held-out values decide them
+    fixed = {"task.kind": kind, "data.splits": splits, **sizes,
              "data.fingerprint": source.fingerprint(), "model.params": conditioned, **task.resolve(spec, ds)}
     fixed["model.config"] = _model_config(spec, task, fixed.get("model.derived", {}))
     return spec.override(fixed)

@@ -256,8 +256,18 @@ class Task:
         return TaskBatches(self.dataset(source, indices, cache=cache, targets=targets, dtype=dtype), self.normalizers)
 
     def data_lines(self, source: pde_data.Source) -> list[str]:
-        """What ``train`` says about how it reads ``source`` beyond the memory plan (a sequence run: its Δt)."""
-        return []
+        """What ``train`` says about how it reads ``source`` beyond the memory plan: the parameters a conditioned
+        run reads and their training ranges, the values a split by parameter holds out (a sequence run: its Δt)."""
+        data, lines = self.spec.data, []
+        for name, (low, high) in zip(data.condition, self.normalizers.params_range):
+            lines.append(f"conditioned on {name}: training range {low:.4g}..{high:.4g}")
+        if data.split_by:
+            values = source.parameters([data.split_by])[:, 0]
+            test = sorted(set(values[list(data.splits.test)].tolist()))
+            lines.append(f"split by {data.split_by}: testing on the held-out values {[float(f'{v:.4g}') for v in test]} "
+                         f"({len(data.splits.test)} samples); training on "
+                         f"{len(set(values[list(data.splits.train)].tolist()))} other values")
+        return lines
 
     def item_bytes(self, source: pde_data.Source) -> int:
         """Bytes one sample of the run's variables takes in memory (the cache decision)."""

@@ -115,7 +115,7 @@ class Sequence(Task):
                                         dtype=dtype)
 
     def data_lines(self, source):
-        return [f"time steps: {describe_time(source.dataset)}"]
+        return [*super().data_lines(source), f"time steps: {describe_time(source.dataset)}"]
 
     def forward(self, model: nn.Module, batch: Batch, *, training: bool):
         return model(batch.inputs, dt=batch.dt, mask=batch.mask)
