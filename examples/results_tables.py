@@ -6,7 +6,9 @@ This script renders one Markdown section per result and writes it into RESULTS.m
 ``<!-- generated: <name> -->`` and ``<!-- end generated: <name> -->``; nothing else in the file changes.
 Each section says when its result was measured on code older than the packages it measures now
 (:mod:`_code_age`). The claims' rules are in :mod:`_claims`, the renderers in :mod:`_medium_tables`,
-:mod:`_bench_tables`, :mod:`_model_tables` and :mod:`_gpu_tables`.
+:mod:`_bench_tables`, :mod:`_model_tables` and :mod:`_gpu_tables` (:mod:`_medium_tables` takes the sections of
+``examples/online_vs_file.py`` and ``examples/conditioned_sweep.py``, which write their JSON there themselves, from
+:mod:`_online_tables` and :mod:`_conditioning_tables`).
 
 ``--check`` writes nothing and exits 1 when a generated section differs from what the JSON gives (a test
 runs it), when a table stands outside the generated sections, when a target's rows came back without a value

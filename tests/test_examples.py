@@ -81,6 +81,53 @@ def test_example_smoke(script: str, tmp_path: Path) -> None:
         assert f"commit `{head[:10]}`" in text
 
 
+def test_conditioned_sweep_smoke(tmp_path: Path) -> None:
+    """examples/conditioned_sweep.py --smoke, two training seeds: every model x condition x seed scored in and out
+    of the training range of beta, grouped by beta; its JSON names the commit, its data are deleted, and it renders
+    as RESULTS.md's section (with a verdict per model by the seed-spread rule) once the section's markers are there."""
+    import copy
+    import os
+
+    out, work = tmp_path / "results" / "conditioned_sweep.json", tmp_path / "tmp"
+    work.mkdir()
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "conditioned_sweep.py"), "--smoke", "--seeds", "0", "1",
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TMPDIR": str(work), "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not list(work.glob("conditioned_sweep.*")) and not list(tmp_path.rglob("*.nc"))  # the data are deleted
+    results = json.loads(out.read_text())
+    assert results["scale"] == "smoke" and results["wall_s"] > 0
+    head = head_commit()
+    assert results["environment"]["commit"] == head and isinstance(results["environment"]["dirty"], bool)
+    from operators.provenance import PACKAGES
+    assert set(results["environment"]["sources"]) == set(PACKAGES)
+    rows = results["rows"]
+    assert sorted((r["model"], r["conditioned"], r["seed"]) for r in rows) == sorted(
+        (m, c, s) for m in ("fno", "chonn_fno") for c in (False, True) for s in (0, 1))
+    n_test, n_far = results["settings"]["split"][2], results["settings"]["out_of_range"]["n"]
+    for r in rows:
+        assert 0 < r["in_range_rel_l2"] < 10 and 0 < r["out_of_range_rel_l2"] < 10 and r["train_s"] > 0
+        inside, above = (r["per_parameter"][w]["groups"] for w in ("in_range", "out_of_range"))
+        assert {g["where"] for g in inside} == {"inside"} and sum(g["samples"] for g in inside) == n_test
+        assert {g["where"] for g in above} == {"above"} and sum(g["samples"] for g in above) == n_far
+    tables = _common_module("results_tables")
+    text = tables.render("conditioned_sweep", results)
+    assert "± " in text and "mean-field predictor" in text and "β-blind reference" in text
+    assert f"commit `{head[:10]}`" in text and "Finding (`fno`)" in text and "Finding (`chonn_fno`)" in text
+    clear = copy.deepcopy(results)  # conditioned fno far below its unconditioned runs; chonn_fno within the spread
+    for r in clear["rows"]:
+        r["in_range_rel_l2"] = (0.1 if r["conditioned"] else 0.3) + 0.01 * r["seed"] if r["model"] == "fno" \
+            else 0.2 + 0.1 * r["seed"] + 0.01 * r["conditioned"]
+    findings = [line for line in tables.render("conditioned_sweep", clear).splitlines() if line.startswith("- Finding")]
+    assert "lowers the in-range error: **yes**" in findings[0] and "lowers the in-range error: **no**" in findings[1]
+    page = tmp_path / "RESULTS.md"
+    page.write_text((ROOT / "RESULTS.md").read_text() + "\n## Conditioned on a PDE parameter (Darcy β sweep)\n\n"
+                    "<!-- generated: conditioned_sweep -->\n<!-- end generated: conditioned_sweep -->\n")
+    tables.main(["--results", str(out.parent), "--file", str(page)])  # 1 where the smoke's code is older: not asked
+    section = page.read_text().split("<!-- generated: conditioned_sweep -->\n", 1)[1]
+    assert section.split("<!-- end generated: conditioned_sweep -->")[0].endswith(text)
+
+
 def test_seed_summary_is_the_mean_and_sample_std() -> None:
     common = _common_module()
     per_seed = {0: {"a": {"x": 1.0, "y": 4.0}}, 1: {"a": {"x": 2.0, "y": 4.0}}, 5: {"a": {"x": 6.0, "y": 4.0}}}
