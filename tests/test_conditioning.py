@@ -231,5 +231,8 @@ def test_split_by_tests_on_held_out_values_and_says_which(tmp_path, capsys):
     assert len(held) == 1 and 0.1 < held[0] < 1.0 and len(splits["test"]) == 4
     assert not set(betas[splits["train"] + splits["val"]]) & set(held)
     assert f"split by beta: testing on the held-out values [{held[0]}] (4 samples)" in said
+    assert main(["info", str(tmp_path / "R")]) == 0
+    shown = capsys.readouterr().out
+    assert "conditioned on ['beta']" in shown and "the test holds out values of beta" in shown
     assert _train(pattern, tmp_path / "S", "--split-by", "beta", "--split", "10,2,8", "--window", "2", epochs=1) != 0
     assert "--split: expected no split sizes with --split-by" in capsys.readouterr().err

@@ -134,9 +134,10 @@ def describe_run(path: Path) -> list[str]:
              f"config {model.settings}",
              f"data: {data.path or 'generated fixed set'} ({data.fingerprint.format}, sizes "
              f"{dict(data.fingerprint.sizes)})",
-             f"variables: {list(data.inputs)} → {list(data.targets)}",
+             f"variables: {list(data.inputs)} → {list(data.targets)}"
+             + (f", conditioned on {list(data.condition)}" if data.condition else ""),
              f"split: train {len(data.splits.train)}, val {len(data.splits.val)}, test {len(data.splits.test)} "
-             f"(seed {data.split_seed})"]
+             f"(seed {data.split_seed}" + (f"; the test holds out values of {data.split_by})" if data.split_by else ")")]
     if data.generate is not None:  # a run on generated data (--generate): its training stream
         lines.insert(4, f"generated: {data.generate}, {data.samples_per_epoch} new samples per epoch, seeds "
                         f"{list(data.generate_seeds)} (training, fixed set), {data.generator}")
