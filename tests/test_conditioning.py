@@ -60,6 +60,24 @@ def test_a_conditioned_model_starts_as_its_backbone_and_then_depends_on_each_sam
     assert model.embed.mlp[0].weight.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("name", ["chonn_fno", "chonn_unet"])
+def test_the_parameters_scale_the_kirchhoff_cells_step_sizes_per_sample(name):
+    """Δ ← Δ·exp(τ(e)) in every hosted CKB: with τ ≠ 0 the output changes, and τ learns (its gradient reaches it
+    through the native scan)."""
+    torch.manual_seed(0)
+    model = build(name, 1, 1, params=1, **_SMALL[name])
+    assert len(model.time_scales) == 2  # a CKB per Fourier layer (2) / in the deepest encoder and decoder stages
+    x, p = torch.randn(2, 1, 16, 16), torch.rand(2, 1)
+    before = model(x, p)
+    with torch.no_grad():
+        for scale in model.time_scales:
+            scale.bias.fill_(0.7)
+    after = model(x, p)
+    assert not torch.allclose(before, after)
+    after.square().mean().backward()
+    assert all(scale.bias.grad.abs().item() > 0 for scale in model.time_scales)
+
+
 def test_film_sites_are_every_layer_and_no_other_field_model_takes_parameters():
     fno = build("fno", 1, 1, **_SMALL["fno"])
     assert [calls for _, _, calls in film_sites(fno)] == [2]  # neuraloperator's FNOBlocks: both layers

@@ -52,6 +52,8 @@ COMMANDS = {
     "circuitop info runs/darcy": [],
     "circuitop train --data ns.h5 --model fno --window 10 --out runs/ns": [*FAST, "--config", *SMALL_MODEL],
     "circuitop train --config-file runs/ns/config.yaml --out runs/ns2": ["--no-progress"],
+    "circuitop generate darcy --out sweep.nc --gen beta=0.5..2": ["--n", "12", "--n-grid", "16"],
+    "circuitop train --data sweep.nc --condition beta --model fno --out runs/beta": [*FAST, "--config", *SMALL_MODEL],
     "circuitop train --generate ns --gen n_sim=64 t_final=5 --samples-per-epoch 64 --window 1 --model fno --out runs/ns_gen":
         ["--gen", "n_sim=16", "n_out=16", "t_final=0.5", "n_records=2", "batch_size=4", "--samples-per-epoch", "4",
          *FAST, "--config", *SMALL_MODEL],
@@ -66,6 +68,7 @@ COMMANDS = {
     "circuitop evaluate --run runs/darcy --data darcy_test.pt --samples all --input input --target target": [],
     "circuitop evaluate --run runs/ns --data ns.h5 --steps 40": ["--steps", "2"],
     "circuitop evaluate --run runs/rul --data seq.nc": [],
+    "circuitop evaluate --run runs/beta --data sweep.nc": [],
     "circuitop evaluate --pred pred.nc --true true.nc": ["--window", "10"],
     "circuitop predict --run runs/darcy --data new_inputs.nc --out new_pred.nc": [],
     "circuitop bench": ["--quick", "--only", "bench_metrics"],

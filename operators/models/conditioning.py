@@ -14,7 +14,16 @@ and every layer output ``h`` of the backbone (``(batch, C, *spatial)``) is modul
 so a conditioned model starts as its unconditioned backbone. The layers: each Fourier layer's output of ``fno``
 (neuraloperator's ``FNOBlocks``, after its activation) and of the host FNO (``chonn_fno``, ``nac_fno``: before the
 activation); each encoder stage, the neck and each decoder stage of the U-Nets (``unet``, ``chonn_unet``,
-``nac_unet``). The hosted cells' own time constants are not modulated.
+``nac_unet``).
+
+The parameters also act on the time constants of every Kirchhoff cell a model hosts (``chonn_fno``,
+``chonn_unet``): in each Cascaded Kirchhoff Block ``l`` every cell's step size (CHONN Eq. 33) is scaled per sample,
+
+    Δ_k ← Δ_k · exp(τ_l(e))                               τ_l = a_l · e + t_l,  a_l = 0, t_l = 0 at start
+
+so its decay per step ``ᾱ_k = exp(−Δ_k e^{τ_l} λ)`` (Eq. 34) is that of time constants ``1/λ`` divided by
+``e^{τ_l}``: a parameter that speeds the physics up can shorten the cells' memory (the cells' real step sizes
+``dt``, as for irregular sampling). NAC's time constants are not modulated.
 
 Example:
     >>> model = Conditioned(build("fno", 1, 1, n_modes=8), parameters=1)
@@ -31,6 +40,7 @@ import torch
 from neuralop.models import FNO
 from torch import nn
 
+from circuitop.ckb import CascadedKirchhoffBlock
 from operators.models.hosts import SpectralFNO
 from operators.models.unet import UNet
 
@@ -96,6 +106,7 @@ class Conditioned(nn.Module):
         dim = dim or max(32, *(channels for _, channels, _ in sites))
         self.embed = ParameterEmbedding(parameters, dim)
         self.films = nn.ModuleList()
+        self.time_scales = nn.ModuleList()  # τ_l of each hosted Cascaded Kirchhoff Block
         self._embedding: torch.Tensor | None = None
         for module, channels, calls in sites:
             first = len(self.films)
@@ -105,6 +116,12 @@ class Conditioned(nn.Module):
                 nn.init.zeros_(film.bias)
                 self.films.append(film)
             module.register_forward_hook(partial(self._modulate, first, calls > 1))
+        for block in (m for m in model.modules() if isinstance(m, CascadedKirchhoffBlock)):
+            scale = nn.Linear(dim, 1)
+            nn.init.zeros_(scale.weight)
+            nn.init.zeros_(scale.bias)
+            block.register_forward_pre_hook(partial(self._time_scale, len(self.time_scales)))
+            self.time_scales.append(scale)
 
     def forward(self, x: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
         """``x`` as ``model`` takes it, ``p`` ``(batch, parameters)`` → ``model``'s output, modulated by ``p``."""
@@ -125,6 +142,15 @@ class Conditioned(nn.Module):
         gamma, beta = film(self._embedding).to(out.dtype).chunk(2, dim=1)
         shape = (*gamma.shape, *(1,) * (out.ndim - 2))
         return out * (1 + gamma.view(shape)) + beta.view(shape)
+
+
+    def _time_scale(self, index: int, block: nn.Module, args: tuple) -> tuple:
+        """The forward pre-hook of one Cascaded Kirchhoff Block: its sequences ``(orders · batch, length, d)`` (a
+        field's scan orders stacked order-major) get the real step sizes ``exp(τ(e))`` of their sample."""
+        x, dt = (*args, None)[:2]
+        scale = self.time_scales[index](self._embedding).exp()[:, 0].to(x.dtype)  # (batch,)
+        steps = scale.repeat(x.shape[0] // scale.shape[0])[:, None].expand(x.shape[:2])
+        return x, steps if dt is None else dt * steps
 
 
 def call(model: nn.Module, x: torch.Tensor, params: torch.Tensor | None) -> torch.Tensor:
