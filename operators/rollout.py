@@ -10,9 +10,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from operators.models.conditioning import call
+__all__ = ["step", "rollout", "call"]
 
-__all__ = ["step", "rollout"]
+
+def call(model: nn.Module, x: torch.Tensor, params: torch.Tensor | None) -> torch.Tensor:
+    """``model(x)``, or ``model(x, params)`` for a conditioned model's batch (``params`` not None:
+    :class:`operators.models.conditioning.Conditioned`)."""
+    return model(x) if params is None else model(x, params)
 
 
 def step(model: nn.Module, frames: torch.Tensor, params: torch.Tensor | None = None) -> torch.Tensor:

@@ -253,4 +253,4 @@ def test_split_by_tests_on_held_out_values_and_says_which(tmp_path, capsys):
     shown = capsys.readouterr().out
     assert "conditioned on ['beta']" in shown and "the test holds out values of beta" in shown
     assert _train(pattern, tmp_path / "S", "--split-by", "beta", "--split", "10,2,8", "--window", "2", epochs=1) != 0
-    assert "--split: expected no split sizes with --split-by" in capsys.readouterr().err
+    assert "--split: expected no split sizes beside --split-by" in capsys.readouterr().err

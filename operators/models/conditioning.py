@@ -44,7 +44,7 @@ from circuitop.ckb import CascadedKirchhoffBlock
 from operators.models.hosts import SpectralFNO
 from operators.models.unet import UNet
 
-__all__ = ["Conditioned", "ParameterEmbedding", "film_sites", "call", "CONDITIONED"]
+__all__ = ["Conditioned", "ParameterEmbedding", "film_sites", "CONDITIONED"]
 
 #: the registry's models that take parameters (:func:`film_sites` finds layers in them)
 CONDITIONED = ("fno", "chonn_fno", "nac_fno", "unet", "chonn_unet", "nac_unet")
@@ -152,7 +152,3 @@ class Conditioned(nn.Module):
         steps = scale.repeat(x.shape[0] // scale.shape[0])[:, None].expand(x.shape[:2])
         return x, steps if dt is None else dt * steps
 
-
-def call(model: nn.Module, x: torch.Tensor, params: torch.Tensor | None) -> torch.Tensor:
-    """``model(x)``, or ``model(x, params)`` for a conditioned model's batch (``params`` not None)."""
-    return model(x) if params is None else model(x, params)

@@ -42,7 +42,7 @@ def _kind(spec: RunSpec, ds: xr.Dataset) -> str:
 
 
 def held_out_values(values: np.ndarray, seed: int) -> np.ndarray:
-    """The values of a parameter whose samples are the test split (``--split-by``): a tenth of its distinct values
+    """The values of a parameter whose samples are the test split (``data.split_by``): a tenth of its distinct values
     (at least one), drawn with ``seed`` among all but the smallest and largest (the test lies inside the training
     range), sorted.
 
@@ -62,8 +62,8 @@ def _split_by(spec: RunSpec, source: pde_data.Source) -> Splits:
     """Test: every sample of the :func:`held_out_values` of ``data.split_by``; of the other samples a ninth (at
     least one, once there are 3) validate, drawn with ``data.split_seed``, and the rest train."""
     if spec.data.split is not None:
-        raise SpecError("data.split", "no split sizes with --split-by (the held-out values decide the test split)",
-                        str(list(spec.data.split)))
+        raise SpecError("data.split", "no split sizes beside {data.split_by} (the held-out values decide the test "
+                        "split)", str(list(spec.data.split)), ["data.split_by"])
     try:
         values = source.parameters([spec.data.split_by])[:, 0]
     except ValueError as err:

@@ -19,8 +19,7 @@ from torch import nn
 
 import evaluation
 import pde_data
-from operators.models.conditioning import call
-from operators.rollout import rollout
+from operators.rollout import call, rollout
 from operators.training.spec import RunSpec, SpecError
 from operators.training.tasks.base import EvalOptions, Normalizers, Task, fit_variables, standing_in
 from pde_data.core.model import TIME, spatial_dims
