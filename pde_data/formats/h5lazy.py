@@ -2,7 +2,8 @@
 
 An :class:`H5Source` says where sample ``i`` of a variable lives (row ``i`` of one dataset, or one
 dataset per sample group; optionally one trailing channel of it); :func:`lazy_dataset` wraps each in
-``xarray``'s ``LazilyIndexedArray`` so ``ds.isel(sample=i).values`` costs one h5py read, and hands the
+``xarray``'s ``LazilyIndexedArray`` so ``ds.isel(sample=i).values`` costs one h5py read (:func:`lazy_variable`
+joins several files' sources along ``sample``: a sweep, :mod:`pde_data.formats.sweep`), and hands the
 sources back so a reader of many slices (:class:`pde_data.Source`) can call :func:`read_channels`
 itself, straight into its buffer. Every slice read is checked for NaN. A file has one read handle per
 process (:func:`open_file`), opened on first use, so lazy variables pickle into DataLoader workers;
@@ -27,8 +28,8 @@ from xarray.core import indexing
 
 from pde_data.core.io import check_file
 
-__all__ = ["H5Source", "lazy_dataset", "read_parts", "read_channels", "open_file", "open_dataset", "opening",
-           "release_file", "file_stamp"]
+__all__ = ["H5Source", "lazy_dataset", "lazy_variable", "read_parts", "read_channels", "open_file", "open_dataset",
+           "opening", "release_file", "file_stamp"]
 
 _FILES: dict[tuple, h5py.File] = {}
 _HOLDERS: dict[tuple, int] = {}  # open Datasets over each handle: the last one to close closes it
@@ -148,12 +149,14 @@ class H5Source:
 
 
 class _H5Array(BackendArray):
-    """Lazily indexed h5py-backed array: reads one sample at a time, refuses NaN slices."""
+    """Lazily indexed h5py-backed array: reads one sample at a time, refuses NaN slices. Its sources (one per
+    file of a sweep) are joined along their first axis, ``sample``: their other axes and dtypes are equal."""
 
-    def __init__(self, source: H5Source):
-        self.source = source
-        self.shape = source.shape
-        self.dtype = source.dtype
+    def __init__(self, sources: Sequence[H5Source]):
+        self.sources = list(sources)
+        self.starts = np.cumsum([0] + [source.shape[0] for source in self.sources])
+        self.shape = (int(self.starts[-1]), *self.sources[0].shape[1:])
+        self.dtype = self.sources[0].dtype
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
         return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._get)
@@ -165,8 +168,9 @@ class _H5Array(BackendArray):
         rest = tuple(_bounding_slice(k) for k in key[1:])
         sizes = tuple(len(range(n)[s]) for n, s in zip(self.shape[1:], rest))
         out = np.empty((len(samples),) + sizes, self.dtype)
-        for row, i in enumerate(samples):
-            read_parts(self.source, [out[row, ...]], int(i), rest)  # a view even where ``out[row]`` is one value
+        for row, i in enumerate(samples):  # into a view of the row, even where ``out[row]`` is one value
+            part = int(np.searchsorted(self.starts[1:-1], i, side="right"))  # the source holding sample i
+            read_parts(self.sources[part], [out[row, ...]], int(i - self.starts[part]), rest)
         for axis, k in reversed(list(enumerate(key[1:], start=1))):  # last first: an int drops its axis
             if not isinstance(k, slice):  # an int or an index array, relative to its bounding slice
                 out = np.take(out, np.asarray(k) - rest[axis - 1].start, axis=axis)
@@ -291,9 +295,13 @@ def _bounding_slice(k: int | slice | np.ndarray) -> slice:
     return slice(int(k.min()), int(k.max()) + 1) if k.size else slice(0, 0)
 
 
+def lazy_variable(sources: Sequence[H5Source], dims: tuple[str, ...], attrs: dict | None = None) -> xr.Variable:
+    """A lazily indexed variable of ``dims`` over ``sources`` joined along ``sample`` (one source: one file's)."""
+    return xr.Variable(dims, indexing.LazilyIndexedArray(_H5Array(sources)), attrs)
+
+
 def lazy_dataset(fields: dict[str, tuple[H5Source, tuple[str, ...]]], coords: dict | None = None,
                  attrs: dict | None = None) -> tuple[xr.Dataset, dict[str, H5Source]]:
     """A Dataset of lazily indexed variables ``{name: (source, dims)}``, and the source of each variable."""
-    data = {name: xr.Variable(dims, indexing.LazilyIndexedArray(_H5Array(source)))
-            for name, (source, dims) in fields.items()}
+    data = {name: lazy_variable([source], dims) for name, (source, dims) in fields.items()}
     return xr.Dataset(data, coords=coords, attrs=attrs), {name: source for name, (source, _) in fields.items()}

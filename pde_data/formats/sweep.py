@@ -12,7 +12,8 @@ letters followed by a number is KEY=VALUE (``beta0.4``: ``beta`` = 0.4; ``Zeta1e
 as written. The parameters are the keys that every file has and whose values differ between the files.
 
 Nothing is read at open time but each file's coordinates and attributes: a variable is one lazily indexed array
-over the files' own (:class:`_Stacked`), so a read of some samples reads those samples of their files only.
+over the files' HDF5 sources (:func:`pde_data.formats.h5lazy.lazy_variable`), so a read of some samples reads those
+samples of their files only.
 
 Example:
     >>> ds = open_source("1D_Advection_Sols_beta*.hdf5").dataset
@@ -29,12 +30,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import xarray as xr
-from xarray.backends import BackendArray
-from xarray.core import indexing
 
 from pde_data.core.model import PARAMETER, ROLE, SAMPLE
-from pde_data.formats.h5lazy import file_stamp, opening, release_file
-from pde_data.formats.pdebench_read import read_pdebench
+from pde_data.formats.h5lazy import file_stamp, lazy_variable, opening, release_file
+from pde_data.formats.pdebench_read import Lazy, read_pdebench
 
 __all__ = ["open_sweep", "name_values", "sweep_parameters", "stack_files"]
 
@@ -89,37 +88,6 @@ def sweep_parameters(files: Sequence[str], attrs: Sequence[Mapping]) -> dict[str
     return parameters
 
 
-class _Stacked(BackendArray):
-    """Variables of equal dims, dtype and shape but for their first axis (``sample``), joined along it lazily:
-    a read is split by file, and each file's own lazy variable reads its part.
-
-    Args:
-        parts: one variable per file, shapes ``(n_i, *rest)``; the whole is ``(sum n_i, *rest)``.
-    """
-
-    def __init__(self, parts: Sequence[xr.Variable]):
-        self.parts = list(parts)
-        self.starts = np.cumsum([0] + [part.shape[0] for part in self.parts])
-        self.shape = (int(self.starts[-1]), *self.parts[0].shape[1:])
-        self.dtype = self.parts[0].dtype
-
-    def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
-        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._get)
-
-    def _get(self, key: tuple) -> np.ndarray:
-        """Outer indexing: the sample axis as runs of rows of one file each, the other axes as given."""
-        rows, rest = np.arange(self.shape[0])[key[0]], tuple(key[1:])
-        owner = np.searchsorted(self.starts, rows, side="right") - 1
-        if np.ndim(rows) == 0:
-            return self.parts[owner][(int(rows - self.starts[owner]), *rest)].values
-        if rows.size == 0:
-            return self.parts[0][(rows, *rest)].values
-        breaks = np.flatnonzero(np.diff(owner)) + 1
-        pieces = [self.parts[files[0]][(run - self.starts[files[0]], *rest)].values
-                  for run, files in zip(np.split(rows, breaks), np.split(owner, breaks))]
-        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=0)
-
-
 def _difference(a: xr.Dataset, b: xr.Dataset) -> str | None:
     """What tells ``b`` from ``a`` beyond the number of samples (layout, variables, dims, shapes, dtypes, grid)."""
     if a.attrs.get("pdebench_layout") != b.attrs.get("pdebench_layout"):
@@ -141,15 +109,16 @@ def _beyond_samples(var: xr.Variable) -> dict[str, int]:
     return {dim: n for dim, n in var.sizes.items() if dim != SAMPLE}
 
 
-def stack_files(files: Sequence[str], datasets: Sequence[xr.Dataset], parameters: Mapping[str, np.ndarray]
-                ) -> xr.Dataset:
-    """The files' lazy Datasets joined along ``sample`` in order, with ``parameters`` (``{key: (file,)}``) as
-    ``(sample,)`` parameter variables; the attributes of the first, less those named as a parameter.
+def stack_files(files: Sequence[str], opened: Sequence[Lazy], parameters: Mapping[str, np.ndarray]) -> xr.Dataset:
+    """The files' lazy Datasets and their variables' sources (:func:`read_pdebench`'s) joined along ``sample`` in
+    order, with ``parameters`` (``{key: (file,)}``) as ``(sample,)`` parameter variables; the attributes of the first,
+    less those named as a parameter.
 
     Raises:
         ValueError: two files differ beyond their number of samples (naming both and the difference), or a
             parameter is named as a variable.
     """
+    datasets = [ds for ds, _ in opened]
     first = datasets[0]
     unstacked = [str(name) for name, var in first.data_vars.items() if var.dims[:1] != (SAMPLE,)]
     if unstacked:
@@ -164,8 +133,8 @@ def stack_files(files: Sequence[str], datasets: Sequence[xr.Dataset], parameters
     if taken:
         raise ValueError(f"parameters: expected names that are no variable of the files, found {taken} among "
                          f"{[str(n) for n in first.variables]}")
-    data = {name: xr.Variable(var.dims, indexing.LazilyIndexedArray(_Stacked([ds.variables[name] for ds in datasets])),
-                              var.attrs) for name, var in first.data_vars.items()}
+    data = {name: lazy_variable([sources[name] for _, sources in opened], var.dims, var.attrs)
+            for name, var in first.data_vars.items()}
     coords = {name: xr.Variable.concat([ds.variables[name] for ds in datasets], SAMPLE) if SAMPLE in var.dims
               else var for name, var in first.coords.items()}
     counts = [ds.sizes[SAMPLE] for ds in datasets]
@@ -190,25 +159,24 @@ def open_sweep(files: Sequence[str | os.PathLike]) -> xr.Dataset:
     paths = [os.path.abspath(os.fspath(path)) for path in files]
     if len(paths) < 2:
         raise ValueError(f"files: expected two or more PDEBench files of a sweep, found {len(paths)}")
-    opened: list[xr.Dataset] = []
+    opened: list[Lazy] = []
     attrs = []
     try:
         for path in paths:
             stamp = file_stamp(path)
             with opening(path, stamp) as f:
-                ds, _ = read_pdebench(f, path, stamp)
+                ds, sources = read_pdebench(f, path, stamp)
                 ds.set_close(functools.partial(release_file, path, stamp))
                 attrs.append(dict(f.attrs))
-            opened.append(ds)
+            opened.append((ds, sources))
         ds = stack_files(paths, opened, sweep_parameters(paths, attrs))
     except BaseException:
-        for ds in opened:
-            ds.close()
+        _close_all(opened)
         raise
     ds.set_close(functools.partial(_close_all, opened))
     return ds
 
 
-def _close_all(datasets: Sequence[xr.Dataset]) -> None:
-    for ds in datasets:
+def _close_all(opened: Sequence[Lazy]) -> None:
+    for ds, _ in opened:
         ds.close()
