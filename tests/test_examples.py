@@ -82,7 +82,7 @@ def test_example_smoke(script: str, tmp_path: Path) -> None:
 
 
 def test_conditioned_sweep_smoke(tmp_path: Path) -> None:
-    """examples/conditioned_sweep.py --smoke, two training seeds: every model x condition x seed scored in and out
+    """examples/conditioned_sweep.py --smoke, one training seed: every model x condition x seed scored in and out
     of the training range of beta, grouped by beta; its JSON names the commit, its data are deleted, and it renders
     as RESULTS.md's section (with a verdict per model by the seed-spread rule) once the section's markers are there."""
     import copy
@@ -90,7 +90,7 @@ def test_conditioned_sweep_smoke(tmp_path: Path) -> None:
 
     out, work = tmp_path / "results" / "conditioned_sweep.json", tmp_path / "tmp"
     work.mkdir()
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "conditioned_sweep.py"), "--smoke", "--seeds", "0", "1",
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "conditioned_sweep.py"), "--smoke", "--seeds", "0",
                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "TMPDIR": str(work), "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -103,7 +103,7 @@ def test_conditioned_sweep_smoke(tmp_path: Path) -> None:
     assert set(results["environment"]["sources"]) == set(PACKAGES)
     rows = results["rows"]
     assert sorted((r["model"], r["conditioned"], r["seed"]) for r in rows) == sorted(
-        (m, c, s) for m in ("fno", "chonn_fno") for c in (False, True) for s in (0, 1))
+        (m, c, s) for m in ("fno", "chonn_fno") for c in (False, True) for s in (0,))
     n_test, n_far = results["settings"]["split"][2], results["settings"]["out_of_range"]["n"]
     for r in rows:
         assert 0 < r["in_range_rel_l2"] < 10 and 0 < r["out_of_range_rel_l2"] < 10 and r["train_s"] > 0
@@ -115,6 +115,7 @@ def test_conditioned_sweep_smoke(tmp_path: Path) -> None:
     assert "± " in text and "mean-field predictor" in text and "β-blind reference" in text
     assert f"commit `{head[:10]}`" in text and "Finding (`fno`)" in text and "Finding (`chonn_fno`)" in text
     clear = copy.deepcopy(results)  # conditioned fno far below its unconditioned runs; chonn_fno within the spread
+    clear["rows"] += [{**copy.deepcopy(r), "seed": 1} for r in clear["rows"]]  # a second seed: a spread to judge by
     for r in clear["rows"]:
         r["in_range_rel_l2"] = (0.1 if r["conditioned"] else 0.3) + 0.01 * r["seed"] if r["model"] == "fno" \
             else 0.2 + 0.1 * r["seed"] + 0.01 * r["conditioned"]

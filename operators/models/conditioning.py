@@ -83,6 +83,14 @@ def film_sites(model: nn.Module) -> list[tuple[nn.Module, int, int]]:
     return sites
 
 
+def _zero_linear(dim: int, out: int) -> nn.Linear:
+    """``nn.Linear(dim, out)`` with weights and bias zero: a modulation that starts as none."""
+    layer = nn.Linear(dim, out)
+    nn.init.zeros_(layer.weight)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
 class Conditioned(nn.Module):
     """``model`` modulated per sample by ``parameters`` PDE parameters (module docstring): ``forward(x, p)``,
     ``x`` what ``model`` takes, ``p`` ``(batch, parameters)`` in ``[0, 1]`` on the training range.
@@ -109,19 +117,11 @@ class Conditioned(nn.Module):
         self.time_scales = nn.ModuleList()  # τ_l of each hosted Cascaded Kirchhoff Block
         self._embedding: torch.Tensor | None = None
         for module, channels, calls in sites:
-            first = len(self.films)
-            for _ in range(calls):
-                film = nn.Linear(dim, 2 * channels)
-                nn.init.zeros_(film.weight)
-                nn.init.zeros_(film.bias)
-                self.films.append(film)
-            module.register_forward_hook(partial(self._modulate, first, calls > 1))
+            module.register_forward_hook(partial(self._modulate, len(self.films), calls > 1))
+            self.films.extend(_zero_linear(dim, 2 * channels) for _ in range(calls))
         for block in (m for m in model.modules() if isinstance(m, CascadedKirchhoffBlock)):
-            scale = nn.Linear(dim, 1)
-            nn.init.zeros_(scale.weight)
-            nn.init.zeros_(scale.bias)
             block.register_forward_pre_hook(partial(self._time_scale, len(self.time_scales)))
-            self.time_scales.append(scale)
+            self.time_scales.append(_zero_linear(dim, 1))
 
     def forward(self, x: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
         """``x`` as ``model`` takes it, ``p`` ``(batch, parameters)`` → ``model``'s output, modulated by ``p``."""
@@ -142,7 +142,6 @@ class Conditioned(nn.Module):
         gamma, beta = film(self._embedding).to(out.dtype).chunk(2, dim=1)
         shape = (*gamma.shape, *(1,) * (out.ndim - 2))
         return out * (1 + gamma.view(shape)) + beta.view(shape)
-
 
     def _time_scale(self, index: int, block: nn.Module, args: tuple) -> tuple:
         """The forward pre-hook of one Cascaded Kirchhoff Block: its sequences ``(orders · batch, length, d)`` (a
