@@ -252,6 +252,9 @@ def test_split_by_tests_on_held_out_values_and_says_which(tmp_path, capsys):
     assert main(["info", str(tmp_path / "R")]) == 0
     shown = capsys.readouterr().out
     assert "conditioned on ['beta']" in shown and "the test holds out values of beta" in shown
+    assert main(["evaluate", "--run", str(tmp_path / "R"), "--threads", "1"]) == 0  # its own glob, its test split
+    result = json.loads((tmp_path / "R" / "evaluations" / "adv_beta_.hdf5-test" / "metrics.json").read_text())
+    assert [g["value"] for g in result["per_parameter"]["beta"]["groups"]] == pytest.approx(held)
     assert _train(pattern, tmp_path / "S", "--split-by", "beta", "--split", "10,2,8", "--window", "2", epochs=1) != 0
     assert "--split: expected no split sizes beside --split-by" in capsys.readouterr().err
 

@@ -30,6 +30,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -96,8 +97,9 @@ def resolution_note(run: LoadedRun, source: pde_data.Source) -> str | None:
 
 
 def evaluation_folder(run_dir: str | os.PathLike, data: str | os.PathLike, samples: str, checkpoint: str) -> Path:
-    """The default folder of an evaluation: ``RUN_DIR/evaluations/<file name>-<samples>[-last]``."""
-    name = Path(os.fspath(data).rstrip("/")).name
+    """The default folder of an evaluation: ``RUN_DIR/evaluations/<file name>-<samples>[-last]`` (a glob's ``*?[]``
+    written ``_``: ``adv_beta_.hdf5-test`` for ``adv_beta*.hdf5``)."""
+    name = re.sub(r"[*?\[\]]", "_", Path(os.fspath(data).rstrip("/")).name)
     return Path(run_dir) / EVALUATIONS / f"{name}-{samples}{'' if checkpoint == 'best' else '-' + checkpoint}"
 
 
