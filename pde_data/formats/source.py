@@ -38,7 +38,7 @@ from pde_data.formats.h5lazy import file_stamp, read_channels
 from pde_data.core.fingerprint import Fingerprint, fingerprint
 from pde_data.core.model import SAMPLE, TIME, parameter_table, spatial_dims, to_tensor
 from pde_data.formats.opener import GLOB_CHARS, Probed, ReadOptions, probe
-from pde_data.formats.sweep import name_values
+from pde_data.formats.sweep import file_values
 from pde_data.formats.well import Stats
 
 __all__ = ["Source", "SourceLike", "open_source", "sample_runs", "IN_MEMORY"]
@@ -95,24 +95,19 @@ class Source:
     def parameters(self, names: Sequence[str]) -> np.ndarray:
         """``(sample, len(names))`` float64: every sample's values of the PDE parameters ``names``
         (:func:`pde_data.parameter_table`). A name that is no variable is a value the file stores once for all its
-        samples, where it does: its numeric root attribute of that name (a set generated with a constant
-        ``beta``), else its name's ``KEY<number>`` token (PDEBench's one file per value, ``..._beta0.4.hdf5``).
+        samples, where it does: as a sweep's file values (:func:`pde_data.formats.sweep.file_values`), its numeric
+        root attribute of that name (a set generated with a constant ``beta``), else its name's ``KEY<number>`` token
+        (PDEBench's one file per value, ``..._beta0.4.hdf5``; not for a glob).
 
         Raises:
             ValueError: a name the file has neither per sample nor once (naming the parameters it has).
         """
         ds = self.dataset
-        once = {n: value for n in names if n not in ds.data_vars and (value := self._stored_once(n)) is not None}
+        single = self.path is not None and not any(ch in self.path for ch in GLOB_CHARS)
+        stored = file_values(self.path if single else "", ds.attrs)
+        once = {n: stored[n] for n in names if n not in ds.data_vars and n in stored}
         filled = ds.assign({n: (SAMPLE, np.full(ds.sizes[SAMPLE], value)) for n, value in once.items()})
         return parameter_table(filled, names)
-
-    def _stored_once(self, name: str) -> float | None:
-        """The one value of ``name`` this file stores for all its samples (:meth:`parameters`), else None."""
-        value = np.asarray(self.dataset.attrs.get(name, ""))
-        if value.size == 1 and value.dtype.kind in "iuf":
-            return float(value.reshape(-1)[0])
-        single = self.path is not None and not any(ch in self.path for ch in GLOB_CHARS)
-        return name_values(self.path).get(name) if single else None
 
     def stats(self) -> Stats | None:
         """``{variable: {"mean": m, "std": s}}`` that the format ships (The Well's ``stats.yaml``), else None."""

@@ -35,7 +35,7 @@ from pde_data.core.model import PARAMETER, ROLE, SAMPLE
 from pde_data.formats.h5lazy import file_stamp, lazy_variable, opening, release_file
 from pde_data.formats.pdebench_read import Lazy, read_pdebench
 
-__all__ = ["open_sweep", "name_values", "sweep_parameters", "stack_files"]
+__all__ = ["open_sweep", "name_values", "file_values", "sweep_parameters", "stack_files"]
 
 #: a name token ``KEY=VALUE``: letters, then a number (``beta0.4``, ``Nu1e-3``, ``M1``)
 _TOKEN = re.compile(r"([A-Za-z]+)([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
@@ -57,9 +57,9 @@ def _numeric_attrs(attrs: Mapping) -> dict[str, float]:
     return found
 
 
-def _file_values(path: str, attrs: Mapping) -> dict[str, float]:
+def file_values(path: str, attrs: Mapping) -> dict[str, float]:
     """A file's values: its name's tokens, each replaced by the numeric attribute of its name (any case)
-    where there is one, and the other numeric attributes."""
+    where there is one, and the other numeric attributes (``path`` ``""``: the attributes alone)."""
     values = name_values(path)
     by_lower = {key.lower(): key for key in values}
     for key, value in _numeric_attrs(attrs).items():
@@ -76,7 +76,7 @@ def sweep_parameters(files: Sequence[str], attrs: Sequence[Mapping]) -> dict[str
     Raises:
         ValueError: no key differs between the files.
     """
-    values = [_file_values(str(path), a) for path, a in zip(files, attrs)]
+    values = [file_values(str(path), a) for path, a in zip(files, attrs)]
     common = [key for key in values[0] if all(key in v for v in values[1:])]
     found = {key: np.array([v[key] for v in values], dtype=np.float64) for key in common}
     parameters = {key: v for key, v in found.items() if len(set(v.tolist())) > 1}

@@ -88,10 +88,10 @@ def evaluate_fields(task, model, source: pde_data.Source, samples: np.ndarray, o
     out, first, start = Path(options.out), None, 0
     with _writer(out / "pred.nc", like, variables, samples, options.write) as writer:
         for chunk, batch in _batches(task.dataset(source, samples, steps=steps), samples, options):
-            pred = task.predict_physical(model, batch, steps, options.device)
-            by_sample.add(pred[:, m:] if m else pred, task.truth(batch)[:, m:] if m else task.truth(batch), batch)
+            pred, truth = task.predict_physical(model, batch, steps, options.device), task.truth(batch)
+            by_sample.add(pred[:, m:], truth[:, m:], batch)  # the predicted frames (all of a steady prediction)
             here, mean = like.isel({SAMPLE: chunk}), _mean_predictor(task, pred)
-            pred_ds, true_ds = (pde_data.from_tensor(t, here, variables) for t in (pred, task.truth(batch)))
+            pred_ds, true_ds = (pde_data.from_tensor(t, here, variables) for t in (pred, truth))
             scores.update(pred_ds, true_ds, None if mean is None else pde_data.from_tensor(mean, here, variables))
             if writer is not None:
                 writer.write(start, pred_ds, sample_ids=chunk)
