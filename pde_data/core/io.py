@@ -1,15 +1,14 @@
 """NetCDF-4 files for the data model: compressed, chunked per sample, written atomically, opened lazily.
 
 ``save`` writes to a temporary file in the target's folder and renames it into place, so an
-interrupted write never leaves a file at the target path. :func:`open_netcdf` opens a set of shards
-(``name-00000.nc``, ...) given as a glob, lazily; :func:`pde_data.open_source` (one opener for every
-format) uses it for shard globs.
+interrupted write never leaves a file at the target path. :func:`open_netcdf_files` opens a set of shards
+(``name-00000.nc``, ...) lazily; :func:`pde_data.open_source` (one opener for every format) uses it for
+shard globs.
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import tempfile
 from pathlib import Path
@@ -20,7 +19,7 @@ import xarray as xr
 from pde_data.core.model import SAMPLE, SPATIAL_DIMS, TIME
 from pde_data.core.params import ExistsError
 
-__all__ = ["save", "open_netcdf", "read_netcdf", "atomic_path", "check_output", "check_file", "open_netcdf_files",
+__all__ = ["save", "read_netcdf", "atomic_path", "check_output", "check_file", "open_netcdf_files",
            "sample_chunks", "HDF5_MAGIC", "NETCDF3_MAGIC"]
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -151,21 +150,6 @@ def check_file(path: str | os.PathLike) -> Path:
     if not (head.startswith(HDF5_MAGIC) or head.startswith(NETCDF3_MAGIC)):
         raise ValueError(f"{p}: expected a NetCDF or HDF5 file, found leading bytes {head!r}")
     return p
-
-
-def open_netcdf(pattern: str | os.PathLike) -> xr.Dataset:
-    """Open a set of NetCDF shards given as a glob (``"set-*.nc"``) lazily, concatenated along ``sample`` in
-    name order (:func:`open_netcdf_files`).
-
-    Raises:
-        FileNotFoundError: the glob matches nothing.
-        ValueError: a file is not NetCDF (named, with its leading bytes).
-    """
-    text = os.fspath(pattern)
-    files = sorted(glob.glob(text))
-    if not files:
-        raise FileNotFoundError(f"no files match {text}")
-    return open_netcdf_files(files)
 
 
 def open_netcdf_files(files: Sequence[str | os.PathLike]) -> xr.Dataset:

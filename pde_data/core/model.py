@@ -33,13 +33,9 @@ import numpy as np
 import torch
 import xarray as xr
 
-__all__ = [
-    "SAMPLE", "TIME", "X", "Y", "Z", "S", "FEATURE", "SPATIAL_DIMS",
-    "spatial_dims", "field_order", "family_of", "check_dims", "describe_time",
-    "to_tensor", "from_tensor", "time_steps", "LENGTH", "ROLE", "TARGET", "PARAMETER", "parameters_of",
-    "parameter_table",
-    "valid_mask", "padded_time",
-]
+__all__ = ["SAMPLE", "TIME", "X", "Y", "Z", "S", "FEATURE", "SPATIAL_DIMS", "spatial_dims", "field_order", "family_of",
+           "check_dims", "describe_time", "to_tensor", "from_tensor", "time_steps", "LENGTH", "ROLE", "TARGET",
+           "PARAMETER", "parameters_of", "parameter_table", "valid_mask", "padded_time"]
 
 SAMPLE = "sample"
 TIME = "time"
@@ -114,10 +110,8 @@ def family_of(obj: XrObj) -> str:
         return "field"
     if TIME in dims:
         return "sequence"
-    raise ValueError(
-        f"expected field dims (sample, [time], x[, y]) or sequence dims (sample, time[, feature]); "
-        f"found dims {dims}"
-    )
+    raise ValueError(f"expected field dims (sample, [time], x[, y]) or sequence dims (sample, time[, feature]); "
+                     f"found dims {dims}")
 
 
 def check_dims(obj: XrObj, expected: Sequence[str], *, name: str = "data") -> None:
@@ -152,19 +146,12 @@ def field_order(da: xr.DataArray) -> tuple[str, ...]:
 def _sequence_order(da: xr.DataArray) -> tuple[str, ...]:
     order = (SAMPLE, TIME) + ((FEATURE,) if FEATURE in da.dims else ())
     if set(da.dims) != set(order):
-        raise ValueError(
-            f"sequence variable '{da.name}': expected dims (sample, time[, feature]), found {da.dims}"
-        )
+        raise ValueError(f"sequence variable '{da.name}': expected dims (sample, time[, feature]), found {da.dims}")
     return order
 
 
-def to_tensor(
-    obj: XrObj,
-    variables: Sequence[str] | None = None,
-    *,
-    dtype: torch.dtype = torch.float32,
-    device: torch.device | str | None = None,
-) -> torch.Tensor:
+def to_tensor(obj: XrObj, variables: Sequence[str] | None = None, *, dtype: torch.dtype = torch.float32,
+              device: torch.device | str | None = None) -> torch.Tensor:
     """Convert a data-model object to its torch layout.
 
     Args:
@@ -244,13 +231,8 @@ def describe_time(obj: XrObj, *, max_samples: int = 1024) -> str:
     return f"{where}: irregular steps, {dt.min():.4g} .. {dt.max():.4g}{seen}"
 
 
-def time_steps(
-    obj: XrObj,
-    *,
-    origin: float | None = None,
-    dtype: torch.dtype = torch.float32,
-    device: torch.device | str | None = None,
-) -> torch.Tensor:
+def time_steps(obj: XrObj, *, origin: float | None = None, dtype: torch.dtype = torch.float32,
+               device: torch.device | str | None = None) -> torch.Tensor:
     """Step sizes ``(batch, time)`` from the ``time`` coordinate (shared ``(time,)`` or ``(sample, time)``).
 
     ``dt[:, k] = t[:, k] - t[:, k-1]`` for k >= 1. The first step is ``t[:, 0] - origin`` when

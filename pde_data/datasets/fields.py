@@ -50,12 +50,7 @@ def default_sizes(n: int) -> tuple[int, int, int]:
     return n - 2 * n_val, n_val, n_val
 
 
-def split_indices(
-    n_samples: int,
-    *,
-    sizes: Sequence[int] | None = None,
-    seed: int = 0,
-) -> dict[str, np.ndarray]:
+def split_indices(n_samples: int, *, sizes: Sequence[int] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded disjoint ``train``/``val``/``test`` sample indices (each sorted, for sequential reads).
 
     Args:

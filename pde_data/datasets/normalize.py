@@ -81,16 +81,9 @@ def training_samples(n: int, indices: Sequence[int] | None) -> np.ndarray:
     return samples
 
 
-def fit_normalizer(
-    data: SourceLike,
-    variables: Sequence[str],
-    *,
-    indices: Sequence[int] | None = None,
-    method: str = "gaussian",
-    max_bytes: int = 64 * 2**20,
-    chunk_size: int | None = None,
-    eps: float = 1e-8,
-) -> Normalizer:
+def fit_normalizer(data: SourceLike, variables: Sequence[str], *, indices: Sequence[int] | None = None,
+                   method: str = "gaussian", max_bytes: int = 64 * 2**20, chunk_size: int | None = None,
+                   eps: float = 1e-8) -> Normalizer:
     """Fit per-variable statistics on the samples ``indices`` (the training split) in one streaming pass.
 
     The samples are read in file order, in blocks of at most ``max_bytes`` of float64 values (several

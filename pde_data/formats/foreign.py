@@ -27,6 +27,7 @@ import torch
 import xarray as xr
 
 from pde_data.formats.h5lazy import H5Source, lazy_dataset
+from pde_data.core.errors import one_line
 from pde_data.core.model import SAMPLE, TIME, X, Y
 
 __all__ = ["TORCH_MAGICS", "MAT73_MAGIC", "MAT5_MAGIC", "HEAD_BYTES", "sniff", "open_torch_pt", "read_mat73",
@@ -75,9 +76,8 @@ def open_torch_pt(path: str, fh: BinaryIO) -> xr.Dataset:
     try:
         obj = torch.load(path if zipped else fh, map_location="cpu", weights_only=True, mmap=zipped)
     except Exception as exc:  # noqa: BLE001 - whatever torch raises for a non-tensor pickle, say it in one line
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"{path}: expected a torch-saved dict of tensors (read with weights_only=True), "
-                         f"found a file that does not load that way ({first[:200]})") from None
+                         f"found a file that does not load that way ({one_line(exc)[:200]})") from None
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         found = type(obj).__name__ if not isinstance(obj, dict) else \
             f"a dict with {sorted((k, type(v).__name__) for k, v in obj.items())}"

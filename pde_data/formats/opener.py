@@ -45,6 +45,7 @@ import xarray as xr
 from pde_data.formats.h5lazy import H5Source, file_stamp, open_file, opening, release_file
 from pde_data.formats.foreign import HEAD_BYTES, open_mat5, open_torch_pt, read_mat73, sniff
 from pde_data.formats.manifest import MANIFEST, is_manifest_folder, open_manifest
+from pde_data.core.errors import one_line
 from pde_data.core.io import HDF5_MAGIC, NETCDF3_MAGIC, open_netcdf_files, read_netcdf
 from pde_data.core.model import field_order, spatial_dims
 from pde_data.formats.pdebench_read import read_pdebench
@@ -274,7 +275,7 @@ def _netcdf4(path: str, stamp: tuple) -> xr.Dataset:
     except (OSError, ValueError) as exc:
         store.close()
         raise ValueError(f"{path}: expected a readable NetCDF file, found one xarray cannot read "
-                         f"({str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__})") from None
+                         f"({one_line(exc)})") from None
     ds.set_close(functools.partial(_close_netcdf4, store, path, stamp))
     return ds
 

@@ -78,10 +78,15 @@ def _dataset(f: h5py.File, path: str, key: str, ndim: int | tuple[int, ...]) -> 
     return f[key]
 
 
+def _expect_shape(path: str, key: str, expected: tuple[int, ...], found: tuple[int, ...], why: str = "") -> None:
+    if tuple(found) != tuple(expected):
+        why = f" ({why})" if why else ""
+        raise ValueError(f"{path}: key '{key}': expected shape {tuple(expected)}{why}, found {tuple(found)}")
+
+
 def _axis(f: h5py.File, path: str, key: str, size: int) -> np.ndarray:
     values = _dataset(f, path, key, 1)[()]
-    if values.shape != (size,):
-        raise ValueError(f"{path}: key '{key}': expected shape ({size},), found {values.shape}")
+    _expect_shape(path, key, (size,), values.shape)
     return values
 
 
@@ -101,9 +106,7 @@ def _time(f: h5py.File, path: str, n_frames: int) -> tuple[dict, dict]:
 def _read_darcy(f: h5py.File, path: str, stamp: tuple) -> Lazy:
     nu = _dataset(f, path, "nu", 3)
     tensor = _dataset(f, path, "tensor", 4)
-    expected = (nu.shape[0], 1) + nu.shape[1:]
-    if tensor.shape != expected:
-        raise ValueError(f"{path}: key 'tensor': expected shape {expected} (from 'nu'), found {tensor.shape}")
+    _expect_shape(path, "tensor", (nu.shape[0], 1) + nu.shape[1:], tensor.shape, "from 'nu'")
     dims = (SAMPLE, X, Y)
     fields = {"a": (H5Source(path, "nu", nu.shape, nu.dtype, stamp=stamp), dims),
               "u": (H5Source(path, "tensor", nu.shape, tensor.dtype, lead=(0,), stamp=stamp), dims)}
@@ -118,18 +121,12 @@ def _read_single(f: h5py.File, path: str, stamp: tuple, names: tuple[str, ...], 
     fields = {}
     for name, key in zip(names, keys):
         arr = _dataset(f, path, key, first.ndim)
-        if arr.shape != first.shape:
-            raise ValueError(f"{path}: key '{key}': expected shape {first.shape}, found {arr.shape}")
+        _expect_shape(path, key, first.shape, arr.shape)
         dims = (SAMPLE, TIME) + (X, Y, Z)[: first.ndim - 2]
         fields[name] = (H5Source(path, key, first.shape, arr.dtype, stamp=stamp), dims)
     time, attrs = _time(f, path, first.shape[1])
     attrs.update({k: float(f.attrs[k]) for k in ("eta", "zeta", "M") if k in f.attrs})
     return lazy_dataset(fields, {**_coords(f, path, first.shape[2:]), **time}, attrs)
-
-
-def _expect_shape(path: str, key: str, expected: tuple[int, ...], found: tuple[int, ...], why: str) -> None:
-    if tuple(found) != tuple(expected):
-        raise ValueError(f"{path}: key '{key}': expected shape {tuple(expected)} ({why}), found {tuple(found)}")
 
 
 def _read_ns_incom(f: h5py.File, path: str, stamp: tuple) -> Lazy:
@@ -218,8 +215,7 @@ def _read_group(f: h5py.File, path: str, stamp: tuple, names: tuple[str, ...] | 
     shape = _dataset(f[groups[0]], f"{path}:{groups[0]}", "data", (3, 4, 5)).shape  # (T, X[, Y, Z], C)
     for g in groups:
         found = _dataset(f[g], f"{path}:{g}", "data", len(shape)).shape
-        if found != shape:
-            raise ValueError(f"{path}: key '{g}/data': expected shape {shape} (as '{groups[0]}'), found {found}")
+        _expect_shape(path, f"{g}/data", shape, found, f"as '{groups[0]}'")
     spatial = shape[1:-1][::-1] if swap_xy else shape[1:-1]
     names = names or _default_names(f, path, shape[-1])
     if len(names) != shape[-1]:

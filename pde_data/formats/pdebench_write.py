@@ -191,8 +191,7 @@ def _write_cno_poisson(f: h5py.File, ds: xr.Dataset, dtype: np.dtype) -> None:
     """Groups ``Sample_{i}`` with ``input`` (``f``) and ``output`` (``u``); scalars from attrs (or the data)."""
     _require(ds, "cno_poisson", {"f": (SAMPLE, X, Y), "u": (SAMPLE, X, Y)})
     ids = ds["sample_id"].values if "sample_id" in ds.coords else np.arange(ds.sizes[SAMPLE])
-    low = {"f": np.inf, "u": np.inf}
-    high = {"f": -np.inf, "u": -np.inf}
+    low, high = dict.fromkeys("fu", np.inf), dict.fromkeys("fu", -np.inf)
     for i, sample_id in enumerate(ids):
         group = f.create_group(f"Sample_{int(sample_id)}")
         for name, key in (("f", "input"), ("u", "output")):

@@ -51,20 +51,11 @@ def radial_dam_break(radii, n: int, *, heights=2.0, length: float = LENGTH, dtyp
 
 
 def generate_dam_break(
-    n_samples: int,
-    *,
-    n_grid: int = _D["n_grid"],
-    seed: int = SEEDS["swe"],
-    first_sample: int = 0,
-    t_final: float = _D["t_final"],
-    n_frames: int = _D["n_frames"],
-    momenta: bool = _D["momenta"],
-    batch_size: int = _D["batch_size"],
-    dtype: torch.dtype = getattr(torch, _D["dtype"]),
-    radius: float | Sweep = _D["radius"],
-    height: float | Sweep = _D["height"],
-    device: torch.device | str | None = None,
-    callback: Callable[[int, float], None] | None = None,
+    n_samples: int, *, n_grid: int = _D["n_grid"], seed: int = SEEDS["swe"], first_sample: int = 0,
+    t_final: float = _D["t_final"], n_frames: int = _D["n_frames"], momenta: bool = _D["momenta"],
+    batch_size: int = _D["batch_size"], dtype: torch.dtype = getattr(torch, _D["dtype"]),
+    radius: float | Sweep = _D["radius"], height: float | Sweep = _D["height"],
+    device: torch.device | str | None = None, callback: Callable[[int, float], None] | None = None,
 ) -> xr.Dataset:
     """Generate radial dam breaks: ``h`` (sample, time, x, y) (+ ``hu``, ``hv``) and the parameters ``dam_radius``
     (sample,) (and ``dam_height`` when swept).

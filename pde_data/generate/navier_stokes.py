@@ -27,21 +27,11 @@ _D = DEFAULTS["ns"]  # the registry's defaults (pde_data.generate.registry.GENER
 
 
 def generate_navier_stokes(
-    n_samples: int,
-    *,
-    visc: float | Sweep = _D["visc"],
-    n_sim: int = _D["n_sim"],
-    n_out: int = _D["n_out"],
-    t_final: float = _D["t_final"],
-    n_records: int | None = _D["n_records"],
-    record_initial: bool = _D["record_initial"],
-    dt: float = _D["dt"],
-    seed: int = SEEDS["ns"],
-    first_sample: int = 0,
-    batch_size: int = _D["batch_size"],
-    dtype: torch.dtype = getattr(torch, _D["dtype"]),
-    device: torch.device | str | None = None,
-    callback: Callable[[int, float], None] | None = None,
+    n_samples: int, *, visc: float | Sweep = _D["visc"], n_sim: int = _D["n_sim"], n_out: int = _D["n_out"],
+    t_final: float = _D["t_final"], n_records: int | None = _D["n_records"],
+    record_initial: bool = _D["record_initial"], dt: float = _D["dt"], seed: int = SEEDS["ns"], first_sample: int = 0,
+    batch_size: int = _D["batch_size"], dtype: torch.dtype = getattr(torch, _D["dtype"]),
+    device: torch.device | str | None = None, callback: Callable[[int, float], None] | None = None,
 ) -> xr.Dataset:
     """Generate vorticity trajectories ``vorticity`` (sample, time, x, y) like the FNO benchmark.
 

@@ -71,12 +71,7 @@ def order_inputs(samples: Sequence[int], *, n_points: int = _D["n_points"], seed
 
 
 def generate_order_benchmark(
-    n_samples: int,
-    order: int,
-    *,
-    n_points: int = _D["n_points"],
-    tau: float = _D["tau"],
-    seed: int = SEEDS["order"],
+    n_samples: int, order: int, *, n_points: int = _D["n_points"], tau: float = _D["tau"], seed: int = SEEDS["order"],
     samples: Sequence[int] | None = None,
 ) -> xr.Dataset:
     """The order-``n`` benchmark set: ``input``, ``target`` with dims ``(sample, s)``, ``s = m / n_points``.

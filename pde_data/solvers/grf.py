@@ -49,17 +49,9 @@ def sample_generator(seed: int, index: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
 
 
-def gaussian_random_field_2d(
-    n_samples: int,
-    n: int,
-    *,
-    alpha: float = 2.5,
-    tau: float = 7.0,
-    seed: int = 0,
-    first_sample: int = 0,
-    dtype: torch.dtype = torch.float64,
-    device: torch.device | str | None = None,
-) -> torch.Tensor:
+def gaussian_random_field_2d(n_samples: int, n: int, *, alpha: float = 2.5, tau: float = 7.0, seed: int = 0,
+                             first_sample: int = 0, dtype: torch.dtype = torch.float64,
+                             device: torch.device | str | None = None) -> torch.Tensor:
     """Draw ``n_samples`` periodic Gaussian random fields on an n×n grid (FNO statistics, CHONN Eq. 69).
 
     Args:

@@ -133,19 +133,10 @@ def steps_per_record(interval: float, dt: float) -> int:
     return max(1, math.ceil(interval / dt * (1.0 - 1e-12)))
 
 
-def simulate_navier_stokes(
-    w0: torch.Tensor,
-    *,
-    visc: float | torch.Tensor,
-    t_final: float,
-    n_records: int,
-    dt: float = 1e-4,
-    forcing: str | torch.Tensor | None = "fno",
-    record_initial: bool = False,
-    max_cfl: float = 0.2,
-    callback: Callable[[float], None] | None = None,
-    first_sample: int = 0,
-) -> torch.Tensor:
+def simulate_navier_stokes(w0: torch.Tensor, *, visc: float | torch.Tensor, t_final: float, n_records: int,
+                           dt: float = 1e-4, forcing: str | torch.Tensor | None = "fno", record_initial: bool = False,
+                           max_cfl: float = 0.2, callback: Callable[[float], None] | None = None,
+                           first_sample: int = 0) -> torch.Tensor:
     """Solve CHONN Eqs. 66–70 from ``w0`` and return vorticity records (CNAB2, module docstring).
 
     Records are taken at t = t_final·k/n_records, k = 1..n_records (k = 0 too with ``record_initial``);

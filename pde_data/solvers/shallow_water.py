@@ -104,17 +104,8 @@ def _native_ops(q: torch.Tensor):
 
 
 def simulate_shallow_water(
-    h: torch.Tensor,
-    hu: torch.Tensor | None,
-    hv: torch.Tensor | None,
-    *,
-    length: float,
-    t_final: float,
-    n_frames: int,
-    g: float = 1.0,
-    cfl: float = 0.4,
-    limiter: str = "mc",
-    store_momenta: bool = True,
+    h: torch.Tensor, hu: torch.Tensor | None, hv: torch.Tensor | None, *, length: float, t_final: float,
+    n_frames: int, g: float = 1.0, cfl: float = 0.4, limiter: str = "mc", store_momenta: bool = True,
     callback: Callable[[float], None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Solve the shallow-water equations (CHONN, Eqs. 62–64) and return frames at t = t_final·k/(n_frames − 1).
