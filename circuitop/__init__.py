@@ -19,12 +19,10 @@ from .ltc import LTC, LTCCell, ltc_scan, ltc_scan_ref
 from .pdna import PDNA
 from .sequence import SequenceModel, steps_from_timestamps
 
-__all__: list[str] = []
-__all__ += ["selective_scan", "selective_scan_ref", "KirchhoffCell", "zoh_coefficients", "zoh_scan_ref"]
-__all__ += ["CascadedKirchhoffBlock", "CascadedKirchhoffBlock1d", "CascadedKirchhoffBlock2d", "apply"]
-__all__ += ["KirchhoffRouting2d", "ROUTINGS", "ChannelNorm"]
-__all__ += ["NeuronalAttentionCircuit", "sequence_timestamps", "nac_attention_ref",
-            "NCPBackbone", "NCPProjection", "ncp_wiring"]
-__all__ += ["NativeKernelWarning", "build_native_kernels", "kirchhoff_kernels", "resample_kernels"]
-__all__ += ["LTCCell", "LTC", "ltc_scan", "ltc_scan_ref", "CfCCell", "CfC", "PDNA", "SequenceModel",
-            "steps_from_timestamps"]
+__all__ = ["selective_scan", "selective_scan_ref", "KirchhoffCell", "zoh_coefficients", "zoh_scan_ref",
+           "CascadedKirchhoffBlock", "CascadedKirchhoffBlock1d", "CascadedKirchhoffBlock2d", "apply",
+           "KirchhoffRouting2d", "ROUTINGS", "ChannelNorm",
+           "NeuronalAttentionCircuit", "sequence_timestamps", "nac_attention_ref", "NCPBackbone", "NCPProjection",
+           "ncp_wiring", "NativeKernelWarning", "build_native_kernels", "kirchhoff_kernels", "resample_kernels",
+           "LTCCell", "LTC", "ltc_scan", "ltc_scan_ref", "CfCCell", "CfC", "PDNA", "SequenceModel",
+           "steps_from_timestamps"]

@@ -15,13 +15,10 @@ from pathlib import Path
 
 import torch
 
-from pde_data.core.native import NativeKernel, NativeKernelWarning, build_kernels, compiler_family
-from pde_data.core.native import native_enabled
+from pde_data.core.native import NativeKernel, NativeKernelWarning, build_kernels, compiler_family, native_enabled
 
-__all__ = [
-    "NativeKernelWarning", "KERNELS", "STEMS", "build_native_kernels",
-    "compiler_family", "native_enabled", "kirchhoff_ops", "kirchhoff_for", "resample_for",
-]
+__all__ = ["NativeKernelWarning", "KERNELS", "STEMS", "build_native_kernels", "compiler_family", "native_enabled",
+           "kirchhoff_ops", "kirchhoff_for", "resample_for"]
 
 _CSRC = Path(__file__).with_name("csrc")
 

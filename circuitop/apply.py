@@ -17,13 +17,8 @@ from pde_data.core.model import TIME, from_tensor, family_of, time_steps, to_ten
 __all__ = ["apply"]
 
 
-def apply(
-    module: nn.Module,
-    obj: xr.Dataset | xr.DataArray,
-    *,
-    variables: Sequence[str] | None = None,
-    use_time: bool = True,
-) -> xr.Dataset | xr.DataArray:
+def apply(module: nn.Module, obj: xr.Dataset | xr.DataArray, *, variables: Sequence[str] | None = None,
+          use_time: bool = True) -> xr.Dataset | xr.DataArray:
     """Run ``module`` on a data-model object and wrap the result with the same dims and coords.
 
     - sequences ``(sample, time[, feature])`` become ``(batch, time, channels)``; if ``module.forward``
@@ -51,10 +46,8 @@ def apply(
     with torch.no_grad():
         y = _run(module, x, obj, use_time=use_time)
     if y.shape != x.shape:
-        raise ValueError(
-            f"module: expected an output of the input's shape {tuple(x.shape)} (channels to channels), "
-            f"found {tuple(y.shape)}"
-        )
+        raise ValueError(f"module: expected an output of the input's shape {tuple(x.shape)} (channels to channels), "
+                         f"found {tuple(y.shape)}")
     return from_tensor(y, obj, variables)
 
 

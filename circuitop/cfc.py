@@ -52,8 +52,7 @@ class CfCCell(nn.Module):
             raise ValueError(f"mode: expected one of {MODES}, found {mode!r}")
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation: expected one of {sorted(_ACTIVATIONS)}, found {activation!r}")
-        self.in_channels, self.hidden, self.mode = in_channels, hidden, mode
-        self.activation = activation
+        self.in_channels, self.hidden, self.mode, self.activation = in_channels, hidden, mode, activation
         n_heads = 1 if mode == "pure" else 4
         width = backbone_units if backbone_layers > 0 else n_heads * hidden
         self.in_proj = nn.Linear(in_channels, width)  # input part of the first layer: all steps at once

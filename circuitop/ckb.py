@@ -26,15 +26,8 @@ from torch.nn import functional as F
 from . import _native
 from .knc import KirchhoffCell, check_steps, check_input
 
-__all__ = [
-    "CascadedKirchhoffBlock",
-    "CascadedKirchhoffBlock1d",
-    "CascadedKirchhoffBlock2d",
-    "causal_depthwise_conv",
-    "gated_sum",
-    "to_scan_sequences",
-    "from_scan_sequences",
-]
+__all__ = ["CascadedKirchhoffBlock", "CascadedKirchhoffBlock1d", "CascadedKirchhoffBlock2d", "causal_depthwise_conv",
+           "gated_sum", "to_scan_sequences", "from_scan_sequences"]
 
 
 class CascadedKirchhoffBlock(nn.Module):
@@ -54,24 +47,14 @@ class CascadedKirchhoffBlock(nn.Module):
         torch.Size([2, 64, 16])
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        *,
-        order: int = 2,
-        d_state: int = 16,
-        expand: int = 2,
-        conv_kernel: int = 4,
-        dt_min: float = 1e-3,
-        dt_max: float = 1e-1,
-    ):
+    def __init__(self, d_model: int, *, order: int = 2, d_state: int = 16, expand: int = 2, conv_kernel: int = 4,
+                 dt_min: float = 1e-3, dt_max: float = 1e-1):
         super().__init__()
         if order < 0:
             raise ValueError(f"order: expected a non-negative number of cells, found {order}")
         if d_model < 1 or expand < 1 or conv_kernel < 1:
-            raise ValueError(
-                f"d_model, expand, conv_kernel: expected positive, found {d_model}, {expand}, {conv_kernel}"
-            )
+            raise ValueError(f"d_model, expand, conv_kernel: expected positive, found {d_model}, {expand}, "
+                             f"{conv_kernel}")
         self.d_model, self.order = d_model, order
         if order == 0:
             return
@@ -266,11 +249,10 @@ def from_scan_sequences(y: torch.Tensor, shape: torch.Size, *, transpose: bool =
     fields = []
     for axes in _axis_orders(n_spatial, transpose):
         perm = [0, *axes, 1]
+        inverse = sorted(range(len(perm)), key=perm.__getitem__)  # the permutation undoing perm
         for flip in ([False, True] if bidirectional else [False]):
             seq = next(chunks)
-            seq = seq.flip(1) if flip else seq
-            inverse = sorted(range(len(perm)), key=perm.__getitem__)  # the permutation undoing perm
-            fields.append(seq.reshape([shape[i] for i in perm]).permute(inverse))
+            fields.append((seq.flip(1) if flip else seq).reshape([shape[i] for i in perm]).permute(inverse))
     return torch.stack(fields)
 
 

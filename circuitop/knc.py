@@ -99,15 +99,12 @@ class KirchhoffCell(nn.Module):
         else:
             self.raw_lam = nn.Parameter(lam0)
         self.d = nn.Parameter(torch.ones(d_inner))  # skip readout d, starting as a pass-through
-        self._init_delta(dt_min, dt_max)
-
-    def _init_delta(self, dt_min: float, dt_max: float) -> None:
         # Bias b_Δ = softplus⁻¹(Δ₀) with Δ₀ log-uniform in [dt_min, dt_max], so that softplus(b_Δ)
         # lies in [dt_min, dt_max] at initialisation; a small W_Δ lets the input move Δ around it.
-        delta0 = torch.exp(torch.rand(self.d_inner) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
+        delta0 = torch.exp(torch.rand(d_inner) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
         with torch.no_grad():
             self.delta_proj.bias.copy_(delta0 + torch.log(-torch.expm1(-delta0)))
-            nn.init.uniform_(self.delta_proj.weight, -0.1 / math.sqrt(self.d_inner), 0.1 / math.sqrt(self.d_inner))
+            nn.init.uniform_(self.delta_proj.weight, -0.1 / math.sqrt(d_inner), 0.1 / math.sqrt(d_inner))
 
     @property
     def lam(self) -> torch.Tensor:
@@ -211,15 +208,13 @@ def _step_sizes(z: torch.Tensor, dt: torch.Tensor | None) -> torch.Tensor:
 
 
 def _fused_zoh_scan(u, proj, dt, lam, skip):
-    """y_t = Σ_n c_t v_t + skip · u_t of the ZOH recurrence with Δ = softplus(z) dt (see
-    :class:`_ZohScanFn`), ``(batch, time, d_inner)``, from ``proj = [z | b | c]`` (batch, time,
-    d_inner + 2 d_state) (:meth:`KirchhoffCell._projections`): the native kernel (``csrc/kirchhoff.cpp``,
-    which also computes Δ and the skip term) for CPU float32/float64 tensors when it is available; the
-    Triton kernels (:mod:`circuitop.knc_triton`) for CUDA tensors when triton is installed; else the
-    torch formulation (``CIRCUITOP_NATIVE=0`` selects it everywhere). Under autocast (``--amp``) the scan runs in float32, as Mamba's does: a
-    16-bit state would lose the long memory (ᾱ close to 1)."""
+    """y_t = Σ_n c_t v_t + skip · u_t ``(batch, time, d_inner)`` of the ZOH recurrence with Δ = softplus(z) dt
+    (:class:`_ZohScanFn`), from ``proj = [z | b | c]`` (:meth:`KirchhoffCell._projections`), in the first of:
+    the native kernel (which also computes Δ and the skip term), the Triton kernels (:mod:`circuitop.knc_triton`),
+    :func:`zoh_scan_ref` (``CIRCUITOP_NATIVE=0`` selects it everywhere). Under autocast (``--amp``) the scan runs
+    in float32, as Mamba's does: a 16-bit state would lose the long memory (ᾱ close to 1)."""
     device = u.device.type
-    if torch.is_autocast_enabled(device):  # mixed precision: the scan itself runs in float32
+    if torch.is_autocast_enabled(device):
         with torch.autocast(device, enabled=False):
             return _fused_zoh_scan(u.float(), proj.float(), None if dt is None else dt.float(), lam.float(),
                                    skip.float())

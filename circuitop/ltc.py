@@ -51,9 +51,8 @@ def _wiring(wiring: ncps.wirings.Wiring, in_channels: int) -> ncps.wirings.Wirin
     if wiring.input_dim != in_channels:
         raise ValueError(f"in_channels: expected the wiring's input_dim {wiring.input_dim}, found {in_channels}")
     if wiring.output_dim is None or not 0 < wiring.output_dim <= wiring.units:
-        raise ValueError(
-            f"wiring: expected output size <= units = {wiring.units}, found output_dim {wiring.output_dim}"
-        )
+        raise ValueError(f"wiring: expected output size <= units = {wiring.units}, found output_dim "
+                         f"{wiring.output_dim}")
     return wiring
 
 
@@ -85,12 +84,10 @@ class LTCCell(nn.Module):
         for name, shape in shapes.items():
             low, high = _INIT_RANGES[name]
             self.register_parameter(name, nn.Parameter(torch.rand(*shape) * (high - low) + low))
-        adjacency = torch.as_tensor(wiring.adjacency_matrix, dtype=torch.float32)
-        sensory = torch.as_tensor(wiring.sensory_adjacency_matrix, dtype=torch.float32)
-        self.erev = nn.Parameter(adjacency.clone())
-        self.sensory_erev = nn.Parameter(sensory.clone())
-        self.register_buffer("sparsity_mask", adjacency.abs())
-        self.register_buffer("sensory_sparsity_mask", sensory.abs())
+        for prefix, matrix in (("", wiring.adjacency_matrix), ("sensory_", wiring.sensory_adjacency_matrix)):
+            adjacency = torch.as_tensor(matrix, dtype=torch.float32)
+            self.register_parameter(f"{prefix}erev", nn.Parameter(adjacency.clone()))
+            self.register_buffer(f"{prefix}sparsity_mask", adjacency.abs())
         for prefix, size, mapping in (("input", in_channels, input_mapping), ("output", self.out_channels, output_mapping)):
             if mapping not in ("affine", "linear", None):
                 raise ValueError(f"{prefix}_mapping: expected 'affine', 'linear' or None, found {mapping!r}")
@@ -197,7 +194,7 @@ class _FusedScan(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h, cm_t, numer, denom, sigma, sigma_mu, out, pre, post, unfolds, store):
-        (batch, n_time, units), steps = cm_t.shape, cm_t.shape[1] * unfolds
+        (batch, _, units), steps = cm_t.shape, cm_t.shape[1] * unfolds
         cm_k = cm_t.transpose(0, 1).contiguous()
         base = torch.cat([numer, denom], 2).transpose(0, 1).contiguous()  # (time, batch, 2 units)
         n_buf = steps if store else 1  # without backward, one scratch buffer is reused

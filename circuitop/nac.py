@@ -119,9 +119,8 @@ class NeuronalAttentionCircuit(nn.Module):
             if x.ndim != 3:
                 raise ValueError(f"{name}: expected shape (batch, time, {self.d_model}), found {tuple(x.shape)}")
         (b, t_q), t_k = query.shape[:2], key.shape[1]
-        _check_tensor("query", query, (b, t_q, self.d_model))
-        _check_tensor("key", key, (b, t_k, self.d_model))
-        _check_tensor("value", value, (b, t_k, self.d_model))
+        for name, x, length in (("query", query, t_q), ("key", key, t_k), ("value", value, t_k)):
+            _check_tensor(name, x, (b, length, self.d_model))
         if t is not None:
             _check_tensor("t", t, (b, t_q))
         if mask is not None:

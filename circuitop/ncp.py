@@ -32,14 +32,9 @@ def ncp_wiring(n_inputs: int, n_inter: int, n_command: int, n_motor: int, *, spa
         if n < 1:
             raise ValueError(f"{name}: expected a positive neuron count, found {n}")
     rho = 1.0 - sparsity
-    wiring = NCP(
-        n_inter, n_command, n_motor,
-        sensory_fanout=max(int(n_inter * rho), 1),
-        inter_fanout=max(int(n_command * rho), 1),
-        recurrent_command_synapses=max(int(n_command * rho * 2), 1),
-        motor_fanin=max(int(n_command * rho), 1),
-        seed=seed,
-    )
+    wiring = NCP(n_inter, n_command, n_motor, sensory_fanout=max(int(n_inter * rho), 1),
+                 inter_fanout=max(int(n_command * rho), 1), recurrent_command_synapses=max(int(n_command * rho * 2), 1),
+                 motor_fanin=max(int(n_command * rho), 1), seed=seed)
     wiring.build(n_inputs)
     return wiring
 
@@ -113,20 +108,18 @@ class NCPBackbone(nn.Module):
                  eps: float = 1e-3, seed: int = 22222):
         super().__init__()
         n_inter, n_command = _split_units(units, n_motor)
-        masks: dict[str, list] = {"in": [], "ic": [], "cm": []}
-        weights: dict[str, list] = {"in": [], "ic": [], "cm": []}
+        inits: dict[str, list] = {"in": [], "ic": [], "cm": []}  # per head: (mask, weight)
         for h in range(num_heads):
             w = ncp_wiring(2 * d_head, n_inter, n_command, n_motor, sparsity=sparsity, seed=seed + h)
             inter, command, motor = (w.get_neurons_of_layer(i) for i in range(3))
             for key, polarity in (("in", w.sensory_adjacency_matrix[:, inter]),
                                   ("ic", w.adjacency_matrix[np.ix_(inter, command)]),
                                   ("cm", w.adjacency_matrix[np.ix_(command, motor)])):
-                m, wt = _signed_init(polarity)
-                masks[key].append(m)
-                weights[key].append(wt)
-        for key in masks:
-            self.register_buffer(f"mask_{key}", torch.stack(masks[key]))
-            setattr(self, f"w_{key}", nn.Parameter(torch.stack(weights[key])))
+                inits[key].append(_signed_init(polarity))
+        for key, pairs in inits.items():
+            masks, weights = zip(*pairs)
+            self.register_buffer(f"mask_{key}", torch.stack(masks))
+            setattr(self, f"w_{key}", nn.Parameter(torch.stack(weights)))
         self.b_in = nn.Parameter(torch.zeros(num_heads, n_inter))
         self.b_ic = nn.Parameter(torch.zeros(num_heads, n_command))
         self.b_cm = nn.Parameter(torch.zeros(num_heads, n_motor))

@@ -58,9 +58,7 @@ def _check_inputs(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None) -> 
         raise ValueError(f"h0: expected shape (batch, ...) = {expected}, found {tuple(h0.shape)}")
 
 
-def selective_scan_ref(
-    a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None
-) -> torch.Tensor:
+def selective_scan_ref(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None) -> torch.Tensor:
     """Reference twin of :func:`selective_scan`: a plain Python loop over time, autograd through it.
 
     Same arguments, shapes and result as :func:`selective_scan`.
@@ -74,13 +72,8 @@ def selective_scan_ref(
     return torch.stack(states, dim=1)
 
 
-def selective_scan(
-    a: torch.Tensor,
-    b: torch.Tensor,
-    h0: torch.Tensor | None = None,
-    *,
-    chunk_size: int | None = None,
-) -> torch.Tensor:
+def selective_scan(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None, *,
+                   chunk_size: int | None = None) -> torch.Tensor:
     """Scan h_t = a_t * h_{t-1} + b_t along dim 1 (Eq. 32 of CHONN), in parallel.
 
     ====  ===========================  =====================================

@@ -16,11 +16,9 @@ from evaluation.gapped import GAP_LEVELS, apply_gap, gap_mask, gapped_evaluation
 from evaluation.classification import cross_entropy, top_k_accuracy
 from evaluation.well import binned_spectral_mse, linf, nmse_well, nrmse_well, pearson, vmse, vrmse
 
-__all__: list[str] = []
-__all__ += ["rel_l2", "rel_l2_spectral", "rel_l2_derivative", "rel_h1", "rel_l1", "nrmse_range", "max_mse"]
-__all__ += ["pdebench_metrics", "PDEBenchAccumulator", "PDEBENCH_KEYS", "frequency_band_errors", "boundary_rmse",
-            "phm_score", "rollout_errors"]
-__all__ += ["summarize", "MetricAccumulator"]
-__all__ += ["gap_mask", "apply_gap", "gapped_evaluation", "GAP_LEVELS"]
-__all__ += ["vrmse", "vmse", "nmse_well", "nrmse_well", "linf", "pearson", "binned_spectral_mse"]
-__all__ += ["top_k_accuracy", "cross_entropy", "finite_checks"]
+__all__ = ["rel_l2", "rel_l2_spectral", "rel_l2_derivative", "rel_h1", "rel_l1", "nrmse_range", "max_mse",
+           "pdebench_metrics", "PDEBenchAccumulator", "PDEBENCH_KEYS", "frequency_band_errors", "boundary_rmse",
+           "phm_score", "rollout_errors", "summarize", "MetricAccumulator",
+           "gap_mask", "apply_gap", "gapped_evaluation", "GAP_LEVELS",
+           "vrmse", "vmse", "nmse_well", "nrmse_well", "linf", "pearson", "binned_spectral_mse",
+           "top_k_accuracy", "cross_entropy", "finite_checks"]

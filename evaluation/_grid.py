@@ -30,8 +30,7 @@ def gradient_components(x: torch.Tensor, n_spatial: int, *, periodic: bool) -> t
         ``(batch, n_spatial, ...)``: the components stacked after the sample axis.
     """
     axes = spatial_axes(x, n_spatial)
-    short = [x.shape[d] for d in axes if x.shape[d] < 3]
-    if short:
+    if any(x.shape[d] < 3 for d in axes):
         raise ValueError(f"pred/true: finite differences need at least 3 points per spatial axis, "
                          f"found shape {tuple(x.shape)} with spatial axes {axes}")
     if periodic:

@@ -22,7 +22,9 @@ from pde_data import model
 
 __all__ = ["Pair", "as_pair", "finish", "check_reduce", "REDUCTIONS", "finite_checks"]
 
-REDUCTIONS = ("mean", "median", "none")
+#: how :func:`finish` reduces over the sample axis (the median is numpy's: the middle pair averaged)
+_REDUCERS = {"mean": lambda v: v.mean(dim=0), "median": lambda v: torch.quantile(v, 0.5, dim=0), "none": lambda v: v}
+REDUCTIONS = tuple(_REDUCERS)
 
 #: whether :func:`as_pair` refuses NaN/Inf (reading that costs a device sync per input)
 _CHECK_FINITE = contextvars.ContextVar("circuitop_check_finite", default=True)
@@ -84,8 +86,7 @@ def _from_xarray(pred, true) -> Pair:
             tensors.append(model.to_tensor(obj, variables, dtype=torch.float64))
         except ValueError as exc:
             raise ValueError(f"{name}: {exc}") from None
-    n_spatial = len(model.spatial_dims(pred))
-    return Pair(tensors[0], tensors[1], False, n_spatial, model.TIME in pred.dims)
+    return Pair(*tensors, False, len(model.spatial_dims(pred)), model.TIME in pred.dims)
 
 
 def _tensor(obj, name: str, like: torch.Tensor | None) -> torch.Tensor:
@@ -102,7 +103,6 @@ def _tensor(obj, name: str, like: torch.Tensor | None) -> torch.Tensor:
 
 
 def _from_arrays(pred, true) -> Pair:
-    is_torch = isinstance(pred, torch.Tensor) or isinstance(true, torch.Tensor)
     like = pred if isinstance(pred, torch.Tensor) else true if isinstance(true, torch.Tensor) else None
     p, t = _tensor(pred, "pred", like), _tensor(true, "true", like)
     if p.device != t.device:
@@ -110,7 +110,7 @@ def _from_arrays(pred, true) -> Pair:
     if p.dtype != t.dtype:
         dtype = torch.promote_types(p.dtype, t.dtype)
         p, t = p.to(dtype), t.to(dtype)
-    return Pair(p, t, is_torch, max(p.ndim - 1, 0))
+    return Pair(p, t, like is not None, max(p.ndim - 1, 0))
 
 
 def as_pair(pred, true, *, min_ndim: int = 1, reduce: str | None = None) -> Pair:
@@ -152,12 +152,7 @@ def finish(values: torch.Tensor, reduce: str, is_torch: bool):
     Tensors in give tensors out; otherwise floats (or numpy arrays).
     """
     check_reduce(reduce)
-    if reduce == "mean":
-        out = values.mean(dim=0)
-    elif reduce == "median":
-        out = torch.quantile(values, 0.5, dim=0)
-    else:
-        out = values
+    out = _REDUCERS[reduce](values)
     if is_torch:
         return out
     array = out.detach().cpu().numpy()

@@ -90,10 +90,8 @@ class MetricAccumulator:
         """``{metric name: value}`` over every sample so far, equal to :func:`evaluation.summarize`."""
         self._check_started()
         family = self._signature[0]
-        table = {}
-        for key, metric, reduce in per_sample_metrics(family):
-            values = torch.from_numpy(np.concatenate(self._values[metric.__name__]))
-            table[key] = finish(values, reduce, False)
+        table = {key: finish(torch.from_numpy(np.concatenate(self._values[metric.__name__])), reduce, False)
+                 for key, metric, reduce in per_sample_metrics(family)}
         if family == "field":
             table.update(present_bands(self._pdebench.result()))
         return table

@@ -149,10 +149,8 @@ def nrmse_range(pred, true, *, reduce: str = "mean"):
         reduce: ``"mean"``, ``"median"`` or ``"none"``.
     """
     pair = as_pair(pred, true, reduce=reduce)
-    err = _flat(pair.pred - pair.true)
     truth = _flat(pair.true)
-    spread = truth.amax(dim=1) - truth.amin(dim=1)
-    values = err.square().mean(dim=1).sqrt() / spread
+    values = _flat(pair.pred - pair.true).square().mean(dim=1).sqrt() / (truth.amax(dim=1) - truth.amin(dim=1))
     return finish(values, reduce, pair.is_torch)
 
 
@@ -166,5 +164,4 @@ def max_mse(pred, true, *, reduce: str = "mean"):
         reduce: ``"mean"``, ``"median"`` or ``"none"``.
     """
     pair = as_pair(pred, true, reduce=reduce)
-    values = _flat(pair.pred - pair.true).square().amax(dim=1)
-    return finish(values, reduce, pair.is_torch)
+    return finish(_flat(pair.pred - pair.true).square().amax(dim=1), reduce, pair.is_torch)

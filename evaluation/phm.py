@@ -31,7 +31,5 @@ def phm_score(pred, true, *, reduce: str = "sum"):
     pair = as_pair(pred, true)
     d = pair.pred - pair.true
     terms = torch.where(d < 0, torch.expm1(-d / _EARLY_SCALE), torch.expm1(d / _LATE_SCALE))
-    if reduce == "none":
-        return finish(terms, "none", pair.is_torch)
-    total = terms.sum() if reduce == "sum" else terms.mean()
-    return finish(total, "none", pair.is_torch)
+    values = terms if reduce == "none" else terms.sum() if reduce == "sum" else terms.mean()
+    return finish(values, "none", pair.is_torch)

@@ -17,6 +17,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from pde_data import atomic_path
+from evaluation.by_parameter import by_parameter
 from evaluation.spectra import radial_counts, radial_power
 
 __all__ = ["plot_fields", "plot_rollout", "plot_spectra", "plot_metric_bars", "plot_training_curves",
@@ -24,11 +25,11 @@ __all__ = ["plot_fields", "plot_rollout", "plot_spectra", "plot_metric_bars", "p
 
 
 def _numpy(x, name: str) -> np.ndarray:
+    if isinstance(x, xr.Dataset):
+        raise ValueError(f"{name}: expected one field (a DataArray or array), found a Dataset")
     if isinstance(x, torch.Tensor):
         x = x.detach().cpu().numpy()
-    elif isinstance(x, (xr.DataArray, xr.Dataset)):
-        if isinstance(x, xr.Dataset):
-            raise ValueError(f"{name}: expected one field (a DataArray or array), found a Dataset")
+    elif isinstance(x, xr.DataArray):
         x = x.values
     return np.asarray(x, dtype=np.float64)
 
@@ -125,8 +126,6 @@ def plot_parameter_errors(values: Sequence[float], errors: Sequence[float], trai
         train_range: ``(low, high)`` of the parameter over the training samples.
         name: the parameter (the x-axis label). title: a suptitle. path: where to write the PNG (optional).
     """
-    from evaluation.by_parameter import by_parameter
-
     v, e = _numpy(values, "values").ravel(), _numpy(errors, "errors").ravel()
     groups = by_parameter(v, e, train_range)
     fig = Figure(figsize=(6.5, 4.2), layout="constrained")

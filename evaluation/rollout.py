@@ -44,8 +44,5 @@ def step_values(pred, true, *, metric: Callable = rel_l2) -> tuple[torch.Tensor,
     pair = as_pair(pred, true, min_ndim=3)
     if pair.has_time is False:
         raise ValueError(f"pred: expected a 'time' dim for a rollout, found dims {dict(pred.sizes)}")
-    n_batch, n_time = pair.pred.shape[:2]
-    flat_pred = pair.pred.reshape(n_batch * n_time, *pair.pred.shape[2:])
-    flat_true = pair.true.reshape(n_batch * n_time, *pair.true.shape[2:])
-    values = metric(flat_pred, flat_true, reduce="none")  # tensors in, so a tensor out
-    return values.reshape(n_batch, n_time), pair.is_torch
+    values = metric(pair.pred.flatten(0, 1), pair.true.flatten(0, 1), reduce="none")  # tensors in, so a tensor out
+    return values.reshape(pair.pred.shape[:2]), pair.is_torch
