@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import pde_data
+from operators.cli._remote import add_storage_option, use_storage_options
 from evaluation import summarize
 from operators.cli._pairing import align, check_coords
 from operators.cli._verified import add_no_verify, verify_data
@@ -57,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all", action="store_true", help="print every metric of a run's evaluation (default: the "
                    "headline ones; all of them are in its metrics.md and metrics.json)")
     add_no_verify(p)
+    add_storage_option(p)
     p.set_defaults(func=run)
 
 
@@ -80,6 +82,7 @@ def format_table(table: dict[str, float]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    use_storage_options(args)
     if _check_mode(args) == "run":
         return _run(args)
     if args.window < 0:

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 import pde_data
+from operators.cli._remote import add_storage_option, use_storage_options
 import pde_data.formats.manifest
 from pde_data import model
 
@@ -27,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--verify", action="store_true",
                    help="with a generated set's folder: recompute every shard's sha256 against its manifest, "
                         "whatever its stamp says (without it: the shards changed since they were last checked)")
+    add_storage_option(p)
     p.set_defaults(func=run)
 
 
@@ -165,6 +167,7 @@ def _evaluations(run_dir: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    use_storage_options(args)
     if args.verify and not (args.path and pde_data.formats.manifest.is_manifest_folder(args.path)):
         raise ValueError(f"--verify: expected a generated set's folder (with manifest.json), found {args.path}")
     if not args.path:

@@ -14,6 +14,7 @@ import json
 import sys
 
 from operators.cli._verified import add_no_verify, verify_data
+from operators.cli._remote import add_storage_option, use_storage_options
 from operators.cli.evaluate import add_run_options, run_values
 from operators.threads import choose_threads, say
 
@@ -31,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
     add_no_verify(p)
+    add_storage_option(p)
     p.set_defaults(func=run)
 
 
@@ -38,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from operators.training import predict_run
 
     say(choose_threads(args.threads))
+    use_storage_options(args)
     values = run_values(args)
     verify_data(args.data, skip=args.no_verify)
     result = predict_run(args.run, args.data, args.out, checkpoint=args.checkpoint, overwrite=args.overwrite,

@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from operators.cli._verified import add_no_verify, verify_data
+from operators.cli._remote import add_storage_option, use_storage_options
 from operators.threads import add_threads_option
 from pde_data.core.params import BARE, library_name
 
@@ -187,6 +188,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_threads_option(p)
     p.add_argument("--no-progress", action="store_true", default=False, help="no progress bars")
     add_no_verify(p)
+    add_storage_option(p)
     p.set_defaults(func=run)
 
 
@@ -236,6 +238,9 @@ def run(args: argparse.Namespace) -> int:
     for field in _MAPPINGS:  # --config, --gen set keys of the base's mapping (a config file's, a resumed run's)
         if field in overrides:
             overrides[field] = {**base.get(field), **overrides[field]}
+    storage = use_storage_options(args)
+    if storage:
+        overrides["data.storage"] = {**base.data.storage, **storage}
     spec = base.override(overrides)
     verify_data(spec.data.path, skip=args.no_verify)  # a generated set's shards, before the model is built
     try:

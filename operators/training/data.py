@@ -131,7 +131,7 @@ class RunData:
         """The data of ``spec``; a generated run's are made on ``device``, the next epoch's in the background
         unless ``loading.workers`` is 0, each of the ``dist`` processes making its part of every epoch."""
         if spec.data.generate is None:
-            return cls(pde_data.open_source(spec.data.path))
+            return cls(pde_data.open_source(spec.data.path, storage_options=spec.data.storage or None))
         from operators.training import online
 
         spec = online.completed(spec)

@@ -31,6 +31,7 @@ import xarray as xr
 from torch import nn
 
 import pde_data
+from pde_data.core import remote
 from operators.threads import choose_threads, say
 from operators.training import checkpoint as ckpt
 from operators.training import distributed, runfolder
@@ -215,7 +216,7 @@ def train_run(spec: RunSpec, out: str | os.PathLike, *, resume: bool = False, ov
         raise SpecError("model.name", "a value", "none")
     out, info = Path(out), distributed.setup(device)
     if spec.data.path is not None:
-        spec = spec.override({"data.path": os.path.abspath(spec.data.path)})
+        spec = spec.override({"data.path": remote.absolute(spec.data.path)})
     try:
         with _claimed(out, info, resume=resume, overwrite=overwrite) as folder:
             data = RunData.open(spec, info.device, info)  # the one open of the file (or making of the fixed set)

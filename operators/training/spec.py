@@ -66,9 +66,12 @@ class DataSpec(Typed, prefix="data"):
     ``generator`` parameters (completed with their defaults once resolved); validation and test read the
     ``split`` of a fixed set, ``path`` if given, else ``split[1] + split[2]`` samples of seed ``generate_seeds[1]``.
     ``condition``: the per-sample PDE parameters (variables of dims ``(sample,)``) the model is conditioned on;
-    ``split_by``: a parameter whose held-out values make the test split (``operators.training.tasks.resolve``)."""
+    ``split_by``: a parameter whose held-out values make the test split (``operators.training.tasks.resolve``);
+    ``storage``: a URL ``path``'s storage options without the secret ones (:func:`pde_data.core.remote.public`:
+    those come from the command line again, or the environment)."""
 
     path: str | None = None
+    storage: dict = field(default_factory=dict)
     generate: str | None = None
     generator: dict = field(default_factory=dict)
     samples_per_epoch: int | None = None

@@ -12,6 +12,7 @@ the Datasets holding it count as its holders (:func:`opening`, :func:`release_fi
 
 from __future__ import annotations
 
+import atexit
 import functools
 import math
 import os
@@ -26,6 +27,7 @@ import xarray as xr
 from xarray.backends import BackendArray
 from xarray.core import indexing
 
+from pde_data.core import remote
 from pde_data.core.io import check_file
 
 __all__ = ["H5Source", "lazy_dataset", "lazy_variable", "read_parts", "read_channels", "open_file", "open_dataset",
@@ -35,19 +37,33 @@ _FILES: dict[tuple, h5py.File] = {}
 _HOLDERS: dict[tuple, int] = {}  # open Datasets over each handle: the last one to close closes it
 
 
-def file_stamp(path: str) -> tuple[int, int, int]:
-    """``(inode, mtime_ns, size)``: tells a file from a later one written to the same path."""
+def file_stamp(path: str) -> tuple[int, ...]:
+    """``(inode, mtime_ns, size)``: tells a file from a later one written to the same path; a URL's
+    ``(size, version)`` (:func:`pde_data.core.remote.stamp`)."""
+    if remote.is_url(path):
+        return remote.stamp(path)
     st = os.stat(path)
     return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def open_file(path: str, stamp: tuple[int, ...] = ()) -> h5py.File:
-    """One read-only handle per file version and process (datasets survive pickling into workers)."""
+    """One read-only handle per file version and process (datasets survive pickling into workers); a URL's
+    through range requests (:func:`pde_data.core.remote.open_binary`)."""
     key = (path, stamp, os.getpid())
     handle = _FILES.get(key)
     if handle is None or not handle.id.valid:
-        handle = _FILES[key] = h5py.File(path, "r")
+        handle = _FILES[key] = h5py.File(remote.open_binary(path) if remote.is_url(path) else path, "r")
     return handle
+
+
+@atexit.register
+def _close_remote() -> None:
+    """Close the handles of URLs before the interpreter's teardown: h5py reading through a Python file object
+    (fsspec's, with its event loop's thread) would otherwise crash once that object is freed first."""
+    for key in [k for k in _FILES if remote.is_url(k[0])]:
+        handle = _FILES.pop(key)
+        if handle.id.valid:
+            handle.close()
 
 
 @contextmanager

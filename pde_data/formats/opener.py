@@ -45,6 +45,7 @@ import xarray as xr
 from pde_data.formats.h5lazy import H5Source, file_stamp, open_file, opening, release_file
 from pde_data.formats.foreign import HEAD_BYTES, open_mat5, open_torch_pt, read_mat73, sniff
 from pde_data.formats.manifest import MANIFEST, is_manifest_folder, open_manifest
+from pde_data.core import remote
 from pde_data.core.errors import one_line
 from pde_data.core.io import HDF5_MAGIC, NETCDF3_MAGIC, open_netcdf_files, read_netcdf
 from pde_data.core.model import field_order, spatial_dims
@@ -98,6 +99,8 @@ def probe(path: str, options: ReadOptions = ReadOptions()) -> Probed:
             ``options`` given for a file that is not PDEBench's; a glob's PDEBench files mixed with others, or
             differing beyond their samples, or in no parameter.
     """
+    if remote.is_url(path):
+        return _probe_url(path, options)
     if options and (os.path.isdir(path) or any(ch in path for ch in GLOB_CHARS)):
         raise ValueError(f"{path}: expected a PDEBench HDF5 file for {options}, found a folder or glob")
     if os.path.isdir(path):
@@ -118,6 +121,25 @@ def probe(path: str, options: ReadOptions = ReadOptions()) -> Probed:
             raise ValueError(f"{path}: expected a PDEBench HDF5 file for {options}, found a file HDF5 cannot "
                              "open") from None
         return _probe_bytes(path, stamp, err)
+    return _probe_hdf5(path, stamp, options)
+
+
+def _probe_url(url: str, options: ReadOptions) -> Probed:
+    """A file behind a URL, read by range requests: an HDF5 file (NetCDF-4, PDEBench, The Well) as a local one;
+    others (NetCDF-3, ``.pt``, MATLAB v5, which their readers would read whole) named in one line."""
+    stamp = file_stamp(url)
+    try:
+        open_file(url, stamp)
+    except remote.RemoteError:
+        raise
+    except OSError:
+        raise ValueError(f"{remote.display(url)}: expected an HDF5 or NetCDF-4 file at a URL (others are read "
+                         "whole: download it first), found a file HDF5 cannot open") from None
+    return _probe_hdf5(url, stamp, options)
+
+
+def _probe_hdf5(path: str, stamp: tuple, options: ReadOptions) -> Probed:
+    """The HDF5 file ``path`` whose handle :func:`open_file` holds, read by its format."""
     with opening(path, stamp) as f:  # holds the handle just opened for the Dataset
         fmt, ds, direct, stats = _read_hdf5(f, path, stamp, options)
     if fmt != "netcdf":  # a NetCDF Dataset closes its xarray store too (:func:`_netcdf4`)

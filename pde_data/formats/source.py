@@ -34,6 +34,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from pde_data.core import remote
 from pde_data.formats.h5lazy import file_stamp, read_channels
 from pde_data.core.fingerprint import Fingerprint, fingerprint
 from pde_data.core.model import SAMPLE, TIME, parameter_table, spatial_dims, to_tensor
@@ -59,6 +60,7 @@ class Source:
     def __init__(self, path: str | None, probed: Probed, options: ReadOptions = ReadOptions()):
         self.path, self.format, self._stamp, self._options = path, probed.format, probed.stamp, options
         self._probed, self._pid = probed, os.getpid()
+        self._storage = remote.options_of(path) if remote.is_url(path) else None  # a URL's, secrets included
 
     # -- the opened file
 
@@ -68,7 +70,7 @@ class Source:
             probed = probe(self.path, self._options)
             if (probed.format, probed.stamp) != (self.format, self._stamp):
                 probed.dataset.close()
-                raise OSError(f"{self.path}: expected the {self.format} file opened first, found it changed "
+                raise OSError(f"{self.name}: expected the {self.format} file opened first, found it changed "
                               f"since (now {probed.format}, stamp {probed.stamp} vs {self._stamp})")
             self._probed, self._pid = probed, os.getpid()
         return self._probed
@@ -80,8 +82,8 @@ class Source:
 
     @property
     def name(self) -> str:
-        """The file, for messages (``"in-memory data"`` for a Dataset)."""
-        return self.path or "in-memory data"
+        """The file, for messages (a URL without its credentials; ``"in-memory data"`` for a Dataset)."""
+        return remote.display(self.path) if self.path else "in-memory data"
 
     @property
     def sizes(self) -> Mapping[str, int]:
@@ -123,7 +125,10 @@ class Source:
         if self._stamp is not None:
             now = file_stamp(self.path)
             if now != self._stamp:
-                raise OSError(f"the file changed while it was being read (size {self._stamp[2]} -> {now[2]} bytes)")
+                size = 0 if remote.is_url(self.path) else 2  # a URL's stamp: (size, ETag's number)
+                change = (f"size {self._stamp[size]} -> {now[size]} bytes" if now[size] != self._stamp[size]
+                          else "same size, another version")
+                raise OSError(f"the file changed while it was being read ({change})")
 
     def close(self) -> None:
         """Close the file (a later read opens it again); an in-memory Dataset is its owner's to close."""
@@ -143,9 +148,14 @@ class Source:
         """The path, format, stamp and read options of a file (it is opened again where unpickled); in-memory
         data whole."""
         state = {"path": self.path, "format": self.format, "_stamp": self._stamp, "_options": self._options,
-                 "_pid": None}
+                 "_pid": None, "_storage": self._storage}
         state["_probed"] = self._probed if self.path is None else None
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if remote.is_url(self.path):
+            remote.register(self.path, state.get("_storage"))  # a worker reads the URL as the opener did
 
     # -- reads
 
@@ -276,7 +286,8 @@ def _read_runs(ds: xr.Dataset, variables: list[str], samples: np.ndarray, frames
     return torch.cat(parts, out=_into(out, (samples.size, *parts[0].shape[1:]), dtype))
 
 
-def open_source(data: SourceLike, *, layout: str | None = None, variables: Sequence[str] | None = None) -> Source:
+def open_source(data: SourceLike, *, layout: str | None = None, variables: Sequence[str] | None = None,
+                storage_options: Mapping[str, object] | None = None) -> Source:
     """The :class:`Source` of a file (probed once: :mod:`pde_data.formats.opener`), a NetCDF shard glob
     (``"set-*.nc"``, concatenated along ``sample``) or an in-memory Dataset; a Source is returned as it is. The
     one opener: ``open_source(path).dataset`` is the file's lazy Dataset.
@@ -284,10 +295,14 @@ def open_source(data: SourceLike, *, layout: str | None = None, variables: Seque
     Args:
         layout, variables: for a PDEBench HDF5 file only, its layout and its channels' names where the file
             does not tell them (:class:`pde_data.formats.opener.ReadOptions`).
+        storage_options: for a URL (``https://``, ``s3://``, ...), fsspec's options of its protocol (endpoint,
+            region, credentials; :mod:`pde_data.core.remote`); None: those given before in this process, else
+            fsspec's defaults and the environment's credentials.
 
     Example:
         >>> ds = open_source("2D_rdb_NA_NA.h5").dataset        # ds.close() closes the file
         >>> ds = open_source("1D_Burgers_Sols_Nu0.1.hdf5", layout="1d").dataset
+        >>> ds = open_source("https://example.org/data/ns.h5", storage_options={"headers": {"X-Token": "..."}})
 
     Raises:
         FileNotFoundError: the file is missing, or the glob matches nothing.
@@ -302,6 +317,12 @@ def open_source(data: SourceLike, *, layout: str | None = None, variables: Seque
         return Source(None, Probed(IN_MEMORY, data))
     if not isinstance(data, (str, os.PathLike)):
         raise TypeError(f"data: expected a Source, a path or an xarray.Dataset, found {type(data).__name__}")
-    path = os.path.abspath(os.fspath(data))
+    path = os.fspath(data)
+    if remote.is_url(path):
+        remote.register(path, storage_options)
+    elif storage_options:
+        raise ValueError(f"storage_options: expected a URL to read with them, found the local path {path}")
+    else:
+        path = os.path.abspath(path)
     options = ReadOptions(layout, None if variables is None else tuple(variables))
     return Source(path, probe(path, options), options)

@@ -1,0 +1,205 @@
+"""Data files behind a URL (``https://``, ``s3://``, any fsspec protocol installed), read by range requests.
+
+A path with a protocol (``scheme://``, other than ``file://``) is a URL: :func:`open_binary` opens it through
+fsspec as a read-only file object with a block cache (:data:`BLOCK_BYTES` per request, the blocks a sample
+spans kept), which h5py and the other readers take in place of a local file, so nothing is downloaded beyond the
+blocks a read touches. :func:`stamp` tells a file from a later one at the same URL by its size and its ETag (or
+modification time), asked of the server, never by reading it.
+
+The storage options of a URL (an endpoint, a region, credentials: fsspec's ``storage_options``) are given once per
+process (:func:`register`; a :class:`~pde_data.Source` registers its own again where it is unpickled, in a loader
+worker). Secret ones (:func:`is_secret`) are never written anywhere: :func:`public` drops them from what a run
+stores, and messages name a URL by :func:`display` (without user, password or query).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import IO, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = ["is_url", "absolute", "register", "set_default", "options_of", "nested", "open_binary", "stamp", "is_secret", "public", "display",
+           "parse_option", "BLOCK_BYTES", "RemoteError"]
+
+#: bytes a read asks the server for at least (the block cache's block): a 128² float32 frame is 64 KiB
+BLOCK_BYTES = 4 << 20
+#: blocks the cache of one open file keeps (the blocks of a few samples' windows)
+CACHED_BLOCKS = 32
+
+_SECRET = re.compile(r"key|secret|token|password|passwd|credential|authorization|session", re.IGNORECASE)
+_OPTIONS: dict[str, dict] = {}  # a URL's storage options in this process, secrets included
+_DEFAULT: dict = {}  # the options of every URL in this process (a command's --storage-option)
+
+
+class RemoteError(OSError):
+    """A URL that cannot be read: the one line names it (:func:`display`), what was expected and what was found."""
+
+
+def is_url(path: object) -> bool:
+    """Whether ``path`` is a URL of a protocol other than local files (``file://`` is a local path)."""
+    if not isinstance(path, str) or "://" not in path:
+        return False
+    scheme = path.split("://", 1)[0]
+    return bool(re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme)) and scheme.lower() not in ("file", "local")
+
+
+def absolute(path: str) -> str:
+    """A local path made absolute; a URL as it is."""
+    import os
+
+    return path if is_url(path) else os.path.abspath(path)
+
+
+def display(url: str) -> str:
+    """``url`` without user, password, query and fragment (what messages and files name it by)."""
+    if not is_url(url):
+        return url
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def is_secret(key: str) -> bool:
+    """Whether a storage option's name (or any part of a dotted name) holds a credential."""
+    return bool(_SECRET.search(key))
+
+
+def public(options: Mapping[str, object]) -> dict:
+    """``options`` without the secret ones (what a run's files may keep), nested dicts filtered too."""
+    out = {}
+    for key, value in options.items():
+        kept = public(value) if isinstance(value, Mapping) else value
+        if not is_secret(key) and kept != {}:
+            out[key] = kept
+    return out
+
+
+def _merged(base: Mapping, more: Mapping) -> dict:
+    """``base`` with ``more`` over it, nested dicts merged key by key."""
+    out = dict(base)
+    for key, value in more.items():
+        both = isinstance(value, Mapping) and isinstance(out.get(key), Mapping)
+        out[key] = _merged(out[key], value) if both else value
+    return out
+
+
+def parse_option(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` of ``--storage-option``: the value as an int, float, bool or None where it reads as one,
+    else the text; a dotted key (``client_kwargs.region_name``) makes nested dicts (:func:`nested`)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"expected KEY=VALUE, found {text!r}")
+    low = value.strip().lower()
+    if low in ("true", "false"):
+        return key.strip(), low == "true"
+    if low in ("none", "null"):
+        return key.strip(), None
+    for kind in (int, float):
+        try:
+            return key.strip(), kind(value)
+        except ValueError:
+            pass
+    return key.strip(), value
+
+
+def nested(pairs: Mapping[str, object]) -> dict:
+    """Dotted keys as nested dicts: ``{"a.b": 1}`` -> ``{"a": {"b": 1}}``."""
+    out: dict = {}
+    for key, value in pairs.items():
+        *parents, last = key.split(".")
+        level = out
+        for part in parents:
+            level = level.setdefault(part, {})
+        level[last] = value
+    return out
+
+
+def register(url: str, options: Mapping[str, object] | None) -> None:
+    """Add ``options`` to the storage options of ``url`` in this process (those given before and not in
+    ``options`` are kept: a run's stored public options do not drop the secrets given on its command line)."""
+    if options:
+        _OPTIONS[url] = _merged(_OPTIONS.get(url, {}), options)
+
+
+def set_default(options: Mapping[str, object]) -> None:
+    """The storage options of every URL this process opens (a URL's own, :func:`register`, win)."""
+    _DEFAULT.clear()
+    _DEFAULT.update(options)
+
+
+def options_of(url: str) -> dict:
+    """The storage options of ``url`` in this process: the defaults, then its own (empty: fsspec's defaults and
+    the environment's credentials)."""
+    return _merged(_DEFAULT, _OPTIONS.get(url, {}))
+
+
+def _filesystem(url: str):
+    import fsspec
+
+    protocol = url.split("://", 1)[0]
+    try:
+        return fsspec.filesystem(protocol, **options_of(url))
+    except (ImportError, ValueError) as exc:
+        raise RemoteError(f"{display(url)}: expected a protocol fsspec can read ({protocol}://), found "
+                          f"{_first_line(exc)}") from None
+
+
+def stamp(url: str) -> tuple[int, int]:
+    """``(size, version)`` of the file at ``url``: the version a number made of its ETag, else of its modification
+    time, as the server reports them (no byte of the file is read).
+
+    Raises:
+        FileNotFoundError: nothing at ``url`` (a 404).
+        RemoteError: any other failure (refused, forbidden, timed out), in one line.
+    """
+    fs = _filesystem(url)
+    try:
+        info = fs.info(url)
+    except Exception as exc:  # noqa: BLE001 - fsspec's protocols raise their clients' own errors
+        raise _failure(url, exc) from None
+    if info.get("type") == "directory":
+        raise RemoteError(f"{display(url)}: expected a data file, found a folder")
+    version = next((str(info[k]) for k in ("ETag", "etag", "LastModified", "Last-Modified", "mtime", "last_modified")
+                    if info.get(k) is not None), "")
+    return int(info.get("size") or 0), int.from_bytes(hashlib.sha1(version.encode()).digest()[:7], "big")
+
+
+def open_binary(url: str) -> IO[bytes]:
+    """A read-only, seekable file object of ``url`` whose reads fetch :data:`BLOCK_BYTES` blocks by range requests,
+    keeping the last :data:`CACHED_BLOCKS` of them."""
+    fs = _filesystem(url)
+    try:
+        return fs.open(url, "rb", block_size=BLOCK_BYTES, cache_type="blockcache",
+                       cache_options={"maxblocks": CACHED_BLOCKS})
+    except Exception as exc:  # noqa: BLE001
+        raise _failure(url, exc) from None
+
+
+def _failure(url: str, exc: BaseException) -> OSError:
+    """One line for a failed request: a missing file, or what the server (or the network) answered."""
+    chain, cause = [], exc
+    while cause is not None and len(chain) < 8:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    status = next((getattr(e, "status", None) or getattr(e, "code", None) for e in chain
+                   if isinstance(getattr(e, "status", None) or getattr(e, "code", None), int)), None)
+    names = " ".join(type(e).__name__ for e in chain)
+    if "ConnectorError" in names or any(isinstance(e, ConnectionRefusedError) for e in chain):
+        found = "no server answering (connection refused)"
+    elif "Timeout" in names or any(isinstance(e, TimeoutError) for e in chain):
+        found = "no answer in time (timed out)"
+    elif status == 403 or any(isinstance(e, PermissionError) for e in chain):
+        found = "access forbidden (403): check the credentials (the storage options, or the environment's)"
+    elif status == 404 or (isinstance(exc, FileNotFoundError) and status is None):
+        return FileNotFoundError(f"no such file: {display(url)} (the server has nothing at that address)")
+    else:
+        text = _first_line(exc).replace(url, display(url))  # the client's text may quote the URL whole
+        found = f"{'HTTP ' + str(status) if status else type(exc).__name__}: {text}"
+    return RemoteError(f"{display(url)}: expected a readable file, found {found}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
