@@ -96,9 +96,9 @@ def parse_option(text: str) -> tuple[str, object]:
         return key.strip(), low == "true"
     if low in ("none", "null"):
         return key.strip(), None
-    for kind in (int, float):
+    for number in (int, float):
         try:
-            return key.strip(), kind(value)
+            return key.strip(), number(value)
         except ValueError:
             pass
     return key.strip(), value
