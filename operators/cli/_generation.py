@@ -86,6 +86,9 @@ def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_defau
                         "own option), e.g. --gen n_grid=64")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out file, or a set made with other parameters (default: refuse)")
+    p.add_argument("--format", choices=("netcdf", "zarr"), default="netcdf", dest="out_format",
+                   help="netcdf: one NetCDF-4 file; zarr: one Zarr v3 store (a folder), one sample per chunk, zstd "
+                        "level 3, readable over HTTP (default netcdf)")
     add_threads_option(p)
     g = p.add_argument_group("sharded generation on Dask (the same samples bit for bit, resumable)")
     g.add_argument("--shards", type=positive_int, default=None, metavar="S",
@@ -205,17 +208,24 @@ def run_generation(args: argparse.Namespace, *, device: str | None = None) -> in
         for option in ("workers", "scheduler"):
             if getattr(args, option) is not None:
                 raise ValueError(f"--{option}: expected with --shards (the Dask options shard the set), found it alone")
-        path = check_out(args.out, overwrite=args.overwrite)
+        zarr = args.out_format == "zarr"
+        if zarr and layout is not None:
+            raise ValueError("--format zarr: expected the data model's variables; --pdebench writes PDEBench's HDF5 "
+                             "layout (leave out one of them)")
+        path = _check_store(args.out, overwrite=args.overwrite) if zarr else check_out(args.out, overwrite=args.overwrite)
         announce(path, spec.n, sample_bytes=pde_data.generate.registry.sample_bytes(spec))
         with progress_bar(spec.n, unit="sample", desc=spec.name) as bar:
             pde_data.write_samples(spec, range(spec.n), path, pdebench_layout=layout,
-                                   pdebench_variables=getattr(args, "pdebench_variables", None), device=device,
-                                   progress=lambda done: bar.update(done - bar.n))
-        written_as = f"PDEBench {layout} layout" if layout else "NetCDF"
+                                   pdebench_variables=getattr(args, "pdebench_variables", None), zarr=zarr,
+                                   device=device, progress=lambda done: bar.update(done - bar.n))
+        written_as = f"PDEBench {layout} layout" if layout else "a Zarr v3 store" if zarr else "NetCDF"
         print(f"wrote {path}: {spec.n} samples ({written_as})")
         return 0
     if layout is not None:
         raise ValueError("--pdebench: expected one output file; shards are NetCDF (leave out --shards, or --pdebench)")
+    if args.out_format == "zarr":
+        raise ValueError("--format zarr: expected one store, made by one process; shards are NetCDF (leave out "
+                         "--shards, or --format zarr)")
     if args.workers is not None and args.scheduler is not None:
         raise ValueError("--workers: expected either --workers (a local cluster) or --scheduler, found both")
     pde_data.generate.sharded.plan_shards(spec, args.shards)  # the shard count checked before the folder is made
@@ -232,6 +242,20 @@ def run_generation(args: argparse.Namespace, *, device: str | None = None) -> in
     print(f"wrote {folder}: {spec.n} samples in {len(manifest.shards)} shards "
           f"({_size(manifest.bytes)}), manifest {folder / pde_data.formats.manifest.MANIFEST}")
     return 0
+
+
+def _check_store(out: Path, *, overwrite: bool) -> Path:
+    """``out`` as a Zarr store to write: nothing there, or with ``--overwrite`` a Zarr store (never another folder or a
+    file); its folder writable."""
+    from pde_data.formats.opener import ZARR_METADATA
+
+    if out.exists() and not (out / ZARR_METADATA).is_file():
+        raise ValueError(f"--out: expected a new Zarr store (a folder to create), found an existing "
+                         f"{'folder' if out.is_dir() else 'file'} {out} that is no Zarr store; it is left as it is")
+    if out.exists() and not overwrite:
+        raise ValueError(f"--out: expected a new Zarr store, found the store {out}; pass --overwrite to replace it")
+    check_out(out.with_name(f".{out.name}.probe"), overwrite=True)  # the folder is writable (nothing is left there)
+    return out
 
 
 class _EstimatingBar(tqdm):

@@ -14,6 +14,7 @@ import torch
 
 import pde_data
 from operators.cli._remote import add_storage_option, use_storage_options
+from pde_data.formats.opener import ZARR_METADATA
 import pde_data.formats.manifest
 from pde_data import model
 
@@ -174,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
         lines = [f"{k}: {v}" for k, v in environment().items()]
     elif pde_data.formats.manifest.is_manifest_folder(args.path):
         lines = describe_set(Path(args.path), verify=args.verify)
-    elif Path(args.path).is_dir() or Path(args.path).suffix == ".pt" and _is_checkpoint(Path(args.path)):
+    elif (Path(args.path).is_dir() and not (Path(args.path) / ZARR_METADATA).is_file()
+          or Path(args.path).suffix == ".pt" and _is_checkpoint(Path(args.path))):
         lines = describe_run(Path(args.path))
     else:
         lines = describe(args.path)

@@ -20,7 +20,7 @@ from typing import IO, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["is_url", "absolute", "register", "set_default", "options_of", "nested", "open_binary", "stamp", "is_secret", "public", "display",
-           "parse_option", "BLOCK_BYTES", "RemoteError"]
+           "parse_option", "exists", "BLOCK_BYTES", "RemoteError"]
 
 #: bytes a read asks the server for at least (the block cache's block): a 128² float32 frame is 64 KiB
 BLOCK_BYTES = 4 << 20
@@ -164,6 +164,14 @@ def stamp(url: str) -> tuple[int, int]:
     version = next((str(info[k]) for k in ("ETag", "etag", "LastModified", "Last-Modified", "mtime", "last_modified")
                     if info.get(k) is not None), "")
     return int(info.get("size") or 0), int.from_bytes(hashlib.sha1(version.encode()).digest()[:7], "big")
+
+
+def exists(url: str) -> bool:
+    """Whether the server has a file at ``url`` (False where it cannot say: the read that follows names why)."""
+    try:
+        return bool(_filesystem(url).exists(url))
+    except Exception:  # noqa: BLE001 - a refused or forbidden request: the file's own open reports it in one line
+        return False
 
 
 def open_binary(url: str) -> IO[bytes]:

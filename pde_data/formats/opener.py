@@ -2,6 +2,7 @@
 
 The format by what the file holds, never by its suffix (a NetCDF file named ``x.h5`` opens as NetCDF):
 
+- a Zarr v3 store (a folder, or a URL's prefix, with a ``zarr.json``) → xarray's Zarr backend, ``"zarr"``;
 - a folder with a ``manifest.json`` (a generated set's shards) → :func:`pde_data.formats.manifest.open_manifest`,
   ``"manifest"``, with the manifest's statistics;
 - a glob (``*``, ``?`` or ``[``), its files in name order: NetCDF shards (any files but PDEBench's) →
@@ -36,6 +37,7 @@ import dataclasses
 import functools
 import glob
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import h5py
@@ -53,9 +55,11 @@ from pde_data.formats.pdebench_read import read_pdebench
 from pde_data.formats.sweep import open_sweep
 from pde_data.formats.well import Stats, is_well, read_well
 
-__all__ = ["Probed", "ReadOptions", "probe", "GLOB_CHARS", "NETCDF_CHUNK_CACHE"]
+__all__ = ["Probed", "ReadOptions", "probe", "GLOB_CHARS", "ZARR_METADATA", "NETCDF_CHUNK_CACHE"]
 
 GLOB_CHARS = "*?["
+#: the file that makes a folder (or a URL's prefix) a Zarr v3 store
+ZARR_METADATA = "zarr.json"
 #: the chunk cache NetCDF-C gives each variable (64 MiB): overlapping windows decompress a chunk once
 NETCDF_CHUNK_CACHE = 64 << 20
 
@@ -103,6 +107,8 @@ def probe(path: str, options: ReadOptions = ReadOptions()) -> Probed:
         return _probe_url(path, options)
     if options and (os.path.isdir(path) or any(ch in path for ch in GLOB_CHARS)):
         raise ValueError(f"{path}: expected a PDEBench HDF5 file for {options}, found a folder or glob")
+    if os.path.isfile(os.path.join(path, ZARR_METADATA)):
+        return _probe_zarr(path)
     if os.path.isdir(path):
         if not is_manifest_folder(path):
             raise ValueError(f"{path}: expected a data file or a generated set's folder (with {MANIFEST}), "
@@ -127,6 +133,8 @@ def probe(path: str, options: ReadOptions = ReadOptions()) -> Probed:
 def _probe_url(url: str, options: ReadOptions) -> Probed:
     """A file behind a URL, read by range requests: an HDF5 file (NetCDF-4, PDEBench, The Well) as a local one;
     others (NetCDF-3, ``.pt``, MATLAB v5, which their readers would read whole) named in one line."""
+    if remote.exists(f"{url.rstrip('/')}/{ZARR_METADATA}"):
+        return _probe_zarr(url)
     stamp = file_stamp(url)
     try:
         open_file(url, stamp)
@@ -136,6 +144,21 @@ def _probe_url(url: str, options: ReadOptions) -> Probed:
         raise ValueError(f"{remote.display(url)}: expected an HDF5 or NetCDF-4 file at a URL (others are read "
                          "whole: download it first), found a file HDF5 cannot open") from None
     return _probe_hdf5(url, stamp, options)
+
+
+def _probe_zarr(path: str) -> Probed:
+    """A Zarr (v3) store, a local folder or a URL: each variable read lazily by xarray's Zarr backend, chunk by chunk
+    (``cache=False``: a read keeps nothing of the variable beyond what it returns); ``"zarr"``."""
+    url = remote.is_url(path)
+    try:
+        with warnings.catch_warnings():  # zarr's note that consolidated metadata is outside the v3 spec
+            warnings.filterwarnings("ignore", "Consolidated metadata", category=UserWarning)
+            ds = xr.open_dataset(path, engine="zarr", chunks=None, cache=False, consolidated=None,
+                                 storage_options=remote.options_of(path) if url else None)
+    except Exception as exc:  # noqa: BLE001 - zarr raises its own errors for a store it cannot read
+        raise ValueError(f"{remote.display(path)}: expected a Zarr store in the data model, found one zarr cannot "
+                         f"read ({one_line(exc)})") from None
+    return Probed("zarr", ds)
 
 
 def _probe_hdf5(path: str, stamp: tuple, options: ReadOptions) -> Probed:

@@ -44,6 +44,7 @@ from pde_data.formats.verification import STAMP
 from pde_data.core.moments import Moments
 from pde_data.formats.pdebench_write import PdebenchGroupWriter
 from pde_data.formats.prediction_writer import PredictionWriter
+from pde_data.formats.zarr_store import ZarrWriter, store_digest
 
 __all__ = ["Written", "write_samples", "plan_shards", "generate_sharded", "PROGRESS_TOPIC"]
 
@@ -71,11 +72,11 @@ def _chunks(spec: GenerationSpec, samples: range) -> list[range]:
 
 
 def write_samples(spec: GenerationSpec, samples: range, path: str | os.PathLike, *, pdebench_layout: str | None = None,
-                  pdebench_variables: list[str] | None = None, device: torch.device | str | None = None,
-                  progress: Callable[[float], None] | None = None) -> Written:
-    """Make samples ``samples`` of ``spec`` chunk by chunk and stream them into ``path`` (NetCDF-4, or the
-    PDEBench group layout ``pdebench_layout`` with ``pdebench_variables`` as channels), atomically;
-    ``progress(samples_done)`` as they are made."""
+                  pdebench_variables: list[str] | None = None, zarr: bool = False,
+                  device: torch.device | str | None = None, progress: Callable[[float], None] | None = None) -> Written:
+    """Make samples ``samples`` of ``spec`` chunk by chunk and stream them into ``path`` (NetCDF-4, the PDEBench
+    group layout ``pdebench_layout`` with ``pdebench_variables`` as channels, or with ``zarr`` a Zarr v3 store:
+    :class:`~pde_data.formats.zarr_store.ZarrWriter`), atomically; ``progress(samples_done)`` as they are made."""
     totals: dict[str, Moments] = {}
     parameters: dict[str, list[float]] = {}
     with contextlib.ExitStack() as stack:
@@ -85,21 +86,26 @@ def write_samples(spec: GenerationSpec, samples: range, path: str | os.PathLike,
             ds = make_samples(spec, chunk, device=device,
                               progress=None if progress is None else (lambda k, d=done: progress(d + k)))
             if writer is None:
-                writer = stack.enter_context(_writer(spec, ds, path, len(samples), pdebench_layout, pdebench_variables))
+                writer = stack.enter_context(_writer(spec, ds, path, len(samples), pdebench_layout, pdebench_variables,
+                                                     zarr))
             _write(writer, ds, chunk.start - samples.start)
             for name, m in moments_of(ds).items():
                 totals[name] = m if name not in totals else totals[name].merge(m)
             for name in (p for p in parameters_of(ds) if ds[p].dims == (SAMPLE,)):  # a number per sample
                 parameters.setdefault(name, []).extend(float(v) for v in ds[name].values)
     moments = {k: moments_json(m) for k, m in totals.items()}
-    return Written(os.path.getsize(path), sha256_of(path), moments, parameters)
+    size, sha256 = store_digest(path) if zarr else (os.path.getsize(path), sha256_of(path))
+    return Written(size, sha256, moments, parameters)
 
 
-def _writer(spec: GenerationSpec, like: xr.Dataset, path, n: int, layout: str | None, variables: list[str] | None):
+def _writer(spec: GenerationSpec, like: xr.Dataset, path, n: int, layout: str | None, variables: list[str] | None,
+            zarr: bool):
     if layout is not None:
         return PdebenchGroupWriter(path, layout=layout, variables=variables)
-    variables = [str(k) for k, v in like.data_vars.items() if SAMPLE in v.dims]
     attrs = {**like.attrs, "circuitop_generator": json.dumps(spec.complete().to_json())}
+    if zarr:
+        return ZarrWriter(path, like, n, attrs=attrs)
+    variables = [str(k) for k, v in like.data_vars.items() if SAMPLE in v.dims]
     return PredictionWriter(path, like.isel({SAMPLE: [0]}), variables, n, attrs=attrs)
 
 
