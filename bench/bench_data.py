@@ -62,6 +62,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -531,6 +532,54 @@ def _well_rows(folder: Path, quick: bool) -> list[Row]:
                 "target >= 2")]
 
 
+def _zarr_copy(path: Path, store: Path) -> None:
+    """The file's data model as a Zarr store (:class:`pde_data.formats.zarr_store.ZarrWriter`), sample by sample."""
+    import pde_data
+    from pde_data.formats.zarr_store import ZarrWriter
+
+    ds = pde_data.open_source(path).dataset
+    with ZarrWriter(store, ds.isel(sample=[0]), ds.sizes["sample"]) as writer:
+        for i in range(ds.sizes["sample"]):
+            writer.write(i, ds.isel(sample=[i]).load())
+    ds.close()
+
+
+def _remote_rows(folder: Path, sizes: Sizes, *, repeats: int = 3, n_batches: int = 40) -> list[Row]:
+    """The streaming training loader (2 workers, shuffled windows) over one file read three ways, ``repeats`` rounds
+    each running local HDF5, the same file over HTTP on loopback (``bench._http.Server``: aiohttp serving byte
+    ranges) and a local Zarr copy in turn: HTTP / local (target >= 0.5) and Zarr / HDF5 (target >= 0.8), median
+    and range over the rounds."""
+    import pde_data
+    from bench._http import Server
+    from pde_data.core import remote
+
+    path, store = folder / "remote_cfd.hdf5", folder / "remote_cfd.zarr"
+    write_cfd(path, sizes)
+    _zarr_copy(path, store)
+    server = Server(folder)
+    try:
+        sources = {"local": pde_data.open_source(path), "http": pde_data.open_source(server.url(path.name)),
+                   "zarr": pde_data.open_source(store)}
+        task, _ = _window_task(sources["local"], window=10, sizes=_split(sizes.n), cache="stream", workers=2)
+        rates: dict[str, list[float]] = {k: [] for k in sources}
+        for _ in range(repeats):
+            for name, source in sources.items():
+                rates[name].append(_loader_rate(source, task, 2, n_batches))
+    finally:
+        server.stop()
+    cache = (f"block cache {remote.BLOCK_BYTES >> 20} MiB blocks x {remote.CACHED_BLOCKS} per open file, "
+             f"{server.requests} requests, {server.bytes / MB:.0f} MB served")
+    label, rows = sizes.label(), []
+    for name, of, target, note in (("http", "local", 0.5, cache), ("zarr", "local", 0.8, "zstd level 3, a sample per chunk")):
+        ratios = [a / b for a, b in zip(rates[name], rates[of])]
+        median = statistics.median(ratios)
+        rows.append(Row(NAME, f"{label} loader {name} / local HDF5, 2 workers", median, "x",
+                        f"{_spread(ratios)} over {repeats} rounds; target >= {target}: "
+                        f"{'met' if median >= target else 'NOT met'}; {note}; local "
+                        f"{statistics.median(rates[of]):.0f} windows/s"))
+    return rows
+
+
 def _disk_speed_only(folder: Path, sizes: Sizes, repeats: int) -> list[Row]:
     """Only the disk-speed phase, on one file of ``sizes`` (``--disk-speed``)."""
     path = folder / f"2D_CFD_bench_{sizes.n}.hdf5"
@@ -542,9 +591,10 @@ def _disk_speed_only(folder: Path, sizes: Sizes, repeats: int) -> list[Row]:
 
 
 def run(quick: bool = False, *, tmp: str | os.PathLike | None = None, sizes_gb: tuple[float, ...] = (1.0, 4.0),
-        evicting: bool = False, disk_speed: bool = False, repeats: int = 3) -> list[Row]:
+        evicting: bool = False, disk_speed: bool = False, remote_only: bool = False, repeats: int = 3) -> list[Row]:
     """Benchmark rows: ``quick`` writes two tiny files (12 and 24 samples at 64²) instead of ~1 GB and ≥ 4 GB;
-    ``disk_speed``: only the disk-speed phase (``repeats`` rounds) on the smallest file."""
+    ``disk_speed``: only the disk-speed phase (``repeats`` rounds) on the smallest file; ``remote_only``: only the
+    HTTP and Zarr phase (:func:`_remote_rows`) on it."""
     files = [Sizes(12, x=64), Sizes(24, x=64)] if quick else [Sizes.for_gb(gb) for gb in sorted(sizes_gb)]
     folder = Path(tempfile.mkdtemp(prefix="bench_data_", dir=tmp))
     rows, peaks = [], []
@@ -552,6 +602,9 @@ def run(quick: bool = False, *, tmp: str | os.PathLike | None = None, sizes_gb: 
         if disk_speed:
             _check_disk(folder, files[0].nbytes + (64 << 20))
             return _disk_speed_only(folder, files[0], repeats)
+        if remote_only:
+            _check_disk(folder, 2 * files[0].nbytes + (64 << 20))
+            return _remote_rows(folder, files[0], repeats=repeats)
         _check_disk(folder, max(s.nbytes for s in files) + (256 << 20))  # one file at a time, + run folders
         for k, sizes in enumerate(files):
             path = folder / f"2D_CFD_bench_{sizes.n}.hdf5"
@@ -567,7 +620,7 @@ def run(quick: bool = False, *, tmp: str | os.PathLike | None = None, sizes_gb: 
             finally:
                 path.unlink(missing_ok=True)
                 shutil.rmtree(folder / f"run_{sizes.n}", ignore_errors=True)
-        rows += _well_rows(folder, quick)
+        rows += _well_rows(folder, quick) + _remote_rows(folder, files[0], repeats=repeats)
         if len(files) > 1:
             big, small = files[-1].label(), files[0].label()
             for key in ("pss", "rss"):
@@ -591,10 +644,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="drop each file's pages from the OS page cache before every phase (posix_fadvise)")
     parser.add_argument("--disk-speed", action="store_true",
                         help="only the loader-at-the-disk's-speed phase, on the smallest file")
-    parser.add_argument("--repeats", type=int, default=3, help="rounds of the disk-speed phase (default 3)")
+    parser.add_argument("--remote", action="store_true",
+                        help="only the phase reading the smallest file over HTTP on loopback and as a Zarr store")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of the disk-speed and remote phases (default 3)")
     args = parser.parse_args(argv)
     rows = run(quick=args.quick, tmp=args.tmp, sizes_gb=tuple(args.sizes_gb), evicting=args.evict,
-               disk_speed=args.disk_speed, repeats=args.repeats)
+               disk_speed=args.disk_speed, remote_only=args.remote, repeats=args.repeats)
     print_table(rows, title=f"streaming data ({'quick' if args.quick else 'full'}, {os.cpu_count()} cores)")
     if args.json:
         from pde_data import atomic_path

@@ -5,68 +5,21 @@ and unreachable URLs and a file that changes are one line each; credentials neve
 
 from __future__ import annotations
 
-import asyncio
 import re
 import shutil
-import threading
 
 import numpy as np
 import pytest
 import torch
 import xarray as xr
-from aiohttp import web
 
 import pde_data
+from bench._http import SECRET, Server
 from operators.cli import main
 from operators.training import load_checkpoint
 from pde_data.core import remote
 
-SECRET = "s3cr3t-t0ken-4711"
 TINY = ["--config", "n_modes=4", "width=8", "n_layers=2"]
-
-
-class Server:
-    """aiohttp serving ``root`` on a free port of 127.0.0.1 from a thread: ``/f`` the files, ``/auth/f`` the same
-    files to requests with ``Authorization: Bearer SECRET`` only (403 otherwise), ``/forbidden/f`` 403 always.
-    ``requests`` counts the requests and the bytes served."""
-
-    def __init__(self, root):
-        self.root, self.requests, self.bytes = root, 0, 0
-        self.loop, ready = asyncio.new_event_loop(), threading.Event()
-        self.thread = threading.Thread(target=self._serve, args=(ready,), daemon=True)
-        self.thread.start()
-        ready.wait(10)
-
-    @web.middleware
-    async def _gate(self, request, handler):
-        self.requests += 1
-        if request.path.startswith("/forbidden/") or (
-                request.path.startswith("/auth/") and request.headers.get("Authorization") != f"Bearer {SECRET}"):
-            raise web.HTTPForbidden()
-        response = await handler(request)
-        self.bytes += response.content_length or 0
-        return response
-
-    def _serve(self, ready):
-        asyncio.set_event_loop(self.loop)
-        app = web.Application(middlewares=[self._gate])
-        for prefix in ("/auth/", "/forbidden/", "/"):
-            app.router.add_static(prefix, self.root)
-        self.runner = web.AppRunner(app)
-        self.loop.run_until_complete(self.runner.setup())
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]
-        ready.set()
-        self.loop.run_forever()
-
-    def url(self, name: str, prefix: str = "") -> str:
-        return f"http://127.0.0.1:{self.port}/{prefix}{name}"
-
-    def stop(self):
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 @pytest.fixture(scope="module")
@@ -110,9 +63,20 @@ def test_a_url_reads_as_the_file_on_disk_and_only_what_it_reads(served):
     assert url.path == server.url("ns.nc") and url.format == local.format == "netcdf"
     assert torch.equal(url.read(["u"], [3, 7], slice(1, 4)), local.read(["u"], [3, 7], slice(1, 4)))
     assert url.fingerprint() == local.fingerprint()
+
+
+
+def test_a_read_at_a_url_fetches_the_blocks_it_touches_not_the_file(served):
+    """A 16 MB file (four blocks and more): one sample's read fetches at most the two blocks it may straddle."""
+    server, root = served
+    u = np.random.default_rng(1).random((40, 6, 128, 128), dtype=np.float32)
+    pde_data.save(xr.Dataset({"u": (("sample", "time", "x", "y"), u)}), root / "big.nc")
+    size = (root / "big.nc").stat().st_size
+    assert size > 3 * remote.BLOCK_BYTES
+    source = pde_data.open_source(server.url("big.nc"))
     before = server.bytes
-    url.read(["u"], [5])
-    assert server.bytes - before <= remote.BLOCK_BYTES  # one block, not the file
+    assert np.array_equal(source.read(["u"], [20]).numpy()[0, :, 0], u[20])
+    assert server.bytes - before <= 2 * remote.BLOCK_BYTES
 
 
 def test_train_resume_evaluate_and_predict_on_a_url_equal_the_local_file(served, tmp_path, capsys):

@@ -1,8 +1,9 @@
 """Generated sets written as one Zarr v3 store, sample by sample (:class:`ZarrWriter`); read back by the opener
 (:mod:`pde_data.formats.opener`, ``"zarr"``), locally or at a URL.
 
-Each variable with a ``sample`` dim is one Zarr array chunked one sample per chunk (so a read of a sample touches one
-chunk, and writers of different samples never share one), compressed by :data:`CODEC`; the variables without it
+Each variable with a ``sample`` dim is one Zarr array chunked one sample per chunk, one frame of it where the variable
+has a ``time`` dim (so a window reads its frames alone, and writers of different samples never share a chunk), as
+PDEBench's HDF5 files are chunked, compressed by :data:`CODEC`; the variables without it
 (coordinates such as ``x``, ``time``) are written whole when the store is made. The metadata is consolidated into
 the root ``zarr.json``, so a reader over HTTP needs no listing. The store is made under a temporary name beside
 its path and renamed into place once every sample is written: a store under its name is complete.
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import xarray as xr
 
-from pde_data.core.model import SAMPLE
+from pde_data.core.model import SAMPLE, TIME
 
 __all__ = ["ZarrWriter", "CODEC", "store_digest"]
 
@@ -47,7 +48,7 @@ class ZarrWriter:
         for name in per_sample:
             v = like[name]
             shape = (n_samples, *v.shape[1:])
-            chunks = (1, *v.shape[1:])
+            chunks = (1, *(1 if d == TIME else n for d, n in zip(v.dims[1:], v.shape[1:])))
             template[name] = (v.dims, da.zeros(shape, chunks=chunks, dtype=v.dtype), v.attrs)
             encoding[name] = {"chunks": chunks, "compressors": [zarr.codecs.ZstdCodec(level=CODEC["level"])]}
         template.attrs.update(attrs or like.attrs)
