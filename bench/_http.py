@@ -34,8 +34,8 @@ class Server:
                 request.path.startswith("/auth/") and request.headers.get("Authorization") != f"Bearer {SECRET}"):
             raise web.HTTPForbidden()
         response = await handler(request)
-        if isinstance(response, web.FileResponse) and response._path.is_file():  # the range asked for, else all
-            size = response._path.stat().st_size
+        if request.method == "GET" and isinstance(response, web.FileResponse) and response._path.is_file():
+            size = response._path.stat().st_size  # the range asked for, else the whole file
             asked = request.http_range
             self.bytes += min(asked.stop or size, size) - (asked.start or 0)
         return response

@@ -78,6 +78,8 @@ from bench._util import Row, print_table
 __all__ = ["run", "write_cfd", "Sizes"]
 
 NAME = "data"
+#: the rows of the HTTP and Zarr phase (``--remote``), a benchmark of their own in RESULTS.md
+REMOTE = "data_remote"
 VARIABLES = ("density", "pressure", "Vx", "Vy")
 WINDOW = 10  # m: given frames
 BATCH = 20
@@ -573,7 +575,7 @@ def _remote_rows(folder: Path, sizes: Sizes, *, repeats: int = 3, n_batches: int
     for name, of, target, note in (("http", "local", 0.5, cache), ("zarr", "local", 0.8, "zstd level 3, a sample per chunk")):
         ratios = [a / b for a, b in zip(rates[name], rates[of])]
         median = statistics.median(ratios)
-        rows.append(Row(NAME, f"{label} loader {name} / local HDF5, 2 workers", median, "x",
+        rows.append(Row(REMOTE, f"{label} loader {name} / local HDF5, 2 workers", median, "x",
                         f"{_spread(ratios)} over {repeats} rounds; target >= {target}: "
                         f"{'met' if median >= target else 'NOT met'}; {note}; local "
                         f"{statistics.median(rates[of]):.0f} windows/s"))

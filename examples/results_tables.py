@@ -43,7 +43,7 @@ __all__ = ["Section", "sections", "problems", "render", "update", "main"]
 #: the generated sections of the full and the quick benchmark runs
 BENCH, BENCH_QUICK = "bench", "bench_quick"
 #: benchmarks run again alone after the full run (``results/bench-<name>.json``): their rows replace its
-BENCH_RERUNS = ("generate", "trainer", "scan", "threads")
+BENCH_RERUNS = ("generate", "trainer", "scan", "threads", "remote")
 #: earlier GPU runs of bench_operators kept as history (``results/bench-gpu-<name>.json``, with the session's
 #: gpu_check in ``-<name>-check.txt`` where kept), oldest first, and the transcribed records of earlier sessions'
 #: test suites
@@ -204,7 +204,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="first copy RUNS/<script>/results.json of medium runs into --results")
     p.add_argument("--bench", type=Path, default=ROOT / "results" / "bench.json",
                    help="python -m bench --json output (default results/bench.json; beside it: -quick.json, python -m "
-                        "bench --quick; -generate/-trainer/-scan.json, a benchmark run again alone; -models.json, "
+                        "bench --quick; -generate/-trainer/-scan/-threads/-remote.json, a benchmark run again alone; -models.json, "
                         "circuitop bench models; -gpu*.json, -gpu-check.txt and -gpu-tests.txt, bench/gpu_session.sh "
                         "on a GPU; stale.json, the results acknowledged as measured on older code)")
     p.add_argument("--check", action="store_true",

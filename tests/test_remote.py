@@ -126,7 +126,9 @@ def test_an_unreadable_url_is_one_line_without_credentials(served, tmp_path, cap
     assert "pw" not in err[-1] and "abc" not in err[-1] and not (tmp_path / "run").exists()
 
 
-def test_a_file_that_changes_at_its_url_is_refused(served, tmp_path):
+def test_a_file_that_changes_at_its_url_is_refused(served, tmp_path, monkeypatch):
+    """Asked again after every read, at most every RECHECK_SECONDS (0 here)."""
+    monkeypatch.setattr(remote, "RECHECK_SECONDS", 0.0)
     server, root = served
     shutil.copyfile(root / "ns.nc", root / "changing.nc")
     source = pde_data.open_source(server.url("changing.nc"))

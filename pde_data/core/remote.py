@@ -20,12 +20,14 @@ from typing import IO, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["is_url", "absolute", "register", "set_default", "options_of", "nested", "open_binary", "stamp", "is_secret", "public", "display",
-           "parse_option", "exists", "BLOCK_BYTES", "RemoteError"]
+           "parse_option", "exists", "BLOCK_BYTES", "CACHED_BLOCKS", "RECHECK_SECONDS", "RemoteError"]
 
 #: bytes a read asks the server for at least (the block cache's block): a 128² float32 frame is 64 KiB
 BLOCK_BYTES = 4 << 20
 #: blocks the cache of one open file keeps (the blocks of a few samples' windows)
 CACHED_BLOCKS = 32
+#: seconds between two asks whether a file read at a URL changed (:meth:`pde_data.Source.verify` after its reads)
+RECHECK_SECONDS = 10.0
 
 _SECRET = re.compile(r"key|secret|token|password|passwd|credential|authorization|session", re.IGNORECASE)
 _OPTIONS: dict[str, dict] = {}  # a URL's storage options in this process, secrets included

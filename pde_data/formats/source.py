@@ -27,7 +27,9 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
+import time
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -121,7 +123,12 @@ class Source:
 
     def verify(self) -> None:
         """Raise ``OSError`` if the file changed since it was opened (HDF5 reads past the end of a truncated
-        file as zeros, so a read alone would not notice); nothing for in-memory data and shard globs."""
+        file as zeros, so a read alone would not notice); nothing for in-memory data and shard globs. A URL is asked
+        again at most every :data:`pde_data.core.remote.RECHECK_SECONDS` (each ask is a request to its server)."""
+        if self._stamp is not None and remote.is_url(self.path):
+            if time.monotonic() - getattr(self, "_checked", -math.inf) < remote.RECHECK_SECONDS:
+                return
+            self._checked = time.monotonic()
         if self._stamp is not None:
             now = file_stamp(self.path)
             if now != self._stamp:
