@@ -60,3 +60,18 @@ class Server:
         asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bench._http FOLDER``: serve FOLDER in this process until killed; prints the port first."""
+    import sys
+    import time
+
+    server = Server((argv or sys.argv[1:])[0])
+    print(server.port, flush=True)
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()
