@@ -575,7 +575,7 @@ def _remote_rows(folder: Path, sizes: Sizes, *, repeats: int = 3, n_batches: int
     cache = (f"aiohttp serving from its own process; block cache of {remote.BLOCK_BYTES / MB:g} MiB blocks x "
              f"{remote.CACHED_BLOCKS} per open file")
     label, rows = sizes.label(), []
-    for name, of, target, note in (("http", "local", 0.5, cache), ("zarr", "local", 0.8, "zstd level 3, a sample per chunk")):
+    for name, of, target, note in (("http", "local", 0.5, cache), ("zarr", "local", 0.8, "zstd level 3, one frame of one sample per chunk")):
         ratios = [a / b for a, b in zip(rates[name], rates[of])]
         median = statistics.median(ratios)
         rows.append(Row(REMOTE, f"{label} loader {name} / local HDF5, 2 workers", median, "x",
