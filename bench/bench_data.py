@@ -549,7 +549,8 @@ def _zarr_copy(path: Path, store: Path) -> None:
 def _remote_rows(folder: Path, sizes: Sizes, *, repeats: int = 3, n_batches: int = 40) -> list[Row]:
     """The streaming training loader (2 workers, shuffled windows) over one file read three ways, ``repeats`` rounds
     each running local HDF5, the same file over HTTP on loopback (``python -m bench._http``: aiohttp serving byte
-    ranges from a process of its own) and a local Zarr copy in turn: HTTP / local (target >= 0.5) and Zarr / HDF5 (target >= 0.8), median
+    ranges from a process of its own) and a local Zarr copy in turn: HTTP / local (target >= 0.5) and Zarr / HDF5
+    (target >= 0.8), median
     and range over the rounds."""
     import pde_data
     import subprocess
@@ -575,7 +576,8 @@ def _remote_rows(folder: Path, sizes: Sizes, *, repeats: int = 3, n_batches: int
     cache = (f"aiohttp serving from its own process; block cache of {remote.BLOCK_BYTES / MB:g} MiB blocks x "
              f"{remote.CACHED_BLOCKS} per open file")
     label, rows = sizes.label(), []
-    for name, of, target, note in (("http", "local", 0.5, cache), ("zarr", "local", 0.8, "zstd level 3, one frame of one sample per chunk")):
+    zarr = "zstd level 3, one frame of one sample per chunk"
+    for name, of, target, note in (("http", "local", 0.5, cache), ("zarr", "local", 0.8, zarr)):
         ratios = [a / b for a, b in zip(rates[name], rates[of])]
         median = statistics.median(ratios)
         rows.append(Row(REMOTE, f"{label} loader {name} / local HDF5, 2 workers", median, "x",

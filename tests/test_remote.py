@@ -31,7 +31,8 @@ def served(tmp_path_factory):
     phase = rng.uniform(0, 2 * np.pi, (12, 1, 1, 1))
     t = np.arange(6)[None, :, None, None]
     u = np.sin(x[None, None, :, None] + 0.3 * t + phase) * np.cos(x[None, None, None, :] - 0.2 * t)
-    pde_data.save(xr.Dataset({"u": (("sample", "time", "x", "y"), u.astype("float32"))}, coords={"time": np.arange(6.0)}),
+    pde_data.save(xr.Dataset({"u": (("sample", "time", "x", "y"), u.astype("float32"))},
+                             coords={"time": np.arange(6.0)}),
                   root / "ns.nc")
     server = Server(root)
     yield server, root

@@ -30,7 +30,8 @@ def test_a_zarr_store_holds_the_netcdf_set_bit_for_bit_one_sample_per_chunk(sets
     store, nc = pde_data.open_source(sets / "d.zarr"), pde_data.open_source(sets / "d.nc")
     assert store.format == "zarr" and store.variables == nc.variables
     for name in nc.variables:
-        assert torch.equal(store.read([name], range(12), dtype=torch.float64), nc.read([name], range(12), dtype=torch.float64))
+        read = dict(samples=range(12), dtype=torch.float64)
+        assert torch.equal(store.read([name], **read), nc.read([name], **read))
     assert store.fingerprint().digest == nc.fingerprint().digest
     group = zarr.open_group(sets / "d.zarr", mode="r")
     arrays = {name: group[name] for name in nc.variables}
@@ -41,8 +42,8 @@ def test_a_zarr_store_holds_the_netcdf_set_bit_for_bit_one_sample_per_chunk(sets
 
 
 def test_training_on_a_zarr_store_equals_training_on_the_netcdf_set(sets, tmp_path):
-    common = ["--model", "fno", "--input", "a", "--target", "u", "--split", "8,2,2", "--epochs", "2", "--batch-size", "4",
-              "--threads", "1", "--no-progress", *TINY]
+    common = ["--model", "fno", "--input", "a", "--target", "u", "--split", "8,2,2", "--epochs", "2",
+              "--batch-size", "4", "--threads", "1", "--no-progress", *TINY]
     assert main(["train", "--data", str(sets / "d.zarr"), "--out", str(tmp_path / "z"), *common]) == 0
     assert main(["train", "--data", str(sets / "d.nc"), "--out", str(tmp_path / "n"), *common]) == 0
     a, b = load_checkpoint(tmp_path / "z" / "last.pt"), load_checkpoint(tmp_path / "n" / "last.pt")
@@ -62,7 +63,8 @@ def test_a_zarr_store_reads_over_http_with_its_consolidated_metadata(sets):
 def test_what_a_zarr_store_cannot_be_written_as_is_one_line(sets, tmp_path, capsys):
     cases = [([*GEN, "--out", str(sets / "d.zarr"), "--format", "zarr"], "found the store .*; pass --overwrite"),
              ([*GEN, "--out", str(tmp_path), "--format", "zarr", "--overwrite"], "no Zarr store; it is left as it is"),
-             ([*GEN, "--out", str(tmp_path / "s"), "--format", "zarr", "--shards", "2"], "--format zarr: expected one store")]
+             ([*GEN, "--out", str(tmp_path / "s"), "--format", "zarr", "--shards", "2"],
+              "--format zarr: expected one store")]
     for args, expected in cases:
         assert main(args) == 1
         line = capsys.readouterr().err.strip().splitlines()[-1]

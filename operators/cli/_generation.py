@@ -212,7 +212,8 @@ def run_generation(args: argparse.Namespace, *, device: str | None = None) -> in
         if zarr and layout is not None:
             raise ValueError("--format zarr: expected the data model's variables; --pdebench writes PDEBench's HDF5 "
                              "layout (leave out one of them)")
-        path = _check_store(args.out, overwrite=args.overwrite) if zarr else check_out(args.out, overwrite=args.overwrite)
+        check = _check_store if zarr else check_out
+        path = check(args.out, overwrite=args.overwrite)
         announce(path, spec.n, sample_bytes=pde_data.generate.registry.sample_bytes(spec))
         with progress_bar(spec.n, unit="sample", desc=spec.name) as bar:
             pde_data.write_samples(spec, range(spec.n), path, pdebench_layout=layout,

@@ -19,8 +19,9 @@ import re
 from typing import IO, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["is_url", "absolute", "register", "set_default", "options_of", "nested", "open_binary", "stamp", "is_secret", "public", "display",
-           "parse_option", "exists", "BLOCK_BYTES", "CACHED_BLOCKS", "RECHECK_SECONDS", "RemoteError"]
+__all__ = ["is_url", "absolute", "register", "set_default", "options_of", "nested", "open_binary", "stamp",
+           "is_secret", "public", "display", "parse_option", "exists", "BLOCK_BYTES", "CACHED_BLOCKS",
+           "RECHECK_SECONDS", "RemoteError"]
 
 #: bytes a read asks the server for at least (the block cache's block): 64 frames of 128² float32; 1 MiB blocks
 #: streamed bench_data's shuffled windows slower (0.17x local against 0.24x: the requests' own cost dominates)
