@@ -66,7 +66,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import h5py
@@ -658,11 +658,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(quick=args.quick, tmp=args.tmp, sizes_gb=tuple(args.sizes_gb), evicting=args.evict,
                disk_speed=args.disk_speed, remote_only=args.remote, repeats=args.repeats)
     print_table(rows, title=f"streaming data ({'quick' if args.quick else 'full'}, {os.cpu_count()} cores)")
-    if args.json:
-        from pde_data import atomic_path
+    if args.json:  # the form examples/results_tables.py renders (a run again alone: results/bench-remote.json)
+        from bench.__main__ import _write_json
 
-        with atomic_path(args.json) as tmp:
-            tmp.write_text(json.dumps([asdict(r) for r in rows], indent=2))
+        _write_json(args.json, rows, sys.argv[1:] if argv is None else argv, quick=args.quick, busy=[],
+                    program="python -m bench.bench_data")
     return 0
 
 
