@@ -70,3 +70,20 @@ def test_what_a_zarr_store_cannot_be_written_as_is_one_line(sets, tmp_path, caps
         line = capsys.readouterr().err.strip().splitlines()[-1]
         assert line.startswith("circuitop generate: error: ") and re.search(expected, line), line
     assert main([*GEN, "--out", str(sets / "d.zarr"), "--format", "zarr", "--overwrite"]) == 0
+
+
+def test_the_writer_replaces_a_store_and_nothing_else(tmp_path):
+    """Called from Python without the command's checks, the writer still never deletes a folder that is no store."""
+    from pde_data.generate.registry import GenerationSpec
+    from pde_data.generate.sharded import write_samples
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("a user's file")
+    spec = GenerationSpec("darcy", n=2, seed=0, params={"n_grid": 8})
+    with pytest.raises(ValueError, match="a folder that is no store; it is left as it is"):
+        write_samples(spec, range(2), folder, zarr=True)
+    assert (folder / "notes.txt").read_text() == "a user's file"
+    write_samples(spec, range(2), tmp_path / "s.zarr", zarr=True)
+    write_samples(spec, range(2), tmp_path / "s.zarr", zarr=True)  # a store is replaced
+    assert pde_data.open_source(tmp_path / "s.zarr").sizes["sample"] == 2

@@ -33,13 +33,17 @@ CODEC = {"name": "zstd", "level": 3}
 
 class ZarrWriter:
     """A Zarr v3 store of ``n_samples`` samples shaped like ``like`` (a Dataset with a ``sample`` dim), filled by
-    :meth:`write` and put in place by :meth:`close` (a context manager: an error leaves no store)."""
+    :meth:`write` and put in place by :meth:`close` (a context manager: an error leaves no store). What is at
+    ``path`` already is replaced only if it is a Zarr store (a folder or file of another kind raises ``ValueError``)."""
 
     def __init__(self, path: str | os.PathLike, like: xr.Dataset, n_samples: int, *, attrs: dict | None = None):
         import dask.array as da
         import zarr
 
         self.path = Path(path)
+        if self.path.exists() and not (self.path / "zarr.json").is_file():  # only a store is ever replaced
+            raise ValueError(f"{self.path}: expected a Zarr store (or nothing) to write, found "
+                             f"{'a folder that is no store' if self.path.is_dir() else 'a file'}; it is left as it is")
         self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         shutil.rmtree(self.tmp, ignore_errors=True)
         per_sample = [str(k) for k, v in like.data_vars.items() if SAMPLE in v.dims]
