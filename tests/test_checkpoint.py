@@ -149,3 +149,30 @@ def test_a_linked_checkpoint_keeps_its_content_when_the_source_is_replaced(tmp_p
     assert torch.equal(load_checkpoint(best)["model"]["w"], torch.ones(3))
     assert torch.equal(load_checkpoint(last)["model"]["w"], torch.zeros(3))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "last.pt"]
+
+
+_INTERRUPTED_SAVE = """
+import os, signal, sys, torch
+from operators.training import checkpoint
+write = checkpoint._Writer.write
+def interrupting(self, data):
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C arrives while torch is writing the archive
+    return write(self, data)
+checkpoint._Writer.write = interrupting
+try:
+    checkpoint.save_checkpoint(sys.argv[1], {"model": {"w": torch.arange(1000.0)}})
+except KeyboardInterrupt:
+    print("interrupted", float(checkpoint.load_checkpoint(sys.argv[1])["model"]["w"].sum()))
+"""
+
+
+def test_ctrl_c_during_a_write_finishes_the_checkpoint_then_interrupts(tmp_path):
+    """Ctrl-C raised inside torch's writer would leave its C++ archive writing to a closed file, and the process
+    would abort (SIGABRT, "terminate called"): the interrupt waits until the checkpoint is whole."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_SAVE, str(tmp_path / "last.pt")],
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "interrupted 499500.0\n"), done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]

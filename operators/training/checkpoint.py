@@ -10,9 +10,12 @@ raises a :class:`~pde_data.core.room.NoRoomError` naming the folder, the bytes n
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import shutil
+import signal
+import threading
 from pathlib import Path
 
 import torch
@@ -38,7 +41,7 @@ def save_checkpoint(path: str | os.PathLike, state: dict) -> Path:
     path = Path(path)
     writer = None
     try:
-        with atomic_path(path) as tmp, tmp.open("wb") as fh:
+        with _interrupts_held(), atomic_path(path) as tmp, tmp.open("wb") as fh:
             writer = _Writer(fh)
             torch.save(state, writer)
     except (OSError, RuntimeError) as exc:
@@ -48,6 +51,25 @@ def save_checkpoint(path: str | os.PathLike, state: dict) -> Path:
         raise NoRoomError(f"expected room for a checkpoint of about {format_bytes(needed)} ({needed:,} bytes), "
                           f"found {format_bytes(free)} free in {path.parent}", path.parent, needed, free) from None
     return path
+
+
+@contextlib.contextmanager
+def _interrupts_held():
+    """Hold Ctrl-C (SIGINT) until the block is done, then deliver it. Raised inside torch's writer, the
+    interrupt would leave torch's C++ archive writing its end to a closed file, and the process would abort
+    (SIGABRT, "terminate called") instead of stopping with the last checkpoint whole. Signals reach only the
+    main thread, so elsewhere this holds nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            os.kill(os.getpid(), signal.SIGINT)
 
 
 class _Writer:
