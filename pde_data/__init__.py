@@ -46,6 +46,7 @@ _NAMES = {
     "pde_data.generate.registry": "GenerationSpec make_samples",
     "pde_data.formats.manifest": "Manifest read_manifest",
     "pde_data.generate.sharded": "generate_sharded write_samples",
+    "pde_data.generate.sharded_zarr": "generate_zarr_sharded",
     "pde_data.formats.verification": "verify_set",
 }
 #: public name → the module that defines it

@@ -25,11 +25,14 @@ import pde_data
 import pde_data.generate.registry
 import pde_data.formats.manifest
 import pde_data.generate.sharded
+from operators.cli._remote import add_storage_option, use_storage_options
 from operators.cli.train import parse_config, with_value
 from operators.threads import add_threads_option, choose_threads, say
+from pde_data.core import remote
 from pde_data.core.params import BARE, library_name
 from pde_data.core.room import check_room, format_bytes as _size
 from pde_data.core.sweep import Sweep
+from pde_data.formats import zarr_store
 from pde_data.generate.defaults import PARAMS
 
 __all__ = ["positive_int", "non_negative_int", "add_common_options", "add_parameter_options", "generation_spec",
@@ -77,8 +80,9 @@ non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
 
 def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_default: int = 0) -> None:
     """``--out PATH --n N --seed S --overwrite`` and the sharding options ``--shards --workers --scheduler``."""
-    p.add_argument("--out", type=Path, required=True,
-                   help="output file (NetCDF), or with --shards the set's folder (shards and manifest.json)")
+    p.add_argument("--out", type=_out, required=True,
+                   help="output file (NetCDF), or with --shards the set's folder (shards and manifest.json); with "
+                        "--format zarr the store, a folder or a URL (s3://bucket/set.zarr; see --storage-option)")
     p.add_argument("--n", type=positive_int, default=n_default, help=f"number of samples (default {n_default})")
     p.add_argument("--seed", type=non_negative_int, default=seed_default, help=f"random seed (default {seed_default})")
     p.add_argument("--gen", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
@@ -90,10 +94,12 @@ def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_defau
                    help="netcdf: one NetCDF-4 file; zarr: one Zarr v3 store (a folder), one sample per chunk, zstd "
                         "level 3, readable over HTTP (default netcdf)")
     add_threads_option(p)
+    add_storage_option(p)
     g = p.add_argument_group("sharded generation on Dask (the same samples bit for bit, resumable)")
     g.add_argument("--shards", type=positive_int, default=None, metavar="S",
-                   help="write the set as S shard files and a manifest into the folder --out, one Dask task each; "
-                        "re-running the command completes an interrupted set")
+                   help="write the set as S shard files and a manifest into the folder --out (with --format zarr: S "
+                        "regions of the one store), one Dask task each; re-running the command completes an "
+                        "interrupted set")
     g.add_argument("--workers", type=positive_int, default=None, metavar="W",
                    help="worker processes of the local Dask cluster (default: one per core, at most S)")
     g.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -174,13 +180,15 @@ def _check_folder(folder: Path) -> Path:
 _SAMPLE_INDEX = 8
 
 
-def announce(path: Path, n_samples: int, *, sample_bytes: int) -> None:
+def announce(path: Path | str, n_samples: int, *, sample_bytes: int) -> None:
     """Say on stderr how many samples and bytes (before compression) go to ``path``: ``sample_bytes`` of
-    variables and the index per sample; refuse a set larger than the free space of ``path``'s folder."""
+    variables and the index per sample; refuse a set larger than the free space of ``path``'s folder (a URL's
+    server reports no free space: its write fails where it fails)."""
     nbytes = n_samples * (sample_bytes + _SAMPLE_INDEX)
-    check_room(path.parent, nbytes, what=f"{n_samples} samples ({_size(nbytes)} before compression)",
-               advice="lower --n or choose another folder", name="--out")
-    print(f"{path}: {n_samples} samples, {_size(nbytes)} before compression", file=sys.stderr)
+    if not remote.is_url(path):
+        check_room(path.parent, nbytes, what=f"{n_samples} samples ({_size(nbytes)} before compression)",
+                   advice="lower --n or choose another folder", name="--out")
+    print(f"{remote.display(str(path))}: {n_samples} samples, {_size(nbytes)} before compression", file=sys.stderr)
 
 
 def _duration(seconds: float) -> str:
@@ -200,18 +208,26 @@ def add_pdebench_option(p: argparse.ArgumentParser, layout: str, variables: list
 
 def run_generation(args: argparse.Namespace, *, device: str | None = None) -> int:
     """Make the set the options describe (:func:`generation_spec`) as they say: with ``--shards``, the set's folder
-    on Dask (:func:`pde_data.generate_sharded`); else one file streamed chunk by chunk (NetCDF, or the PDEBench
-    layout with ``--pdebench``). The output is checked (writable, room on the disk) before anything is computed."""
+    on Dask (:func:`pde_data.generate_sharded`), or with ``--format zarr`` one store written by Dask tasks
+    (:func:`pde_data.generate_zarr_sharded`); else one file streamed chunk by chunk (NetCDF, the PDEBench layout
+    with ``--pdebench``, or a Zarr store). The output is checked (writable, room on a local disk) before anything is
+    computed."""
     say(choose_threads(args.threads))
+    use_storage_options(args)
     spec, layout = generation_spec(args), args.pdebench_layout if getattr(args, "pdebench", False) else None
+    zarr = args.out_format == "zarr"
+    if zarr and layout is not None:
+        raise ValueError("--format zarr: expected the data model's variables; --pdebench writes PDEBench's HDF5 "
+                         "layout (leave out one of them)")
+    if remote.is_url(args.out) and not zarr:
+        raise ValueError(f"--out: a URL takes --format zarr (a Zarr store written by range of samples), found "
+                         f"{remote.display(args.out)} with --format {args.out_format}")
+    if args.workers is not None and args.scheduler is not None:
+        raise ValueError("--workers: expected either --workers (a local cluster) or --scheduler, found both")
     if args.shards is None:
         for option in ("workers", "scheduler"):
             if getattr(args, option) is not None:
                 raise ValueError(f"--{option}: expected with --shards (the Dask options shard the set), found it alone")
-        zarr = args.out_format == "zarr"
-        if zarr and layout is not None:
-            raise ValueError("--format zarr: expected the data model's variables; --pdebench writes PDEBench's HDF5 "
-                             "layout (leave out one of them)")
         check = _check_store if zarr else check_out
         path = check(args.out, overwrite=args.overwrite)
         announce(path, spec.n, sample_bytes=pde_data.generate.registry.sample_bytes(spec))
@@ -220,42 +236,55 @@ def run_generation(args: argparse.Namespace, *, device: str | None = None) -> in
                                    pdebench_variables=getattr(args, "pdebench_variables", None), zarr=zarr,
                                    device=device, progress=lambda done: bar.update(done - bar.n))
         written_as = f"PDEBench {layout} layout" if layout else "a Zarr v3 store" if zarr else "NetCDF"
-        print(f"wrote {path}: {spec.n} samples ({written_as})")
+        print(f"wrote {remote.display(str(path))}: {spec.n} samples ({written_as})")
         return 0
     if layout is not None:
         raise ValueError("--pdebench: expected one output file; shards are NetCDF (leave out --shards, or --pdebench)")
-    if args.out_format == "zarr":
-        raise ValueError("--format zarr: expected one store, made by one process; shards are NetCDF (leave out "
-                         "--shards, or --format zarr)")
-    if args.workers is not None and args.scheduler is not None:
-        raise ValueError("--workers: expected either --workers (a local cluster) or --scheduler, found both")
     pde_data.generate.sharded.plan_shards(spec, args.shards)  # the shard count checked before the folder is made
-    folder = _check_folder(args.out)
-    announce(folder / "shard-*.nc", spec.n, sample_bytes=pde_data.generate.registry.sample_bytes(spec))
+    if zarr:
+        out, make = _check_sharded_store(args.out), pde_data.generate_zarr_sharded
+    else:
+        out, make = _check_folder(args.out), pde_data.generate_sharded
+    announce(out / "shard-*.nc" if not zarr else out, spec.n,
+             sample_bytes=pde_data.generate.registry.sample_bytes(spec))
     with progress_bar(spec.n, unit="sample", desc=f"{spec.name} on Dask") as bar:
         def show(info) -> None:
             bar.update(info["done"] - bar.n)
             bar.set_postfix_str(f"{info['workers']} workers, {info['retries']} retries", refresh=False)
 
-        manifest = pde_data.generate_sharded(spec, folder, shards=args.shards, workers=args.workers,
-                                             scheduler=args.scheduler, overwrite=args.overwrite, device=device,
-                                             progress=show)
-    print(f"wrote {folder}: {spec.n} samples in {len(manifest.shards)} shards "
-          f"({_size(manifest.bytes)}), manifest {folder / pde_data.formats.manifest.MANIFEST}")
+        manifest = make(spec, out, shards=args.shards, workers=args.workers, scheduler=args.scheduler,
+                        overwrite=args.overwrite, device=device, progress=show)
+    where = ("one Zarr v3 store, manifest in its attributes" if zarr else
+             f"manifest {out / pde_data.formats.manifest.MANIFEST}")
+    print(f"wrote {remote.display(str(out))}: {spec.n} samples in {len(manifest.shards)} shards "
+          f"({_size(manifest.bytes)}), {where}")
     return 0
 
 
-def _check_store(out: Path, *, overwrite: bool) -> Path:
-    """``out`` as a Zarr store to write: nothing there, or with ``--overwrite`` a Zarr store (never another folder or a
-    file); its folder writable."""
-    from pde_data.formats.opener import ZARR_METADATA
+def _out(text: str) -> Path | str:
+    """``--out``: a URL as it is, else a local path."""
+    return text if remote.is_url(text) else Path(text)
 
-    if out.exists() and not (out / ZARR_METADATA).is_file():
-        raise ValueError(f"--out: expected a new Zarr store (a folder to create), found an existing "
-                         f"{'folder' if out.is_dir() else 'file'} {out} that is no Zarr store; it is left as it is")
-    if out.exists() and not overwrite:
-        raise ValueError(f"--out: expected a new Zarr store, found the store {out}; pass --overwrite to replace it")
-    check_out(out.with_name(f".{out.name}.probe"), overwrite=True)  # the folder is writable (nothing is left there)
+
+def _check_sharded_store(out: Path | str) -> Path | str:
+    """``out`` as a sharded Zarr store: a URL as it is (the library refuses what is there but no store); a local
+    path whose folder is writable."""
+    if not remote.is_url(out):
+        check_out(out.with_name(f".{out.name}.probe"), overwrite=True)
+    return out
+
+
+def _check_store(out: Path | str, *, overwrite: bool) -> Path | str:
+    """``out`` as a Zarr store to write: nothing there, or with ``--overwrite`` a Zarr store (never another folder or a
+    file); a local one's folder writable."""
+    found, shown = zarr_store.state(str(out)), remote.display(str(out))
+    if found == "other":
+        raise ValueError(f"--out: expected a new Zarr store, found an existing file or folder {shown} that is no "
+                         "Zarr store; it is left as it is")
+    if found == "store" and not overwrite:
+        raise ValueError(f"--out: expected a new Zarr store, found the store {shown}; pass --overwrite to replace it")
+    if not remote.is_url(out):
+        check_out(out.with_name(f".{out.name}.probe"), overwrite=True)  # writable (nothing is left there)
     return out
 
 

@@ -39,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
 def _run_splits(args: argparse.Namespace) -> int:
     if args.shards is not None:
         raise ValueError("--shards: expected one set to shard, found --splits (shard one set at a time)")
+    if not isinstance(args.out, Path):
+        raise ValueError("--out: expected a local folder for --splits' NetCDF files, found a URL")
     seeds = [s for _, s in pde_data.generate.order.SPLITS.values()]
     splits = {name: (size, seed) for name, size, seed in zip(("train", "val", "test"), args.sizes, seeds)}
     folder = Path(args.out)

@@ -19,7 +19,7 @@ import re
 from typing import IO, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["is_url", "absolute", "register", "set_default", "options_of", "nested", "open_binary", "stamp",
+__all__ = ["is_url", "absolute", "register", "set_default", "options_of", "nested", "filesystem", "open_binary", "stamp",
            "is_secret", "public", "display", "parse_option", "exists", "BLOCK_BYTES", "CACHED_BLOCKS",
            "RECHECK_SECONDS", "RemoteError"]
 
@@ -134,12 +134,15 @@ def set_default(options: Mapping[str, object]) -> None:
 
 
 def options_of(url: str) -> dict:
-    """The storage options of ``url`` in this process: the defaults, then its own (empty: fsspec's defaults and
-    the environment's credentials)."""
-    return _merged(_DEFAULT, _OPTIONS.get(url, {}))
+    """The storage options of ``url`` in this process: the defaults, then its own, or those of the longest URL
+    registered that holds it (a Zarr store's for its files; empty: fsspec's defaults and the environment's
+    credentials)."""
+    holders = [u for u in _OPTIONS if url == u or url.startswith(u.rstrip("/") + "/")]
+    return _merged(_DEFAULT, _OPTIONS[max(holders, key=len)] if holders else {})
 
 
-def _filesystem(url: str):
+def filesystem(url: str):
+    """The fsspec file system of ``url``'s protocol, made with the storage options of ``url`` in this process."""
     import fsspec
 
     protocol = url.split("://", 1)[0]
@@ -158,7 +161,7 @@ def stamp(url: str) -> tuple[int, int]:
         FileNotFoundError: nothing at ``url`` (a 404).
         RemoteError: any other failure (refused, forbidden, timed out), in one line.
     """
-    fs = _filesystem(url)
+    fs = filesystem(url)
     try:
         info = fs.info(url)
     except Exception as exc:  # noqa: BLE001 - fsspec's protocols raise their clients' own errors
@@ -173,7 +176,7 @@ def stamp(url: str) -> tuple[int, int]:
 def exists(url: str) -> bool:
     """Whether the server has a file at ``url`` (False where it cannot say: the read that follows names why)."""
     try:
-        return bool(_filesystem(url).exists(url))
+        return bool(filesystem(url).exists(url))
     except Exception:  # noqa: BLE001 - a refused or forbidden request: the file's own open reports it in one line
         return False
 
@@ -181,7 +184,7 @@ def exists(url: str) -> bool:
 def open_binary(url: str) -> IO[bytes]:
     """A read-only, seekable file object of ``url`` whose reads fetch :data:`BLOCK_BYTES` blocks by range requests,
     keeping the last :data:`CACHED_BLOCKS` of them."""
-    fs = _filesystem(url)
+    fs = filesystem(url)
     try:
         return fs.open(url, "rb", block_size=BLOCK_BYTES, cache_type="blockcache",
                        cache_options={"maxblocks": CACHED_BLOCKS})

@@ -46,7 +46,7 @@ import xarray as xr
 
 from pde_data.formats.h5lazy import H5Source, file_stamp, open_file, opening, release_file
 from pde_data.formats.foreign import HEAD_BYTES, open_mat5, open_torch_pt, read_mat73, sniff
-from pde_data.formats.manifest import MANIFEST, is_manifest_folder, open_manifest
+from pde_data.formats.manifest import MANIFEST, Manifest, is_manifest_folder, open_manifest
 from pde_data.core import remote
 from pde_data.core.errors import one_line
 from pde_data.core.io import HDF5_MAGIC, NETCDF3_MAGIC, open_netcdf_files, read_netcdf
@@ -54,6 +54,7 @@ from pde_data.core.model import field_order, spatial_dims
 from pde_data.formats.pdebench_read import read_pdebench
 from pde_data.formats.sweep import open_sweep
 from pde_data.formats.well import Stats, is_well, read_well
+from pde_data.formats.zarr_store import INCOMPLETE, MANIFEST_ATTR
 
 __all__ = ["Probed", "ReadOptions", "probe", "GLOB_CHARS", "ZARR_METADATA", "NETCDF_CHUNK_CACHE"]
 
@@ -158,7 +159,11 @@ def _probe_zarr(path: str) -> Probed:
     except Exception as exc:  # noqa: BLE001 - zarr raises its own errors for a store it cannot read
         raise ValueError(f"{remote.display(path)}: expected a Zarr store in the data model, found one zarr cannot "
                          f"read ({one_line(exc)})") from None
-    return Probed("zarr", ds)
+    if INCOMPLETE in ds.attrs:
+        raise ValueError(f"{remote.display(path)}: expected a complete Zarr store, found one whose writing did not "
+                         "finish (run the generate command that made it again: a sharded store resumes)")
+    manifest = ds.attrs.pop(MANIFEST_ATTR, None)  # a sharded store's: the set's statistics, without a pass
+    return Probed("zarr", ds, stats=None if manifest is None else Manifest.from_json(manifest).statistics)
 
 
 def _probe_hdf5(path: str, stamp: tuple, options: ReadOptions) -> Probed:

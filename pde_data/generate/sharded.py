@@ -44,9 +44,9 @@ from pde_data.formats.verification import STAMP
 from pde_data.core.moments import Moments
 from pde_data.formats.pdebench_write import PdebenchGroupWriter
 from pde_data.formats.prediction_writer import PredictionWriter
-from pde_data.formats.zarr_store import ZarrWriter, store_digest
+from pde_data.formats import zarr_store
 
-__all__ = ["Written", "write_samples", "plan_shards", "generate_sharded", "PROGRESS_TOPIC"]
+__all__ = ["Written", "write_samples", "plan_shards", "generate_sharded", "run_tasks", "reporter", "PROGRESS_TOPIC"]
 
 #: the Dask event topic on which shard tasks report progress
 PROGRESS_TOPIC = "circuitop-generate"
@@ -72,11 +72,13 @@ def _chunks(spec: GenerationSpec, samples: range) -> list[range]:
 
 
 def write_samples(spec: GenerationSpec, samples: range, path: str | os.PathLike, *, pdebench_layout: str | None = None,
-                  pdebench_variables: list[str] | None = None, zarr: bool = False,
+                  pdebench_variables: list[str] | None = None, zarr: bool = False, region: bool = False,
                   device: torch.device | str | None = None, progress: Callable[[float], None] | None = None) -> Written:
     """Make samples ``samples`` of ``spec`` chunk by chunk and stream them into ``path`` (NetCDF-4, the PDEBench
     group layout ``pdebench_layout`` with ``pdebench_variables`` as channels, or with ``zarr`` a Zarr v3 store:
-    :class:`~pde_data.formats.zarr_store.ZarrWriter`), atomically; ``progress(samples_done)`` as they are made."""
+    :class:`~pde_data.formats.zarr_store.ZarrWriter`), atomically; ``progress(samples_done)`` as they are made.
+    With ``region``, the samples go at their own indices into the Zarr store made at ``path`` for the whole set
+    (one task of :func:`pde_data.generate.sharded_zarr.generate_zarr_sharded`); the digest is of their chunks."""
     totals: dict[str, Moments] = {}
     parameters: dict[str, list[float]] = {}
     with contextlib.ExitStack() as stack:
@@ -86,15 +88,17 @@ def write_samples(spec: GenerationSpec, samples: range, path: str | os.PathLike,
             ds = make_samples(spec, chunk, device=device,
                               progress=None if progress is None else (lambda k, d=done: progress(d + k)))
             if writer is None:
-                writer = stack.enter_context(_writer(spec, ds, path, len(samples), pdebench_layout, pdebench_variables,
-                                                     zarr))
+                writer = (_Region(str(path), samples.start, ds) if region else
+                          stack.enter_context(_writer(spec, ds, path, len(samples), pdebench_layout,
+                                                      pdebench_variables, zarr)))
             _write(writer, ds, chunk.start - samples.start)
             for name, m in moments_of(ds).items():
                 totals[name] = m if name not in totals else totals[name].merge(m)
             for name in (p for p in parameters_of(ds) if ds[p].dims == (SAMPLE,)):  # a number per sample
                 parameters.setdefault(name, []).extend(float(v) for v in ds[name].values)
     moments = {k: moments_json(m) for k, m in totals.items()}
-    size, sha256 = store_digest(path) if zarr else (os.path.getsize(path), sha256_of(path))
+    size, sha256 = (zarr_store.digest(str(path), samples if region else None) if zarr or region else
+                    (os.path.getsize(path), sha256_of(path)))
     return Written(size, sha256, moments, parameters)
 
 
@@ -104,9 +108,20 @@ def _writer(spec: GenerationSpec, like: xr.Dataset, path, n: int, layout: str | 
         return PdebenchGroupWriter(path, layout=layout, variables=variables)
     attrs = {**like.attrs, "circuitop_generator": json.dumps(spec.complete().to_json())}
     if zarr:
-        return ZarrWriter(path, like, n, attrs=attrs)
+        return zarr_store.ZarrWriter(path, like, n, attrs=attrs)
     variables = [str(k) for k, v in like.data_vars.items() if SAMPLE in v.dims]
     return PredictionWriter(path, like.isel({SAMPLE: [0]}), variables, n, attrs=attrs)
+
+
+class _Region:
+    """Samples written into an existing Zarr store from index ``start`` on (``write(row, ds)`` at ``start + row``)."""
+
+    def __init__(self, path: str, start: int, like: xr.Dataset):
+        self.path, self.start = path, start
+        self.variables = [str(k) for k, v in like.data_vars.items() if SAMPLE in v.dims]
+
+    def write(self, row: int, ds: xr.Dataset) -> None:
+        zarr_store.write_region(self.path, self.start + row, ds, self.variables)
 
 
 def _write(writer, ds: xr.Dataset, row: int) -> None:
@@ -141,7 +156,7 @@ def _generate_shard(spec_json: dict, index: int, count: int, start: int, stop: i
     torch.set_num_threads(threads)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     spec, folder = GenerationSpec.from_json(spec_json), Path(folder)
-    report = _reporter(index)
+    report = reporter(index)
     report(0.0)
     path = folder / shard_name(index, count)
     written = write_samples(spec, range(start, stop), path, device=device, progress=report)
@@ -152,7 +167,7 @@ def _generate_shard(spec_json: dict, index: int, count: int, start: int, stop: i
     return record.to_json()
 
 
-def _reporter(index: int) -> Callable[[float], None]:
+def reporter(index: int) -> Callable[[float], None]:
     """``report(samples_done)`` as a Dask event of the worker running the task (nothing outside a worker)."""
     try:
         from distributed import get_worker
@@ -237,7 +252,7 @@ def generate_sharded(spec: GenerationSpec, folder: str | os.PathLike, *, shards:
     done = _existing(folder, spec, shards)
     todo = [i for i in range(shards) if i not in done]
     if todo:
-        done.update(_run_on_dask(spec, folder, ranges, todo, workers=workers, scheduler=scheduler, device=device,
+        done.update(run_tasks(spec, folder, ranges, todo, workers=workers, scheduler=scheduler, device=device,
                                  threads=threads, retries=retries, progress=progress))
     manifest = Manifest(spec.complete().to_json(), tuple(done[i] for i in range(shards)), package_versions())
     write_manifest(folder, manifest)
@@ -247,7 +262,10 @@ def generate_sharded(spec: GenerationSpec, folder: str | os.PathLike, *, shards:
     return manifest
 
 
-def _run_on_dask(spec, folder, ranges, todo, *, workers, scheduler, device, threads, retries, progress) -> dict[int, ShardRecord]:
+def run_tasks(spec, folder, ranges, todo, *, workers, scheduler, device, threads, retries, progress,
+              task: Callable[..., dict] = _generate_shard) -> dict[int, ShardRecord]:
+    """``task(spec_json, index, count, start, stop, folder, device, threads)`` for each shard of ``todo`` on Dask (a
+    local cluster of ``workers`` processes, or ``scheduler``'s); returns the records the tasks return, by index."""
     from distributed import Client, LocalCluster, as_completed
 
     with contextlib.ExitStack() as stack:
@@ -260,7 +278,7 @@ def _run_on_dask(spec, folder, ranges, todo, *, workers, scheduler, device, thre
             client = stack.enter_context(Client(scheduler, timeout="30s"))
         tracker = _Tracker(ranges, todo, client, progress)
         client.subscribe_topic(PROGRESS_TOPIC, tracker.event)
-        futures = [client.submit(_generate_shard, spec.to_json(), i, len(ranges), ranges[i].start, ranges[i].stop,
+        futures = [client.submit(task, spec.to_json(), i, len(ranges), ranges[i].start, ranges[i].stop,
                                  str(folder), device, threads, key=f"circuitop-shard-{i}-{os.getpid()}-{time.time_ns()}",
                                  retries=retries, pure=False) for i in todo]
         results = {}
