@@ -17,11 +17,12 @@ SECRET = "s3cr3t-t0ken-4711"
 
 class Server:
     """aiohttp serving ``root`` on a free port of 127.0.0.1 from a thread: ``/f`` the files, ``/auth/f`` the same
-    files to requests with ``Authorization: Bearer SECRET`` only (403 otherwise), ``/forbidden/f`` 403 always.
-    ``requests`` and ``bytes`` count the requests and the bytes served."""
+    files to requests with ``Authorization: Bearer SECRET`` only (403 otherwise), ``/forbidden/f`` 403 always,
+    ``/slow/f`` the files after a pause of ``stall`` seconds for the next ``stalls`` requests. ``requests`` and
+    ``bytes`` count the requests and the bytes served."""
 
     def __init__(self, root):
-        self.root, self.requests, self.bytes = root, 0, 0
+        self.root, self.requests, self.bytes, self.stalls, self.stall = root, 0, 0, 0, 0.0
         self.loop, ready = asyncio.new_event_loop(), threading.Event()
         self.thread = threading.Thread(target=self._serve, args=(ready,), daemon=True)
         self.thread.start()
@@ -30,6 +31,9 @@ class Server:
     @web.middleware
     async def _gate(self, request, handler):
         self.requests += 1
+        if request.path.startswith("/slow/") and self.stalls > 0:
+            self.stalls -= 1
+            await asyncio.sleep(self.stall)
         if request.path.startswith("/forbidden/") or (
                 request.path.startswith("/auth/") and request.headers.get("Authorization") != f"Bearer {SECRET}"):
             raise web.HTTPForbidden()
@@ -43,7 +47,7 @@ class Server:
     def _serve(self, ready):
         asyncio.set_event_loop(self.loop)
         app = web.Application(middlewares=[self._gate])
-        for prefix in ("/auth/", "/forbidden/", "/"):
+        for prefix in ("/auth/", "/forbidden/", "/slow/", "/"):
             app.router.add_static(prefix, self.root)
         self.runner = web.AppRunner(app)
         self.loop.run_until_complete(self.runner.setup())

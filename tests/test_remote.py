@@ -127,6 +127,26 @@ def test_an_unreadable_url_is_one_line_without_credentials(served, tmp_path, cap
     assert "pw" not in err[-1] and "abc" not in err[-1] and not (tmp_path / "run").exists()
 
 
+def test_a_request_that_times_out_is_tried_again_then_named_in_one_line(served, monkeypatch):
+    """Requests time out after 0.3 s here: one stalled request (of the open, or of a read) is tried again and the
+    read equals the file's; a server that stalls every time fails after TRIES tries, in one line."""
+    monkeypatch.setattr(remote, "TIMEOUT_SECONDS", 0.3)
+    server, root = served
+    u = np.random.default_rng(2).random((40, 6, 128, 128), dtype=np.float32)  # 16 MB: four blocks and more
+    pde_data.save(xr.Dataset({"u": (("sample", "time", "x", "y"), u)}), root / "large.nc")
+    server.stall, server.stalls = 1.0, 1
+    source = pde_data.open_source(server.url("large.nc", "slow/"))  # its first request stalls
+    server.stalls = 1
+    assert np.array_equal(source.read(["u"], [20]).numpy()[0, :, 0], u[20])  # a block read after the open stalls
+    assert server.stalls == 0
+    server.stalls = 10
+    with pytest.raises(OSError, match=rf"^http://127\.0\.0\.1:\d+/slow/ns\.nc: expected a readable file, found no "
+                                      rf"answer in time \(timed out, {remote.TRIES} tries\)$"):
+        remote.stamp(server.url("ns.nc", "slow/"))
+    assert 10 - server.stalls >= remote.TRIES  # each try asked (HTTP info may ask twice: HEAD, then GET)
+    server.stalls = 0
+
+
 def test_a_file_that_changes_at_its_url_is_refused(served, tmp_path, monkeypatch):
     """Asked again after every read, at most every RECHECK_SECONDS (0 here)."""
     monkeypatch.setattr(remote, "RECHECK_SECONDS", 0.0)

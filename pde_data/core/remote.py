@@ -6,6 +6,10 @@ spans kept), which h5py and the other readers take in place of a local file, so 
 blocks a read touches. :func:`stamp` tells a file from a later one at the same URL by its size and its ETag (or
 modification time), asked of the server, never by reading it.
 
+A request that times out (:data:`TIMEOUT_SECONDS` without an answer, over HTTP) or loses its connection is tried
+again, :data:`TRIES` times in all with a growing pause; then the failure is one line. A refused connection, a
+missing or forbidden file fail at once.
+
 The storage options of a URL (an endpoint, a region, credentials: fsspec's ``storage_options``) are given once per
 process (:func:`register`; a :class:`~pde_data.Source` registers its own again where it is unpickled, in a loader
 worker). Secret ones (:func:`is_secret`) are never written anywhere: :func:`public` drops them from what a run
@@ -16,12 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from typing import IO, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["is_url", "absolute", "register", "set_default", "options_of", "nested", "filesystem", "open_binary", "stamp",
            "is_secret", "public", "display", "parse_option", "exists", "BLOCK_BYTES", "CACHED_BLOCKS",
-           "RECHECK_SECONDS", "RemoteError"]
+           "RECHECK_SECONDS", "TRIES", "TIMEOUT_SECONDS", "RemoteError"]
 
 #: bytes a read asks the server for at least (the block cache's block): 64 frames of 128² float32; 1 MiB blocks
 #: streamed bench_data's shuffled windows slower (0.17x local against 0.24x: the requests' own cost dominates)
@@ -30,6 +35,11 @@ BLOCK_BYTES = 4 << 20
 CACHED_BLOCKS = 32
 #: seconds between two asks whether a file read at a URL changed (:meth:`pde_data.Source.verify` after its reads)
 RECHECK_SECONDS = 10.0
+#: tries of a request that timed out or lost its connection, the pauses between them 0.5 s, 1 s, ...
+TRIES = 3
+#: seconds an HTTP request waits to connect and for each part of its answer (unless the storage options give
+#: ``timeout`` or ``client_kwargs.timeout``; other protocols keep their clients' own, s3fs's with its own retries)
+TIMEOUT_SECONDS = 60.0
 
 _SECRET = re.compile(r"key|secret|token|password|passwd|credential|authorization|session", re.IGNORECASE)
 _OPTIONS: dict[str, dict] = {}  # a URL's storage options in this process, secrets included
@@ -142,12 +152,18 @@ def options_of(url: str) -> dict:
 
 
 def filesystem(url: str):
-    """The fsspec file system of ``url``'s protocol, made with the storage options of ``url`` in this process."""
+    """The fsspec file system of ``url``'s protocol, made with the storage options of ``url`` in this process (over
+    HTTP with :data:`TIMEOUT_SECONDS` unless they give a timeout)."""
     import fsspec
 
-    protocol = url.split("://", 1)[0]
+    protocol, options = url.split("://", 1)[0], options_of(url)
+    if protocol in ("http", "https") and "timeout" not in options and "timeout" not in options.get("client_kwargs", {}):
+        import aiohttp
+
+        limit = aiohttp.ClientTimeout(total=None, sock_connect=TIMEOUT_SECONDS, sock_read=TIMEOUT_SECONDS)
+        options = _merged(options, {"client_kwargs": {"timeout": limit}})
     try:
-        return fsspec.filesystem(protocol, **options_of(url))
+        return fsspec.filesystem(protocol, **options)
     except (ImportError, ValueError) as exc:
         raise RemoteError(f"{display(url)}: expected a protocol fsspec can read ({protocol}://), found "
                           f"{_first_line(exc)}") from None
@@ -162,10 +178,7 @@ def stamp(url: str) -> tuple[int, int]:
         RemoteError: any other failure (refused, forbidden, timed out), in one line.
     """
     fs = filesystem(url)
-    try:
-        info = fs.info(url)
-    except Exception as exc:  # noqa: BLE001 - fsspec's protocols raise their clients' own errors
-        raise _failure(url, exc) from None
+    info = _tried(url, lambda: fs.info(url))
     if info.get("type") == "directory":
         raise RemoteError(f"{display(url)}: expected a data file, found a folder")
     version = next((str(info[k]) for k in ("ETag", "etag", "LastModified", "Last-Modified", "mtime", "last_modified")
@@ -176,7 +189,8 @@ def stamp(url: str) -> tuple[int, int]:
 def exists(url: str) -> bool:
     """Whether the server has a file at ``url`` (False where it cannot say: the read that follows names why)."""
     try:
-        return bool(filesystem(url).exists(url))
+        fs = filesystem(url)
+        return bool(_tried(url, lambda: fs.exists(url)))
     except Exception:  # noqa: BLE001 - a refused or forbidden request: the file's own open reports it in one line
         return False
 
@@ -185,26 +199,81 @@ def open_binary(url: str) -> IO[bytes]:
     """A read-only, seekable file object of ``url`` whose reads fetch :data:`BLOCK_BYTES` blocks by range requests,
     keeping the last :data:`CACHED_BLOCKS` of them."""
     fs = filesystem(url)
-    try:
-        return fs.open(url, "rb", block_size=BLOCK_BYTES, cache_type="blockcache",
-                       cache_options={"maxblocks": CACHED_BLOCKS})
-    except Exception as exc:  # noqa: BLE001
-        raise _failure(url, exc) from None
+    return _Retrying(url, _tried(url, lambda: fs.open(url, "rb", block_size=BLOCK_BYTES, cache_type="blockcache",
+                                                      cache_options={"maxblocks": CACHED_BLOCKS})))
 
 
-def _failure(url: str, exc: BaseException) -> OSError:
-    """One line for a failed request: a missing file, or what the server (or the network) answered."""
+class _Retrying:
+    """A remote file object whose reads are tried again from where they started (:func:`_tried`); the rest is the
+    file object's own."""
+
+    def __init__(self, url: str, fh):
+        self._url, self._fh = url, fh
+
+    def read(self, size: int = -1) -> bytes:
+        start = self._fh.tell()
+
+        def read() -> bytes:
+            self._fh.seek(start)
+            return self._fh.read(size)
+
+        return _tried(self._url, read)
+
+    def readinto(self, buffer) -> int:
+        data = self.read(memoryview(buffer).nbytes)
+        memoryview(buffer).cast("B")[:len(data)] = data
+        return len(data)
+
+    def __getattr__(self, name: str):
+        return getattr(self._fh, name)
+
+
+def _tried(url: str, call):
+    """``call()``, tried again after a timeout or a lost connection (:data:`TRIES` in all); any failure as one line
+    (:func:`_failure`)."""
+    for attempt in range(TRIES):
+        try:
+            return call()
+        except Exception as exc:  # noqa: BLE001 - fsspec's protocols raise their clients' own errors
+            if attempt + 1 == TRIES or not _transient(exc):
+                raise _failure(url, exc, tries=attempt + 1) from None
+        time.sleep(0.5 * 2 ** attempt)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
     chain, cause = [], exc
     while cause is not None and len(chain) < 8:
         chain.append(cause)
         cause = cause.__cause__ or cause.__context__
+    return chain
+
+
+def _transient(exc: BaseException) -> bool:
+    """A timeout or a connection lost on the way (worth another try), not a refusal or an answer."""
+    chain = _chain(exc)
+    if any(isinstance(e, ConnectionRefusedError) for e in chain) or "ConnectorError" in _names(chain):
+        return False
+    return any(isinstance(e, (TimeoutError, ConnectionResetError, ConnectionAbortedError)) for e in chain) or any(
+        n in _names(chain) for n in ("Timeout", "ServerDisconnected", "ClientPayloadError", "ClientOSError"))
+
+
+def _names(chain: list[BaseException]) -> str:
+    return " ".join(type(e).__name__ for e in chain)
+
+
+def _failure(url: str, exc: BaseException, tries: int = 1) -> OSError:
+    """One line for a failed request (after ``tries``): a missing file, or what the server (or the network)
+    answered."""
+    chain = _chain(exc)
     status = next((getattr(e, "status", None) or getattr(e, "code", None) for e in chain
                    if isinstance(getattr(e, "status", None) or getattr(e, "code", None), int)), None)
-    names = " ".join(type(e).__name__ for e in chain)
+    names = _names(chain)
     if "ConnectorError" in names or any(isinstance(e, ConnectionRefusedError) for e in chain):
         found = "no server answering (connection refused)"
     elif "Timeout" in names or any(isinstance(e, TimeoutError) for e in chain):
-        found = "no answer in time (timed out)"
+        found = f"no answer in time (timed out, {_tries(tries)})"
+    elif _transient(exc):
+        found = f"the connection lost ({type(exc).__name__}, {_tries(tries)})"
     elif status == 403 or any(isinstance(e, PermissionError) for e in chain):
         found = "access forbidden (403): check the credentials (the storage options, or the environment's)"
     elif status == 404 or (isinstance(exc, FileNotFoundError) and status is None):
@@ -213,6 +282,10 @@ def _failure(url: str, exc: BaseException) -> OSError:
         text = _first_line(exc).replace(url, display(url))  # the client's text may quote the URL whole
         found = f"{'HTTP ' + str(status) if status else type(exc).__name__}: {text}"
     return RemoteError(f"{display(url)}: expected a readable file, found {found}")
+
+
+def _tries(n: int) -> str:
+    return "1 try" if n == 1 else f"{n} tries"
 
 
 def _first_line(exc: BaseException) -> str:
