@@ -556,6 +556,7 @@ def _remote_rows(folder: Path, sizes: Sizes, *, repeats: int = 3, n_batches: int
     import subprocess
 
     from pde_data.core import remote
+    from pde_data.formats import zarr_store
 
     path, store = folder / "remote_cfd.hdf5", folder / "remote_cfd.zarr"
     write_cfd(path, sizes)
@@ -576,7 +577,8 @@ def _remote_rows(folder: Path, sizes: Sizes, *, repeats: int = 3, n_batches: int
     cache = (f"aiohttp serving from its own process; block cache of {remote.BLOCK_BYTES / MB:g} MiB blocks x "
              f"{remote.CACHED_BLOCKS} per open file")
     label, rows = sizes.label(), []
-    zarr = "zstd level 3, one frame of one sample per chunk"
+    zarr = (f"blosc lz4, one sample per chunk, frames in chunks of at most {zarr_store.CHUNK_BYTES / MB:g} MiB; read "
+            "through xarray's Zarr backend")
     for name, of, target, note in (("http", "local", 0.5, cache), ("zarr", "local", 0.8, zarr)):
         ratios = [a / b for a, b in zip(rates[name], rates[of])]
         median = statistics.median(ratios)

@@ -1,4 +1,4 @@
-"""Zarr stores: ``generate --format zarr`` writes one Zarr v3 store (one sample per chunk, zstd) equal to the NetCDF
+"""Zarr stores: ``generate --format zarr`` writes one Zarr v3 store (one sample per chunk, blosc lz4) equal to the NetCDF
 set bit for bit; ``info``, ``train`` and the opener read it by content, on disk and over HTTP (a real aiohttp
 server on 127.0.0.1, as in test_remote); what cannot be written is one line."""
 
@@ -36,9 +36,25 @@ def test_a_zarr_store_holds_the_netcdf_set_bit_for_bit_one_sample_per_chunk(sets
     group = zarr.open_group(sets / "d.zarr", mode="r")
     arrays = {name: group[name] for name in nc.variables}
     assert all(a.chunks[0] == 1 and a.chunks[1:] == a.shape[1:] for a in arrays.values())
-    assert all(type(a.compressors[0]).__name__ == "ZstdCodec" and a.compressors[0].level == 3 for a in arrays.values())
+    assert all(type(a.compressors[0]).__name__ == "BloscCodec" and a.compressors[0].cname.value == "lz4"
+               for a in arrays.values())
     assert main(["info", str(sets / "d.zarr")]) == 0
     assert "format: zarr" in capsys.readouterr().out
+
+
+def test_a_sample_in_time_is_cut_into_chunks_of_whole_frames_of_about_chunk_bytes():
+    """All of a sample's frames in one chunk where they fit, else as many whole frames as fit (at least one)."""
+    import numpy as np
+    import xarray as xr
+
+    from pde_data.formats.zarr_store import CHUNK_BYTES, _chunks
+
+    def field(frames: int, n: int) -> xr.DataArray:
+        return xr.DataArray(np.zeros((1, frames, n, n), np.float32), dims=("sample", "time", "x", "y"))
+
+    assert _chunks(field(21, 128)) == (1, 21, 128, 128)  # 1.3 MiB: the sample whole
+    assert _chunks(field(200, 512)) == (1, CHUNK_BYTES // (4 * 512**2), 512, 512)  # 1 MiB frames: 4 per chunk
+    assert _chunks(field(3, 2048)) == (1, 1, 2048, 2048)  # a 16 MiB frame: one per chunk
 
 
 def test_training_on_a_zarr_store_equals_training_on_the_netcdf_set(sets, tmp_path):

@@ -91,8 +91,8 @@ def add_common_options(p: argparse.ArgumentParser, *, n_default: int, seed_defau
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out file, or a set made with other parameters (default: refuse)")
     p.add_argument("--format", choices=("netcdf", "zarr"), default="netcdf", dest="out_format",
-                   help="netcdf: one NetCDF-4 file; zarr: one Zarr v3 store (a folder), one sample per chunk, zstd "
-                        "level 3, readable over HTTP (default netcdf)")
+                   help="netcdf: one NetCDF-4 file; zarr: one Zarr v3 store (a folder or a URL), one sample per "
+                        "chunk, blosc lz4, readable over HTTP (default netcdf)")
     add_threads_option(p)
     add_storage_option(p)
     g = p.add_argument_group("sharded generation on Dask (the same samples bit for bit, resumable)")

@@ -1,11 +1,13 @@
 """Generated sets written as one Zarr v3 store, sample by sample, at a local path or a URL (``s3://``, any fsspec
 protocol that writes); read back by the opener (:mod:`pde_data.formats.opener`, ``"zarr"``).
 
-Each variable with a ``sample`` dim is one Zarr array chunked one sample per chunk, one frame of it where the variable
-has a ``time`` dim (so a window reads its frames alone, and writers of different samples never share a chunk), as
-PDEBench's HDF5 files are chunked, compressed by :data:`CODEC`; the variables without it (coordinates such as ``x``,
-``time``) are written whole when the store is made (:func:`create`). The metadata is consolidated into the root
-``zarr.json``, so a reader over HTTP needs no listing.
+Each variable with a ``sample`` dim is one Zarr array chunked one sample per chunk (writers of different samples
+never share a chunk); a variable in time has its frames in chunks of about :data:`CHUNK_BYTES` (all of a sample's
+frames where they fit, so a window reads one or two chunks per variable), compressed by :data:`CODEC`; the variables
+without it (coordinates such as ``x``, ``time``) are written whole when the store is made (:func:`create`). The
+metadata is consolidated into the root ``zarr.json``, so a reader over HTTP needs no listing. zarr-python's own
+cost per chunk, more than the bytes, bounds its reads: a window read from a chunk per frame was several times slower
+than from a sample's frames in one chunk (``bench_data --remote`` reads a store of this layout).
 
 An object store has no rename, so a store is written in place: :func:`create` marks it :data:`INCOMPLETE` (a root
 attribute the opener refuses) and :func:`finish` removes the mark once every sample is written. Writers of
@@ -25,16 +27,19 @@ import os
 import re
 import warnings
 
+import numpy as np
 import xarray as xr
 
 from pde_data.core import remote
 from pde_data.core.model import SAMPLE, TIME
 
-__all__ = ["ZarrWriter", "CODEC", "INCOMPLETE", "MANIFEST_ATTR", "create", "write_region", "finish", "remove",
+__all__ = ["ZarrWriter", "CODEC", "CHUNK_BYTES", "INCOMPLETE", "MANIFEST_ATTR", "create", "write_region", "finish", "remove",
            "state", "root_attrs", "digest", "filesystem"]
 
-#: the compressor of every array: Zstandard, level 3 (Zarr v3's own ``zstd`` codec)
-CODEC = {"name": "zstd", "level": 3}
+#: the compressor of every array: Blosc with LZ4 (level 5) over byte-shuffled values, fast to decompress
+CODEC = {"name": "blosc", "cname": "lz4", "clevel": 5, "shuffle": "shuffle"}
+#: the bytes a chunk of a variable in time holds at most (whole frames; at least one)
+CHUNK_BYTES = 4 << 20
 #: the root attribute of a store still being written (or left so by a run that stopped)
 INCOMPLETE = "circuitop_incomplete"
 #: the root attribute holding a sharded store's manifest (:class:`pde_data.formats.manifest.Manifest`'s JSON)
@@ -83,14 +88,22 @@ def create(path: str, like: xr.Dataset, n_samples: int, *, attrs: dict) -> list[
     encoding = {}
     for name in per_sample:
         v = like[name]
-        chunks = (1, *(1 if d == TIME else n for d, n in zip(v.dims[1:], v.shape[1:])))
+        chunks = _chunks(v)
         template[name] = (v.dims, da.zeros((n_samples, *v.shape[1:]), chunks=chunks, dtype=v.dtype), v.attrs)
-        encoding[name] = {"chunks": chunks, "compressors": [zarr.codecs.ZstdCodec(level=CODEC["level"])]}
+        encoding[name] = {"chunks": chunks, "compressors": [zarr.codecs.BloscCodec(
+            cname=CODEC["cname"], clevel=CODEC["clevel"], shuffle=CODEC["shuffle"])]}
     template.attrs.update({**attrs, INCOMPLETE: "being written by circuitop generate"})
     with _quiet():
         template.to_zarr(str(path), mode="w", compute=False, zarr_format=3, consolidated=True, encoding=encoding,
                          storage_options=_options(str(path)))
     return per_sample
+
+
+def _chunks(v: xr.DataArray) -> tuple[int, ...]:
+    """One sample; of a ``time`` dim the frames that fit :data:`CHUNK_BYTES` (at least one); the rest whole."""
+    frame = v.dtype.itemsize * int(np.prod([n for d, n in zip(v.dims, v.shape) if d not in (SAMPLE, TIME)]))
+    per_chunk = max(1, CHUNK_BYTES // max(frame, 1))
+    return tuple(1 if d == SAMPLE else min(n, per_chunk) if d == TIME else n for d, n in zip(v.dims, v.shape))
 
 
 def write_region(path: str, row: int, ds: xr.Dataset, variables: list[str]) -> None:
