@@ -552,9 +552,11 @@ def _remote_rows(folder: Path, sizes: Sizes, *, repeats: int = 3, n_batches: int
     ranges from a process of its own) and a local Zarr copy in turn: HTTP / local (target >= 0.5) and Zarr / HDF5
     (target >= 0.8), median
     and range over the rounds."""
-    import pde_data
     import subprocess
 
+    import psutil
+
+    import pde_data
     from pde_data.core import remote
     from pde_data.formats import zarr_store
 
@@ -568,9 +570,14 @@ def _remote_rows(folder: Path, sizes: Sizes, *, repeats: int = 3, n_batches: int
                    "zarr": pde_data.open_source(store)}
         task, _ = _window_task(sources["local"], window=10, sizes=_split(sizes.n), cache="stream", workers=2)
         rates: dict[str, list[float]] = {k: [] for k in sources}
+        serving = psutil.Process(server.pid)
+        busy = []  # the server's CPU seconds per second of the HTTP rounds: cores the loader's workers did not have
         for _ in range(repeats):
             for name, source in sources.items():
+                before, start = sum(serving.cpu_times()[:2]), time.perf_counter()
                 rates[name].append(_loader_rate(source, task, 2, n_batches))
+                if name == "http":
+                    busy.append((sum(serving.cpu_times()[:2]) - before) / (time.perf_counter() - start))
     finally:
         server.kill()
         server.wait()
@@ -586,6 +593,9 @@ def _remote_rows(folder: Path, sizes: Sizes, *, repeats: int = 3, n_batches: int
                         f"{_spread(ratios)} over {repeats} rounds; target >= {target}: "
                         f"{'met' if median >= target else 'NOT met'}; {note}; local "
                         f"{statistics.median(rates[of]):.0f} windows/s"))
+    rows.append(Row(REMOTE, f"{label} HTTP server's CPU while the http loader runs", statistics.median(busy), "cores",
+                    f"{_spread(busy)}; of the machine's {os.cpu_count()} cores, those the loader's 2 workers (and the "
+                    "training process) did not have: on loopback the server shares the machine"))
     return rows
 
 
