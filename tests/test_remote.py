@@ -80,6 +80,21 @@ def test_a_read_at_a_url_fetches_the_blocks_it_touches_not_the_file(served):
     assert server.bytes - before <= 2 * remote.BLOCK_BYTES
 
 
+def test_a_window_read_at_a_url_fetches_its_chunks_in_one_round_of_requests(served):
+    """A sample's frames (one compressed HDF5 chunk each) are asked for at once, as one range where they lie
+    together: one request for the read (once HDF5's chunk index of the sample is at hand), and about the bytes of
+    those chunks (within the prefetch's gap), not a 4 MiB block."""
+    server, root = served
+    u = np.random.default_rng(3).random((40, 6, 128, 128), dtype=np.float32)
+    pde_data.save(xr.Dataset({"u": (("sample", "time", "x", "y"), u)}), root / "window.nc")
+    source = pde_data.open_source(server.url("window.nc"))
+    source.read(["u"], [30], slice(3, 6))  # fetches the chunk index's nodes of sample 30 too (blocks, kept)
+    requests, served_bytes = server.requests, server.bytes
+    assert np.array_equal(source.read(["u"], [30], slice(0, 3)).numpy()[0, :, 0], u[30, 0:3])
+    assert server.requests - requests == 1
+    assert server.bytes - served_bytes <= 3 * u[0, 0].nbytes + remote.PREFETCH_GAP < remote.BLOCK_BYTES
+
+
 def test_train_resume_evaluate_and_predict_on_a_url_equal_the_local_file(served, tmp_path, capsys):
     server, root = served
     assert main(_train(str(root / "ns.nc"), tmp_path / "local")) == 0

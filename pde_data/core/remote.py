@@ -18,6 +18,7 @@ stores, and messages name a URL by :func:`display` (without user, password or qu
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 import time
@@ -26,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["is_url", "absolute", "register", "set_default", "options_of", "nested", "filesystem", "open_binary", "stamp",
            "is_secret", "public", "display", "parse_option", "exists", "BLOCK_BYTES", "CACHED_BLOCKS",
-           "RECHECK_SECONDS", "TRIES", "TIMEOUT_SECONDS", "RemoteError"]
+           "RECHECK_SECONDS", "TRIES", "TIMEOUT_SECONDS", "PREFETCH_GAP", "RemoteError"]
 
 #: bytes a read asks the server for at least (the block cache's block): 64 frames of 128² float32; 1 MiB blocks
 #: streamed bench_data's shuffled windows slower (0.17x local against 0.24x: the requests' own cost dominates)
@@ -37,6 +38,8 @@ BLOCK_BYTES = 4 << 20
 CACHED_BLOCKS = 8
 #: seconds between two asks whether a file read at a URL changed (:meth:`pde_data.Source.verify` after its reads)
 RECHECK_SECONDS = 10.0
+#: bytes between two ranges a prefetch fetches as one (a request costs more than fetching this gap)
+PREFETCH_GAP = 256 << 10
 #: tries of a request that timed out or lost its connection, the pauses between them 0.5 s, 1 s, ...
 TRIES = 3
 #: seconds an HTTP request waits to connect and for each part of its answer (unless the storage options give
@@ -206,13 +209,43 @@ def open_binary(url: str) -> IO[bytes]:
 
 
 class _Retrying:
-    """A remote file object whose reads are tried again from where they started (:func:`_tried`); the rest is the
-    file object's own."""
+    """A remote file object whose reads are tried again from where they started (:func:`_tried`), and served from
+    the ranges :meth:`prefetch` fetched where they lie inside one; the rest is the file object's own."""
 
     def __init__(self, url: str, fh):
         self._url, self._fh = url, fh
+        self._starts: list[int] = []
+        self._blobs: list[bytes] = []
+
+    def prefetch(self, ranges: list[tuple[int, int]]) -> None:
+        """Fetch the byte ranges ``[start, stop)`` at once (concurrent requests; ranges closer than
+        :data:`PREFETCH_GAP` fetched as one), replacing the ranges fetched before: the reads that follow inside
+        them (a window's chunks, which h5py asks for one by one) cost no request."""
+        merged: list[list[int]] = []
+        for start, stop in sorted(ranges):
+            if merged and start <= merged[-1][1] + PREFETCH_GAP:
+                merged[-1][1] = max(merged[-1][1], stop)
+            else:
+                merged.append([start, stop])
+        fs, path = self._fh.fs, self._fh.path
+        self._blobs = _tried(self._url, lambda: fs.cat_ranges([path] * len(merged), [a for a, _ in merged],
+                                                              [b for _, b in merged]))
+        self._starts = [a for a, _ in merged]
+
+    def _prefetched(self, size: int) -> memoryview | None:
+        """The next ``size`` bytes where a prefetched range holds them all (the position moved past them)."""
+        start = self._fh.tell()
+        k = bisect.bisect_right(self._starts, start) - 1
+        if size < 0 or k < 0 or start + size > self._starts[k] + len(self._blobs[k]):
+            return None
+        self._fh.seek(start + size)
+        offset = start - self._starts[k]
+        return memoryview(self._blobs[k])[offset:offset + size]
 
     def read(self, size: int = -1) -> bytes:
+        held = self._prefetched(size)
+        if held is not None:
+            return bytes(held)
         start = self._fh.tell()
 
         def read() -> bytes:
@@ -222,8 +255,10 @@ class _Retrying:
         return _tried(self._url, read)
 
     def readinto(self, buffer) -> int:
-        data = self.read(memoryview(buffer).nbytes)
-        memoryview(buffer).cast("B")[:len(data)] = data
+        target = memoryview(buffer).cast("B")
+        data = self._prefetched(target.nbytes)
+        data = self.read(target.nbytes) if data is None else data
+        target[:len(data)] = data
         return len(data)
 
     def __getattr__(self, name: str):

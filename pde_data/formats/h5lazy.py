@@ -35,6 +35,7 @@ __all__ = ["H5Source", "lazy_dataset", "lazy_variable", "read_parts", "read_chan
 
 _FILES: dict[tuple, h5py.File] = {}
 _HOLDERS: dict[tuple, int] = {}  # open Datasets over each handle: the last one to close closes it
+_FILEOBJ: dict[tuple, object] = {}  # a URL's file object under its handle (:func:`_prefetch` asks it for ranges)
 
 
 def file_stamp(path: str) -> tuple[int, ...]:
@@ -52,7 +53,10 @@ def open_file(path: str, stamp: tuple[int, ...] = ()) -> h5py.File:
     key = (path, stamp, os.getpid())
     handle = _FILES.get(key)
     if handle is None or not handle.id.valid:
-        handle = _FILES[key] = h5py.File(remote.open_binary(path) if remote.is_url(path) else path, "r")
+        fileobj = remote.open_binary(path) if remote.is_url(path) else None
+        if fileobj is not None:
+            _FILEOBJ[key] = fileobj
+        handle = _FILES[key] = h5py.File(path if fileobj is None else fileobj, "r")
     return handle
 
 
@@ -64,6 +68,7 @@ def _close_remote() -> None:
         handle = _FILES.pop(key)
         if handle.id.valid:
             handle.close()
+        _FILEOBJ.pop(key, None)
 
 
 @contextmanager
@@ -98,6 +103,7 @@ def release_file(path: str, stamp: tuple[int, ...] = ()) -> None:
     handle = _FILES.pop(key, None)
     if handle is not None and handle.id.valid:
         handle.close()
+    _FILEOBJ.pop(key, None)
     _dataset.cache_clear()
 
 
@@ -264,10 +270,72 @@ def read_channels(sources: Sequence[H5Source], out: np.ndarray | Sequence[np.nda
     outs = [out] if isinstance(out, np.ndarray) else list(out)
     n_spatial = len(sources[0].shape) - (2 if frames is not None else 1)
     rest = ((frames,) if frames is not None else ()) + (slice(None),) * n_spatial
+    if remote.is_url(sources[0].path):
+        _prefetch(sources, samples, rest)
     channel_at = (slice(None),) if frames is not None else ()
     for k, sample in enumerate(samples):
         for c, source in enumerate(sources):
             read_parts(source, [part[(k, *channel_at, c, Ellipsis)] for part in outs], int(sample), rest)
+
+
+#: chunks one prefetch asks HDF5 the place of at most (more: the reads fetch their blocks as they go)
+_PREFETCH_CHUNKS = 4096
+
+
+def _prefetch(sources: Sequence[H5Source], samples: Sequence[int], rest: tuple[slice, ...]) -> None:
+    """The byte ranges of every chunk (or contiguous run) the reads of ``samples`` will touch, fetched at once by
+    the URL's file object (:meth:`pde_data.core.remote._Retrying.prefetch`): a window's chunks in one round of
+    concurrent requests instead of one block after another. Sources stored otherwise than one dataset of the data
+    model's axis order (sample groups, MATLAB's reversed axes) are read as they go."""
+    open_file(sources[0].path, sources[0].stamp)
+    fileobj = _FILEOBJ.get((sources[0].path, sources[0].stamp, os.getpid()))
+    if fileobj is None:
+        return
+    ranges: list[tuple[int, int]] = []
+    for source in sources:
+        if source.groups is not None or source.axes is not None:
+            return
+        dset = open_dataset(source.path, source.stamp, source.key, source.chunk_cache)
+        for i in samples:
+            box = _file_box(source, dset, int(i), rest)
+            found = _byte_ranges(dset, box, _PREFETCH_CHUNKS - len(ranges))
+            if found is None:
+                return
+            ranges += found
+    if ranges:
+        fileobj.prefetch(ranges)
+
+
+def _file_box(source: H5Source, dset: h5py.Dataset, i: int, rest: tuple[slice, ...]) -> list[tuple[int, int]]:
+    """``[start, stop)`` per axis of the file's dataset that a read of sample ``i``'s ``rest`` covers."""
+    file_rest = rest[:-2] + (rest[-1], rest[-2]) if source.swap_xy and len(rest) >= 2 else rest
+    box = [(i, i + 1)] + [(k, k + 1) for k in source.lead]
+    box += [(s.indices(n)[0], s.indices(n)[1]) for s, n in zip(file_rest, dset.shape[len(box):])]
+    return box + [(0, n) for n in dset.shape[len(box):]]  # trailing channels: all of them (read together)
+
+
+def _byte_ranges(dset: h5py.Dataset, box: list[tuple[int, int]], limit: int) -> list[tuple[int, int]] | None:
+    """The byte ranges in the file of the chunks of ``dset`` that ``box`` touches (a contiguous dataset: of the
+    rows of its last axes the box spans); None where there are more than ``limit`` or HDF5 cannot say."""
+    import itertools
+
+    if dset.chunks is None:
+        offset = dset.id.get_offset()
+        if offset is None:
+            return None
+        strides = np.cumprod((1,) + dset.shape[:0:-1])[::-1] * dset.dtype.itemsize
+        first = sum(a * s for (a, _), s in zip(box, strides))
+        last = sum((b - 1) * s for (_, b), s in zip(box, strides)) + dset.dtype.itemsize
+        return [(offset + int(first), offset + int(last))]
+    grid = [range(a // c, (b - 1) // c + 1) for (a, b), c in zip(box, dset.chunks)]
+    if math.prod(len(g) for g in grid) > limit:
+        return None
+    ranges = []
+    for index in itertools.product(*grid):
+        info = dset.id.get_chunk_info_by_coord(tuple(k * c for k, c in zip(index, dset.chunks)))
+        if info.byte_offset is not None:
+            ranges.append((info.byte_offset, info.byte_offset + info.size))
+    return ranges
 
 
 _LAST_BLOCK: list = [None, None]  # (key, block) of the last all-channel read in this process
