@@ -578,6 +578,7 @@ def _remote_rows(folder: Path, sizes: Sizes, *, repeats: int = 3, n_batches: int
                 rates[name].append(_loader_rate(source, task, 2, n_batches))
                 if name == "http":
                     busy.append((sum(serving.cpu_times()[:2]) - before) / (time.perf_counter() - start))
+        transfer = _transfer_rates(path, url)
     finally:
         server.kill()
         server.wait()
@@ -593,10 +594,35 @@ def _remote_rows(folder: Path, sizes: Sizes, *, repeats: int = 3, n_batches: int
                         f"{_spread(ratios)} over {repeats} rounds; target >= {target}: "
                         f"{'met' if median >= target else 'NOT met'}; {note}; local "
                         f"{statistics.median(rates[of]):.0f} windows/s"))
+    for size, (http, local) in transfer.items():
+        rows.append(Row(REMOTE, f"{label} bytes/s of {size / MB:.3g} MiB ranges, HTTP / the file", http / local, "x",
+                        f"{http / 1e6:.0f} MB/s by fsspec over loopback, {local / 1e6:.0f} MB/s from the page "
+                        "cache, one process: the bound of a loader over HTTP on this machine"))
     rows.append(Row(REMOTE, f"{label} HTTP server's CPU while the http loader runs", statistics.median(busy), "cores",
                     f"{_spread(busy)}; of the machine's {os.cpu_count()} cores, those the loader's 2 workers (and the "
                     "training process) did not have: on loopback the server shares the machine"))
     return rows
+
+
+def _transfer_rates(path: Path, url: str, total: int = 128 << 20) -> dict[int, tuple[float, float]]:
+    """``{range bytes: (bytes/s over HTTP, bytes/s read from the local file)}`` of ``total`` bytes read in ranges
+    of a window's size (704 KiB: eleven 64 KiB frames) and of a block (4 MiB), spread over the file."""
+    from pde_data.core import remote
+
+    fs, size, rates = remote.filesystem(url), path.stat().st_size, {}
+    for chunk in (704 << 10, 4 << 20):
+        starts = [(k * 7919 * chunk) % (size - chunk) for k in range(total // chunk)]
+        start = time.perf_counter()
+        for a in starts:
+            fs.cat_file(url, start=a, end=a + chunk)
+        http = total / (time.perf_counter() - start)
+        start = time.perf_counter()
+        with open(path, "rb") as fh:
+            for a in starts:
+                fh.seek(a)
+                fh.read(chunk)
+        rates[chunk] = (http, total / (time.perf_counter() - start))
+    return rates
 
 
 def _disk_speed_only(folder: Path, sizes: Sizes, repeats: int) -> list[Row]:
