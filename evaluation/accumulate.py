@@ -14,6 +14,8 @@ import xarray as xr
 
 from pde_data import model
 from evaluation._inputs import finish
+from evaluation.bootstrap import bootstrap_interval
+from evaluation.long_rollout import step_scores
 from evaluation.pdebench import PDEBenchAccumulator
 from evaluation.rollout import step_values
 from evaluation.summary import per_sample_metrics, present_bands, scored_frames
@@ -50,6 +52,7 @@ class MetricAccumulator:
         self._signature: tuple | None = None
         self._values: dict[str, list[np.ndarray]] = {}      # metric name -> per-batch (batch,) values
         self._steps: list[np.ndarray] = []                   # per-batch (batch, scored time) rel L2
+        self._by_step: dict[str, list[np.ndarray]] = {}      # long-rollout values (batch, scored time) by name
         self._pdebench = PDEBenchAccumulator(window=window)
 
     def update(self, pred: xr.Dataset, true: xr.Dataset) -> None:
@@ -72,12 +75,15 @@ class MetricAccumulator:
                 per = np.atleast_1d(metric(p, t, reduce="none"))
                 values[metric.__name__] = per.reshape(per.shape[0], -1).mean(axis=1)
         steps = step_values(p, t)[0].numpy() if model.TIME in true.dims else None
+        by_step = step_scores(p, t) if steps is not None and family == "field" else {}
         if family == "field":
             self._pdebench.update(pred, true)
         for name, v in values.items():
             self._values.setdefault(name, []).append(v)
         if steps is not None:
             self._steps.append(steps)
+        for name, v in by_step.items():
+            self._by_step.setdefault(name, []).append(v)
         self._signature = signature
         self.n_samples += true.sizes[model.SAMPLE]
 
@@ -95,6 +101,24 @@ class MetricAccumulator:
         if family == "field":
             table.update(present_bands(self._pdebench.result()))
         return table
+
+    def intervals(self, *, resamples: int = 1000, seed: int = 0) -> dict[str, list[float]]:
+        """``{metric name: [low, high]}``: the bootstrap interval (:func:`evaluation.bootstrap.bootstrap_interval`)
+        of each per-sample metric of :meth:`result`, over the samples; PDEBench's suite (running sums over the
+        set, no per-sample values) has none."""
+        self._check_started()
+        return {key: list(bootstrap_interval(np.concatenate(self._values[metric.__name__]), reduce=reduce,
+                                             resamples=resamples, seed=seed))
+                for key, metric, reduce in per_sample_metrics(self._signature[0])}
+
+    def step_arrays(self) -> dict[str, np.ndarray]:
+        """``{name: (sample, scored step)}``: the rel L2 error (``"rel_l2"``) and :func:`evaluation.long_rollout.
+        step_scores`' values of every sample so far (data with a ``time`` dim)."""
+        self._check_started()
+        if not self._steps:
+            raise ValueError(f"step_arrays: expected data with a '{model.TIME}' dim, found dims "
+                             f"{self._signature[1]} besides '{model.SAMPLE}'")
+        return {"rel_l2": np.concatenate(self._steps), **{k: np.concatenate(v) for k, v in self._by_step.items()}}
 
     def per_step(self) -> tuple[np.ndarray, float]:
         """Mean over samples of the rel L2 error of every scored step ``(time,)``, and its mean over steps.

@@ -14,6 +14,7 @@ import evaluation
 import pde_data
 from cli_run import evaluation_dir, run_cli
 from operators.training import DataSpec, LoadingSpec, ModelSpec, OptimSpec, RunSpec, TaskSpec, evaluate_run, load_run, train_run
+from evaluation.summary import per_sample_metrics
 from test_rollout import travelling_waves
 
 TINY = {"n_modes": 3, "width": 6, "n_layers": 2}
@@ -86,7 +87,8 @@ def test_the_table_has_the_mean_predictor_and_each_variable(steady, tmp_path):
     table = run_cli("evaluate", "--run", run, "--data", data, "--out", tmp_path / "t")
     lines = table.stdout.splitlines()
     header = next(line for line in lines if line.startswith("metric")).split("  ")
-    assert [h.strip() for h in header if h.strip()] == ["metric", "model", "mean predictor", "model [u]", "model [v]"]
+    assert [h.strip() for h in header if h.strip()] == ["metric", "model (95% interval)", "mean predictor",
+                                                        "model [u]", "model [v]"]
     assert lines[-2] == "(only 4 samples: too few to tell models apart (expected at least 10))"  # under the table
 
 
@@ -155,3 +157,40 @@ def test_predict_a_rollout_past_the_files_frames(tmp_path):
     np.testing.assert_array_equal(pred["u"].values[:, :2], waves["u"].values[:3, :2])
     in_python = load_run(tmp_path / "run").predict(given, steps=4)
     np.testing.assert_allclose(pred["u"].values, in_python["u"].values, rtol=1e-6, atol=1e-6)
+
+
+def test_every_per_sample_metric_has_a_seeded_bootstrap_interval(steady, tmp_path):
+    """The interval holds the metric, is the same under the same seed, moves with another, and equals a percentile
+    bootstrap of the per-sample values done by hand."""
+    run, data = steady
+    one = evaluate_run(run, data, out=tmp_path / "a", plots=False, bootstrap=500, seed=3)
+    again = evaluate_run(run, data, out=tmp_path / "b", plots=False, bootstrap=500, seed=3)
+    other = evaluate_run(run, data, out=tmp_path / "c", plots=False, bootstrap=500, seed=4)
+    assert one["bootstrap"] == {"resamples": 500, "seed": 3, "level": 0.95}
+    assert one["intervals"] == again["intervals"] != other["intervals"]
+    assert set(one["intervals"]) == {key for key, _, _ in per_sample_metrics("field")}
+    for name, (low, high) in one["intervals"].items():
+        assert low <= one["metrics"][name] <= high, name
+    pred = xr.open_dataset(tmp_path / "a" / "pred.nc")[["u", "v"]]
+    test = xr.open_dataset(data)[["u", "v"]].sel(sample=pred["sample"].values)
+    per_sample = np.asarray(evaluation.rel_l2(pred, test, reduce="none"), dtype=np.float64)
+    per_sample = per_sample.reshape(len(per_sample), -1).mean(1)
+    draws = np.random.default_rng(3).integers(0, len(per_sample), size=(500, len(per_sample)))
+    assert one["intervals"]["rel_l2"] == pytest.approx(np.quantile(per_sample[draws].mean(1), [0.025, 0.975]), rel=1e-5)
+    assert "intervals" not in evaluate_run(run, data, out=tmp_path / "d", plots=False, bootstrap=0)
+
+
+def test_a_window_run_reports_the_wells_windows_correlation_times_and_drift(tmp_path):
+    waves = travelling_waves(n_samples=14)
+    data = pde_data.save(waves, tmp_path / "w.nc")
+    spec = RunSpec(data=DataSpec(str(data), split=(8, 2, 4)), task=TaskSpec(window=2), model=ModelSpec("fno", TINY),
+                   optim=OptimSpec(epochs=1, batch_size=8), loading=LoadingSpec(workers=0))
+    train_run(spec, tmp_path / "run", progress=False)
+    done = run_cli("evaluate", "--run", tmp_path / "run", "--out", tmp_path / "e", "--bootstrap", "200")
+    assert done.returncode == 0, done.stderr
+    rollout = json.loads((tmp_path / "e" / "metrics.json").read_text())["rollout"]
+    steps = rollout["steps"]
+    assert list(rollout["windows"]["vrmse"]) == ["1", "2-5", f"6-{steps}"][:1 + (steps >= 2) + (steps >= 6)]
+    assert set(rollout["correlation_time"]) == {"0.95", "0.9", "0.8"} and set(rollout["drift"]) == {"u"}
+    assert len(rollout["drift"]["u"]["energy"]) == steps
+    assert "rollout vrmse by steps  1:" in done.stdout and "correlation < 0.9: median" in done.stdout

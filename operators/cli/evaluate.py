@@ -21,7 +21,7 @@ from operators.cli._pairing import align, check_coords
 from operators.cli._verified import add_no_verify, verify_data
 from operators.threads import add_threads_option, choose_threads, say
 from operators.training.evaluate import SAMPLE_CHOICES, json_safe
-from operators.training.tasks.report import metric_rows, parameter_lines
+from operators.training.tasks.report import metric_rows, parameter_lines, rollout_lines
 from operators.training.tasks import EvalOptions
 from pde_data.core.params import defaults, typed
 
@@ -51,6 +51,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     runs.add_argument("--out", metavar="DIR", help="folder of this evaluation (default: "
                       "RUN_DIR/evaluations/<file>-<samples>)")
     runs.add_argument("--overwrite", action="store_true", help="replace an earlier evaluation in that folder")
+    boot, seed = defaults(EvalOptions)["bootstrap"], defaults(EvalOptions)["seed"]
+    runs.add_argument("--bootstrap", type=int, default=boot, metavar="N",
+                      help=f"resamples of the test samples for each metric's 95%% interval (default {boot}; 0: none)")
+    runs.add_argument("--seed", type=int, default=seed, help=f"seed of the resamples (default {seed})")
     p.add_argument("--window", "--initial-step", type=int, default=0, metavar="N",
                    help="leading time frames that were model inputs, excluded from scoring (default 0; "
                         "--initial-step is PDEBench's name for it)")
@@ -138,7 +142,7 @@ def _run(args: argparse.Namespace) -> int:
     verify_data(args.data if args.data is not None else _trained_path(args.run, args.checkpoint), skip=args.no_verify)
     result = evaluate_run(args.run, args.data, samples=args.samples, checkpoint=args.checkpoint, out=args.out,
                           overwrite=args.overwrite, inputs=args.input, targets=args.target, device=args.device,
-                          **values)
+                          bootstrap=args.bootstrap, seed=args.seed, **values)
     if args.json:
         print(json.dumps(result))
         return 0
@@ -175,6 +179,6 @@ def result_table(result: dict, *, every: bool = False) -> str:
                      "them)")
     if "warning" in result:
         table.append(f"({result['warning']})")
-    return "\n".join(table + parameter_lines(result))
+    return "\n".join(table + parameter_lines(result) + rollout_lines(result))
 
 

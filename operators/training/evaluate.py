@@ -150,10 +150,13 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = No
                  out: str | os.PathLike | None = None,
                  overwrite: bool = False, inputs: Sequence[str] | None = None, targets: Sequence[str] | None = None,
                  write: bool = EvalOptions.write, plots: bool = EvalOptions.plots,
-                 batch_size: int = EvalOptions.batch_size,
-                 device: str | torch.device | None = None) -> dict:
+                 batch_size: int = EvalOptions.batch_size, bootstrap: int = EvalOptions.bootstrap,
+                 seed: int = EvalOptions.seed, device: str | torch.device | None = None) -> dict:
     """Metrics of the run's ``checkpoint`` on ``samples`` of ``data`` (module docstring); window runs
     are rolled out ``steps`` steps (default: to the end of the data) from their first ``window`` frames.
+    Field runs give each per-sample metric a bootstrap interval over the samples (``bootstrap`` resamples drawn
+    from ``seed``; 0: none), and window runs the long-rollout scores (:func:`evaluation.long_rollout.
+    rollout_scores`).
 
     The model runs on ``device`` (default: CUDA if available, else CPU); data are read, and metrics
     computed, on the CPU. ``data`` None: the run's own data (its file, or a generated run's fixed set made
@@ -164,6 +167,8 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = No
     """
     if batch_size < 1:
         raise SpecError("batch_size", f"expected a positive integer, found {batch_size}")
+    if bootstrap < 0:
+        raise SpecError("bootstrap", f"expected 0 (no intervals) or a number of resamples, found {bootstrap}")
     run, source = _opened(run_dir, data, checkpoint, device, inputs, targets)
     if data is None:
         data, source = trained_data(run.spec, run.device)
@@ -177,7 +182,7 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = No
     header.update({"note": note} if note else {})
     with _staged(folder, overwrite) if write else contextlib.nullcontext(folder) as staging:
         options = EvalOptions(staging, name=Path(run_dir).name, steps=steps, batch_size=batch_size,
-                              device=run.device, write=write, plots=plots)
+                              device=run.device, write=write, plots=plots, bootstrap=bootstrap, seed=seed)
         scored, files = run.task.evaluate(run.model, source, idx, options)
         result = json_safe({**header, "epoch": run.epoch, **scored, "out": str(folder)})
         names = [f.name for f in files[:1]] + (["metrics.json", "metrics.md"] if write else []) + \

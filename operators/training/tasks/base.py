@@ -144,7 +144,8 @@ class TaskBatches(BatchReads):
 class EvalOptions:
     """How ``evaluate_run`` scores a run: ``steps`` of a rollout (window runs; None: to the end of the
     data), ``batch_size``, the model's ``device``, whether to write ``pred.nc`` and plots into ``out``;
-    ``name`` is the run's, for plot titles."""
+    ``name`` is the run's, for plot titles; ``bootstrap`` resamples of the test samples for each metric's
+    confidence interval (0: none), drawn from ``seed``."""
 
     out: object
     name: str = "model"
@@ -153,6 +154,8 @@ class EvalOptions:
     device: torch.device = torch.device("cpu")
     write: bool = True
     plots: bool = True
+    bootstrap: int = 1000
+    seed: int = 0
 
 
 @dataclass

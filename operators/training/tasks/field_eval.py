@@ -19,7 +19,9 @@ import xarray as xr
 
 import evaluation
 import pde_data
+from evaluation.bootstrap import LEVEL
 from evaluation.by_parameter import by_parameter
+from evaluation.long_rollout import rollout_scores
 from pde_data import atomic_path
 from pde_data.core.model import SAMPLE, TIME
 
@@ -97,6 +99,9 @@ def evaluate_fields(task, model, source: pde_data.Source, samples: np.ndarray, o
                 writer.write(start, pred_ds, sample_ids=chunk)
             first, start = first or (pred_ds.isel({SAMPLE: [0]}), true_ds.isel({SAMPLE: [0]})), start + len(chunk)
     result = scores.result()
+    if options.bootstrap:
+        result["intervals"] = scores.model.intervals(resamples=options.bootstrap, seed=options.seed)
+        result["bootstrap"] = {"resamples": options.bootstrap, "seed": options.seed, "level": LEVEL}
     files = [out / "pred.nc"] if options.write else []
     if task.spec.data.condition:
         result["per_parameter"] = by_sample.groups()
@@ -104,7 +109,9 @@ def evaluate_fields(task, model, source: pde_data.Source, samples: np.ndarray, o
             files.append(_per_parameter_csv(out, result["per_parameter"]))
     if steps:
         per_step, mean = scores.model.per_step()
-        result["rollout"] = {"steps": steps, "per_step_rel_l2": [float(v) for v in per_step], "mean_rel_l2": float(mean)}
+        long = rollout_scores(scores.model.step_arrays(), resamples=options.bootstrap, seed=options.seed)
+        result["rollout"] = {"steps": steps, "per_step_rel_l2": [float(v) for v in per_step],
+                             "mean_rel_l2": float(mean), **long}
         if options.write:
             files.append(_rollout_csv(out, result["rollout"]["per_step_rel_l2"]))
     if options.write and options.plots:
