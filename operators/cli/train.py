@@ -129,6 +129,10 @@ OPTIONS: dict[str, tuple[str, dict, str]] = {
     "--compile": ("optim.compile", _FLAG, "run the model under torch.compile (faster steps for some models, "
                   "after minutes of compiling; `circuitop bench models` says which)"),
     "--seed": ("optim.seed", dict(type=int), "training seed (initialisation, batch order)"),
+    "--ema": ("optim.ema", dict(type=float, metavar="DECAY"), "keep an exponential moving average of the weights "
+              "(e.g. 0.999), used to validate, choose best.pt, evaluate and predict"),
+    "--noise": ("optim.noise", dict(type=float, metavar="SIGMA"), "add gaussian noise of this standard deviation to "
+                "the normalized inputs of every training step (stabler rollouts)"),
     "--cache": ("loading.cache", _choices("loading.cache"),
                 "stream from the file, read train/val into memory once, or cache when they fit --memory-budget"),
     "--workers": ("loading.workers", dict(type=int, metavar="N"), "loader processes when streaming (default min(4, cores))"),

@@ -24,7 +24,7 @@ from pde_data import atomic_path
 from pde_data.core.room import NoRoomError, format_bytes, free_bytes, is_disk_full
 
 __all__ = ["save_checkpoint", "link_checkpoint", "load_checkpoint", "rng_state", "set_rng_state", "tensor_state",
-           "state_bytes", "estimate_bytes", "CheckpointError"]
+           "ema_weights", "state_bytes", "estimate_bytes", "CheckpointError"]
 
 
 class CheckpointError(ValueError):
@@ -159,6 +159,12 @@ def tensor_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     their ``load_state_dict`` accepts a state without it.
     """
     return {k: v for k, v in module.state_dict().items() if torch.is_tensor(v)}
+
+
+def ema_weights(ema: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The model's state from the state of its average (``torch.optim.swa_utils.AveragedModel``: ``module.*`` and
+    the count of updates)."""
+    return {k[len("module."):]: v for k, v in ema.items() if k.startswith("module.")}
 
 
 def rng_state() -> dict:

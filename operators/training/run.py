@@ -292,7 +292,8 @@ class LoadedRun:
 
 
 def load_run(run_dir: str | os.PathLike, *, checkpoint: str = "best", device: str | torch.device = "cpu") -> LoadedRun:
-    """Load ``run_dir/{checkpoint}.pt`` (``best`` or ``last``) with ``weights_only=True`` and rebuild the model."""
+    """Load ``run_dir/{checkpoint}.pt`` (``best`` or ``last``) with ``weights_only=True`` and rebuild the model: with
+    the averaged weights where the run kept an average (``optim.ema``), else its weights."""
     if checkpoint not in ("best", "last"):
         raise SpecError("checkpoint", f"expected 'best' or 'last', found {checkpoint!r}")
     folder = Path(run_dir)
@@ -303,7 +304,7 @@ def load_run(run_dir: str | os.PathLike, *, checkpoint: str = "best", device: st
     state = ckpt.load_checkpoint(path, map_location=device)  # read once: the spec, the weights, the normalizers
     spec = _spec_of(state, path)
     model = spec.model.build()
-    model.load_state_dict(state["model"])
+    model.load_state_dict(ckpt.ema_weights(state["ema"]) if "ema" in state else state["model"])
     task = make_task(spec, Normalizers.from_state_dict(state["normalizers"]))
     device = torch.device(device)
     return LoadedRun(model.to(device).eval(), task, spec, list(state["history"]), state["epoch"], device)

@@ -162,7 +162,11 @@ class OptimSpec(Typed, prefix="optim"):
     ``step`` multiplies it by ``gamma`` every ``step_size`` epochs, ``cosine`` anneals it to 0, ``plateau``
     multiplies it by ``gamma`` after ``plateau_patience`` epochs without a better validation score; training
     stops early after ``patience`` epochs without one (None: never). ``compile``: the model's forward under
-    ``torch.compile`` (the same results within float tolerance; checkpoints hold the plain module's weights)."""
+    ``torch.compile`` (the same results within float tolerance; checkpoints hold the plain module's weights).
+    ``ema``: the decay of an exponential moving average of the weights, kept beside them (validation, best.pt's
+    choice, ``evaluate`` and ``predict`` use the average; None: none), as pdearena keeps; ``noise``: the standard
+    deviation of gaussian noise added to the normalized inputs of every training step (Brandstetter et al. 2022;
+    PDE-Refiner), 0 for none."""
 
     epochs: int = param(10, *_EPOCHS)
     batch_size: int = param(20, *_POSITIVE)
@@ -179,6 +183,8 @@ class OptimSpec(Typed, prefix="optim"):
     amp: bool = False
     compile: bool = False
     seed: int = 0
+    ema: float | None = param(None, "a decay in (0, 1)", lambda v: 0 < v < 1)
+    noise: float = param(0.0, "a standard deviation >= 0", lambda v: v >= 0)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ stops the run in one line naming the folder and the bytes needed; the last good 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import sys
@@ -31,6 +32,7 @@ from typing import NamedTuple, Sequence
 
 import torch
 from torch import nn
+from torch.optim import swa_utils
 from tqdm import tqdm
 
 import evaluation
@@ -92,6 +94,8 @@ class Trainer:
         self.model = wrap(model.to(self.dist.device), self.dist)
         self.train, self.val = train, val
         self.optimizer = make_optimizer(self.model.parameters(), self.config)
+        self.ema = None if self.config.ema is None else swa_utils.AveragedModel(
+            unwrap(self.model), multi_avg_fn=swa_utils.get_ema_multi_avg_fn(self.config.ema), use_buffers=True)
         self.scheduler = EpochSchedule(self.optimizer, self.config)
         self.epoch, self.best, self.history = 0, math.inf, []
         self.best_epoch = 0  # the epoch of the best score so far (early stopping counts the epochs since)
@@ -107,6 +111,8 @@ class Trainer:
         return pred.float() if pred.dtype in (torch.float16, torch.bfloat16) else pred
 
     def _sample_losses(self, batch: Batch) -> torch.Tensor:
+        if self.config.noise:  # from torch's global generator, whose state every checkpoint keeps
+            batch = dataclasses.replace(batch, inputs=batch.inputs + self.config.noise * torch.randn_like(batch.inputs))
         pred = self._forward(batch, training=True)
         # NaN/Inf in a prediction or the data reach the losses, and every process stops at the deferred check
         # (_check): no step waits for the device to say whether its inputs were finite
@@ -122,6 +128,8 @@ class Trainer:
         (local * (self.dist.world_size / n_global)).backward()
         norm = clip_gradients(self.model.parameters(), self.config.grad_clip or None)
         self.optimizer.step()
+        if self.ema is not None:
+            self.ema.update_parameters(unwrap(self.model))
         return _Step(total, norm, n_global)
 
     def _check(self, steps: list[_Step], first: int, epoch: int) -> float:
@@ -167,7 +175,7 @@ class Trainer:
         """``val_*``: the task's metrics (physical units), means over the validation samples, streamed by batch."""
         if self.val is None or len(self.val) == 0:
             return {}
-        module, sums = unwrap(self.model).eval(), MetricSums()
+        module, sums = (unwrap(self.model) if self.ema is None else self.ema.module).eval(), MetricSums()
         for batch in self.val.epoch(0):
             sums.add(self.task.metrics(self._forward(batch, training=False, module=module), batch))
         return {f"val_{name}": value for name, value in self.task.result(sums).items()}
@@ -303,6 +311,7 @@ class Trainer:
             "best_epoch": self.best_epoch, "first_loss": self.first_loss,
             "history": self.history, "rng": ckpt.rng_state(), "spec": self.task.spec.to_dict(),
             "normalizers": self.task.normalizers.state_dict(),
+            **({} if self.ema is None else {"ema": ckpt.tensor_state(self.ema)}),
         }
 
     def load(self, state: dict) -> None:
@@ -310,6 +319,8 @@ class Trainer:
         checkpoint's state (:func:`~operators.training.checkpoint.load_checkpoint`; tensors are moved to the
         model's device)."""
         unwrap(self.model).load_state_dict(state["model"])
+        if self.ema is not None:
+            self.ema.load_state_dict(state["ema"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.epoch, self.best, self.history = state["epoch"], state["best"], list(state["history"])
