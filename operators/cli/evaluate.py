@@ -37,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     files.add_argument("--ignore-coords", action="store_true",
                        help="score even when --pred and --true lie on different coordinates (default: refuse)")
     runs = p.add_argument_group("a trained run")
-    runs.add_argument("--run", metavar="RUN_DIR", help="a training run directory")
+    runs.add_argument("--run", metavar="RUN_DIR", action="append",
+                      help="a training run directory; several (--run A --run B ...): scored together as an ensemble "
+                           "(its mean's metrics, CRPS, spread-skill ratio) beside each member")
     runs.add_argument("--data", metavar="FILE", help="the data set to evaluate the run on (default: the run's own: "
                       "its file, or a --generate run's fixed set made again)")
     runs.add_argument("--samples", choices=SAMPLE_CHOICES, default="test",
@@ -88,7 +90,7 @@ def format_table(table: dict[str, float]) -> str:
 def run(args: argparse.Namespace) -> int:
     use_storage_options(args)
     if _check_mode(args) == "run":
-        return _run(args)
+        return _run(args) if len(args.run) == 1 else _run_ensemble(args)
     if args.window < 0:
         raise ValueError(f"--window: expected a non-negative integer, found {args.window}")
     for path in (args.pred, args.true):
@@ -139,20 +141,47 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError("--window applies to --pred/--true; a run's given frames are the run's own --window")
     say(choose_threads(args.threads))
     values = run_values(args)
-    verify_data(args.data if args.data is not None else _trained_path(args.run, args.checkpoint), skip=args.no_verify)
-    result = evaluate_run(args.run, args.data, samples=args.samples, checkpoint=args.checkpoint, out=args.out,
+    (run,) = args.run
+    verify_data(args.data if args.data is not None else _trained_path(run, args.checkpoint), skip=args.no_verify)
+    result = evaluate_run(run, args.data, samples=args.samples, checkpoint=args.checkpoint, out=args.out,
                           overwrite=args.overwrite, inputs=args.input, targets=args.target, device=args.device,
                           bootstrap=args.bootstrap, seed=args.seed, **values)
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"run: {args.run} ({args.checkpoint}.pt, epoch {result['epoch']})\n"
+    print(f"run: {run} ({args.checkpoint}.pt, epoch {result['epoch']})\n"
           f"data: {result['data']}: {result['scored']}, {result['n_samples']} samples")
     for key in ("warning", "note"):
         if key in result:
             print(f"{key}: {result[key]}")
     print(result_table(result, every=args.all))
     print(f"wrote {result['out']}: " + ", ".join(Path(f).name for f in result["files"]))
+    return 0
+
+
+def _run_ensemble(args: argparse.Namespace) -> int:
+    """``--run A --run B ...``: the runs scored together (:func:`operators.training.ensemble.evaluate_ensemble`)."""
+    from operators.training.ensemble import evaluate_ensemble
+
+    for option in ("input", "target"):
+        if getattr(args, option):
+            raise ValueError(f"--{option}: expected with one --run (an ensemble's members read their own "
+                             f"variables), found it with {len(args.run)} runs")
+    say(choose_threads(args.threads))
+    values = run_values(args)
+    verify_data(args.data if args.data is not None else _trained_path(args.run[0], args.checkpoint),
+                skip=args.no_verify)
+    result = evaluate_ensemble(args.run, args.data, samples=args.samples, checkpoint=args.checkpoint, out=args.out,
+                               overwrite=args.overwrite, device=args.device, bootstrap=args.bootstrap,
+                               seed=args.seed, **values)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(Path(result["out"], "metrics.md").read_text().rstrip())
+    if "crps_interval" in result:
+        low, high = result["crps_interval"]
+        print(f"CRPS {round(100 * result['bootstrap']['level'])}% interval: {low:.4g}-{high:.4g}")
+    print(f"wrote {result['out']}: metrics.json, metrics.md, members/")
     return 0
 
 

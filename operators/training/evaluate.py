@@ -50,7 +50,7 @@ from operators.training.tasks.report import markdown
 from pde_data.core.model import SAMPLE, spatial_dims
 from pde_data.core.params import ExistsError
 
-__all__ = ["evaluate_run", "predict_run", "evaluation_folder", "json_safe", "FEW_SAMPLES", "SAMPLE_CHOICES"]
+__all__ = ["evaluate_run", "predict_run", "evaluation_folder", "staged", "json_safe", "FEW_SAMPLES", "SAMPLE_CHOICES"]
 
 #: below this many scored samples a result says it cannot separate models
 FEW_SAMPLES = 10
@@ -104,7 +104,7 @@ def evaluation_folder(run_dir: str | os.PathLike, data: str | os.PathLike, sampl
 
 
 @contextlib.contextmanager
-def _staged(out: Path, overwrite: bool):
+def staged(out: Path, overwrite: bool):
     """A temporary folder beside ``out``, renamed to ``out`` when the block succeeds (an existing ``out``
     replaced only with ``overwrite``, checked before anything is computed); removed when it fails."""
     if out.exists() and not out.is_dir():
@@ -180,7 +180,7 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = No
         header["warning"] = f"only {len(idx)} samples: too few to tell models apart (expected at least {FEW_SAMPLES})"
     note = resolution_note(run, source)
     header.update({"note": note} if note else {})
-    with _staged(folder, overwrite) if write else contextlib.nullcontext(folder) as staging:
+    with staged(folder, overwrite) if write else contextlib.nullcontext(folder) as staging:
         options = EvalOptions(staging, name=Path(run_dir).name, steps=steps, batch_size=batch_size,
                               device=run.device, write=write, plots=plots, bootstrap=bootstrap, seed=seed)
         scored, files = run.task.evaluate(run.model, source, idx, options)
