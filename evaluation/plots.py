@@ -21,7 +21,7 @@ from evaluation.by_parameter import by_parameter
 from evaluation.spectra import radial_counts, radial_power
 
 __all__ = ["plot_fields", "plot_rollout", "plot_spectra", "plot_metric_bars", "plot_training_curves",
-           "plot_parameter_errors"]
+           "plot_parameter_errors", "plot_resolutions"]
 
 
 def _numpy(x, name: str) -> np.ndarray:
@@ -112,6 +112,29 @@ def plot_rollout(curves: Mapping[str, Sequence[float]], *, metric_name: str = "r
     if log:
         ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return _save(fig, path, title)
+
+
+def plot_resolutions(resolutions: Sequence[int], errors: Sequence[float], intervals: Sequence, *,
+                     trained: int | None, title: str = "", path: str | os.PathLike | None = None) -> Figure:
+    """A run's error at each resolution (points per axis), with its interval where given (``[low, high]`` or
+    None per resolution), the training resolution marked by a vertical line."""
+    fig = Figure(figsize=(6.0, 4.0), layout="constrained")
+    ax = fig.subplots()
+    x, y = np.asarray(resolutions, dtype=float), np.asarray(errors, dtype=float)
+    ax.plot(x, y, marker="o", label="relative L2 error")
+    spans = [(r, lo, hi) for r, iv in zip(x, intervals) if iv for lo, hi in [iv]]
+    if spans:
+        r, lo, hi = map(np.asarray, zip(*spans))
+        ax.vlines(r, lo, hi, color="C0", alpha=0.5, label="bootstrap interval")
+    if trained is not None:
+        ax.axvline(trained, color="0.4", linestyle="--", label=f"trained at {trained}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(x, [str(int(v)) for v in x])
+    ax.set_xlabel("points per axis")
+    ax.set_ylabel("relative L2 error")
+    ax.grid(True, alpha=0.3)
     ax.legend()
     return _save(fig, path, title)
 

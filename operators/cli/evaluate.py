@@ -53,6 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     runs.add_argument("--out", metavar="DIR", help="folder of this evaluation (default: "
                       "RUN_DIR/evaluations/<file>-<samples>)")
     runs.add_argument("--overwrite", action="store_true", help="replace an earlier evaluation in that folder")
+    runs.add_argument("--resolutions", type=_resolutions, metavar="N,N,...",
+                      help="score a steady field run with its samples resampled to each of these points per axis "
+                           "(cell averages, or Fourier resampling where N does not divide the file's), the model run "
+                           "at that grid: one table and plot of error against resolution")
     boot, seed = defaults(EvalOptions)["bootstrap"], defaults(EvalOptions)["seed"]
     runs.add_argument("--bootstrap", type=int, default=boot, metavar="N",
                       help=f"resamples of the test samples for each metric's 95%% interval (default {boot}; 0: none)")
@@ -90,6 +94,8 @@ def format_table(table: dict[str, float]) -> str:
 def run(args: argparse.Namespace) -> int:
     use_storage_options(args)
     if _check_mode(args) == "run":
+        if args.resolutions:
+            return _run_resolutions(args)
         return _run(args) if len(args.run) == 1 else _run_ensemble(args)
     if args.window < 0:
         raise ValueError(f"--window: expected a non-negative integer, found {args.window}")
@@ -182,6 +188,48 @@ def _run_ensemble(args: argparse.Namespace) -> int:
         low, high = result["crps_interval"]
         print(f"CRPS {round(100 * result['bootstrap']['level'])}% interval: {low:.4g}-{high:.4g}")
     print(f"wrote {result['out']}: metrics.json, metrics.md, members/")
+    return 0
+
+
+def _resolutions(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas (16,32,64), found {text}")
+    return values
+
+
+def _run_resolutions(args: argparse.Namespace) -> int:
+    """``--run R --resolutions 16,32,64``: :func:`operators.training.resolutions.evaluate_resolutions`."""
+    from operators.training.resolutions import evaluate_resolutions
+
+    if len(args.run) != 1 or args.input or args.target:
+        raise ValueError(f"--resolutions: expected one --run without --input/--target, found {len(args.run)} runs"
+                         + (" and variables named" if args.input or args.target else ""))
+    say(choose_threads(args.threads))
+    values = run_values(args)
+    verify_data(args.data if args.data is not None else _trained_path(args.run[0], args.checkpoint),
+                skip=args.no_verify)
+    result = evaluate_resolutions(args.run[0], args.resolutions, args.data, samples=args.samples,
+                                  checkpoint=args.checkpoint, out=args.out, overwrite=args.overwrite,
+                                  device=args.device, bootstrap=args.bootstrap, seed=args.seed,
+                                  batch_size=values["batch_size"])
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    trained = max(result["training"].values(), default=None)
+    base = next((r["metrics"]["rel_l2"] for r in result["rows"] if r["resolution"] == trained), None)
+    print(f"run: {args.run[0]} (trained at {result['training']}); data: {result['data']} at {result['file']}")
+    print("points  method        rel_l2 (interval)" + ("          / at the training grid" if base else ""))
+    for row in result["rows"]:
+        value, interval = row["metrics"]["rel_l2"], row.get("intervals", {}).get("rel_l2")
+        shown = f"{value:.4g}" + (f" ({interval[0]:.3g}-{interval[1]:.3g})" if interval else "")
+        mark = " (trained)" if row["resolution"] == trained else ""
+        ratio = f"  {value / base:.3g}x" if base else ""
+        print(f"{row['resolution']:>6}  {row['method']:<12}  {shown:<25}{ratio}{mark}")
+    print(f"wrote {result['out']}: metrics.json, resolutions.png, one evaluation per resolution")
     return 0
 
 

@@ -50,7 +50,8 @@ from operators.training.tasks.report import markdown
 from pde_data.core.model import SAMPLE, spatial_dims
 from pde_data.core.params import ExistsError
 
-__all__ = ["evaluate_run", "predict_run", "evaluation_folder", "staged", "json_safe", "FEW_SAMPLES", "SAMPLE_CHOICES"]
+__all__ = ["evaluate_run", "predict_run", "evaluation_folder", "staged", "scored_samples", "json_safe", "FEW_SAMPLES",
+           "SAMPLE_CHOICES"]
 
 #: below this many scored samples a result says it cannot separate models
 FEW_SAMPLES = 10
@@ -59,7 +60,8 @@ _LABELS = {"test": "the test split", "val": "the validation split (it chose best
            "all": "every sample of the file"}
 
 
-def _samples(run: LoadedRun, source: pde_data.Source, samples: str) -> np.ndarray:
+def scored_samples(run: LoadedRun, source: pde_data.Source, samples: str) -> np.ndarray:
+    """The indices of ``samples`` (a stored split, or "all") of ``source`` a run is scored on."""
     if samples not in SAMPLE_CHOICES:
         raise SpecError("samples", f"expected one of {list(SAMPLE_CHOICES)}, found {samples!r}")
     if samples == "all":
@@ -172,7 +174,7 @@ def evaluate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = No
     run, source = _opened(run_dir, data, checkpoint, device, inputs, targets)
     if data is None:
         data, source = trained_data(run.spec, run.device)
-    idx = _samples(run, source, samples)
+    idx = scored_samples(run, source, samples)
     _check_variables(run, source, targets=True)
     folder = Path(out) if out is not None else evaluation_folder(run_dir, data, samples, checkpoint)
     header = {"data": os.fspath(data), "samples": samples, "scored": _LABELS[samples], "n_samples": int(len(idx))}
