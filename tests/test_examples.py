@@ -31,6 +31,7 @@ SCRIPTS = {
     "order_benchmark.py": ["target_T1.png", "target_T2.png", "derivative_ratio.png", "scaling.png"],
     "vision.py": ["accuracy.png"],
     "gapped_sequences.py": ["gaps.png"],
+    "stable_rollouts.py": ["rollout.png"],
 }
 
 
