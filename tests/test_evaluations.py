@@ -139,12 +139,19 @@ def test_a_run_on_a_and_u_scores_on_neuraloperators_input_and_target(tmp_path):
     assert wrong.returncode == 1 and "--input: expected 1 variables of the file standing in for" in wrong.stderr
 
 
-def test_predict_a_rollout_past_the_files_frames(tmp_path):
-    waves = travelling_waves(n_samples=10)
+def _window_run(tmp_path, *, n_samples: int, split: tuple[int, int, int]) -> tuple[xr.Dataset, Path]:
+    """A window run (2 given frames, one epoch) trained into ``tmp_path/run`` on travelling waves; the waves and
+    their file."""
+    waves = travelling_waves(n_samples=n_samples)
     data = pde_data.save(waves, tmp_path / "w.nc")
-    spec = RunSpec(data=DataSpec(str(data), split=(8, 2, 0)), task=TaskSpec(window=2), model=ModelSpec("fno", TINY),
+    spec = RunSpec(data=DataSpec(str(data), split=split), task=TaskSpec(window=2), model=ModelSpec("fno", TINY),
                    optim=OptimSpec(epochs=1, batch_size=8), loading=LoadingSpec(workers=0))
     train_run(spec, tmp_path / "run", progress=False)
+    return waves, data
+
+
+def test_predict_a_rollout_past_the_files_frames(tmp_path):
+    waves, data = _window_run(tmp_path, n_samples=10, split=(8, 2, 0))
     given = pde_data.save(waves.isel(time=slice(0, 2), sample=slice(0, 3)), tmp_path / "given.nc")
     missing = run_cli("predict", "--run", tmp_path / "run", "--data", given, "--out", tmp_path / "p.nc")
     assert missing.returncode == 1 and "--steps: expected a number of rollout steps" in missing.stderr
@@ -181,11 +188,7 @@ def test_every_per_sample_metric_has_a_seeded_bootstrap_interval(steady, tmp_pat
 
 
 def test_a_window_run_reports_the_wells_windows_correlation_times_and_drift(tmp_path):
-    waves = travelling_waves(n_samples=14)
-    data = pde_data.save(waves, tmp_path / "w.nc")
-    spec = RunSpec(data=DataSpec(str(data), split=(8, 2, 4)), task=TaskSpec(window=2), model=ModelSpec("fno", TINY),
-                   optim=OptimSpec(epochs=1, batch_size=8), loading=LoadingSpec(workers=0))
-    train_run(spec, tmp_path / "run", progress=False)
+    _window_run(tmp_path, n_samples=14, split=(8, 2, 4))
     done = run_cli("evaluate", "--run", tmp_path / "run", "--out", tmp_path / "e", "--bootstrap", "200")
     assert done.returncode == 0, done.stderr
     rollout = json.loads((tmp_path / "e" / "metrics.json").read_text())["rollout"]

@@ -21,7 +21,7 @@ from pde_data.core import remote
 from pde_data.formats import zarr_store
 from pde_data.generate.registry import GenerationSpec
 from pde_data.generate.sharded_zarr import RECORDS
-from test_remote import TINY
+from test_remote import TINY, _no_options_left  # noqa: F401 - the autouse fixture, here too
 
 GEN = ["generate", "darcy", "--n", "12", "--n-grid", "16", "--threads", "1", "--format", "zarr"]
 SPEC = GenerationSpec("darcy", n=12, seed=0, params={"n_grid": 16})
@@ -32,13 +32,6 @@ def s3():
     server = S3Server()
     yield server
     server.stop()
-
-
-@pytest.fixture(autouse=True)
-def _no_options_left():
-    yield
-    remote._OPTIONS.clear()
-    remote._DEFAULT.clear()
 
 
 @pytest.fixture(scope="module")
