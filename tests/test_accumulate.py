@@ -76,7 +76,9 @@ def test_per_step_matches_rollout_errors(dims, shape):
 
 
 def test_update_keeps_no_batch():
-    """The batches' buffers are freed after update; the state is O(samples · time) plus a spectrum."""
+    """The batches' buffers are freed after update; the state is O(samples · time) plus a spectrum: per-sample
+    values, per-(t, c) sums, and per (sample, step) the long-rollout values (VRMSE, Pearson r, and five of each
+    variable's moments: :func:`evaluation.long_rollout.step_scores`)."""
     n_samples, n_time, n = 6, 4, 64
     rng = np.random.default_rng(4)
     acc = MetricAccumulator(window=1)
@@ -90,7 +92,7 @@ def test_update_keeps_no_batch():
     gc.collect()
     assert all(r() is None for r in refs)
     state = _nbytes(acc)
-    bound = 8 * (n_samples * (10 + n_time) + n_time * (10 + n // 2))  # per-sample values + per-(t, c) sums
+    bound = 8 * (n_samples * (10 + n_time) + n_time * (10 + n // 2) + n_samples * n_time * (2 + 5 * 1))
     assert 0 < state <= bound < 8 * n_samples * n_time * n * n / 100
 
 

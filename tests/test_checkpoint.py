@@ -153,6 +153,7 @@ def test_a_linked_checkpoint_keeps_its_content_when_the_source_is_replaced(tmp_p
 
 _INTERRUPTED_SAVE = """
 import os, signal, sys, torch
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a pytest-xdist worker's children start with it ignored
 from operators.training import checkpoint
 write = checkpoint._Writer.write
 def interrupting(self, data):
