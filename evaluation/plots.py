@@ -21,7 +21,7 @@ from evaluation.by_parameter import by_parameter
 from evaluation.spectra import radial_counts, radial_power
 
 __all__ = ["plot_fields", "plot_rollout", "plot_spectra", "plot_metric_bars", "plot_training_curves",
-           "plot_parameter_errors", "plot_resolutions"]
+           "plot_parameter_errors", "plot_resolutions", "plot_rollout_spectra"]
 
 
 def _numpy(x, name: str) -> np.ndarray:
@@ -218,6 +218,35 @@ def plot_spectra(pred, true, *, title: str = "", path: str | os.PathLike | None 
     ax.set_ylabel("mean |F|² per mode")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
+    return _save(fig, path, title)
+
+
+def plot_rollout_spectra(pred, true, steps: Sequence[int], *, title: str = "",
+                         path: str | os.PathLike | None = None) -> Figure:
+    """Radially averaged power spectra of one rollout's true and predicted fields at the rollout steps ``steps``
+    (1-based): a colour per step, the truth solid and the prediction dashed, so a spectrum that drifts (energy
+    piling up at high wavenumbers, or smoothed away) shows as the dashed line leaving the solid one.
+
+    Args:
+        pred, true: ``(steps, *spatial)``, 1 or 2 spatial axes: the rollout's frames in order.
+        steps: the steps to show, each in ``1..len(pred)``.
+    """
+    p, t = _pair(pred, true, (2, 3), "(steps, x) or (steps, x, y)")
+    if not steps or not all(1 <= k <= len(p) for k in steps):
+        raise ValueError(f"steps: expected rollout steps in 1..{len(p)}, found {list(steps)}")
+    n_spatial = p.ndim - 1
+    counts = radial_counts(p.shape[1:]).double().clamp(min=1)
+    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+    ax = fig.subplots()
+    for color, k in enumerate(steps):
+        for data, label, style in ((t, "true", "-"), (p, "predicted", "--")):
+            power = (radial_power(torch.from_numpy(data[k - 1:k]), n_spatial) / counts).mean(dim=0).numpy()
+            ax.loglog(np.arange(1, power.size), np.maximum(power[1:], 1e-300), style, color=f"C{color}",
+                      label=f"step {k}, {label}")
+    ax.set_xlabel("wavenumber radius r")
+    ax.set_ylabel("mean |F|² per mode")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small")
     return _save(fig, path, title)
 
 

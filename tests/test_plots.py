@@ -100,3 +100,10 @@ def test_rollout_and_spectra_plots_carry_their_title_into_the_png(tmp_path):
     plots.plot_spectra(np.ones((1, 8, 8)), np.ones((1, 8, 8)), title="run on ns.nc: spectra", path=tmp_path / "s.png")
     assert Image.open(tmp_path / "r.png").text["Title"] == "run on ns.nc: rollout"
     assert Image.open(tmp_path / "s.png").text["Title"] == "run on ns.nc: spectra"
+    fig = plots.plot_rollout_spectra(np.ones((4, 8, 8)), np.ones((4, 8, 8)), [1, 4], title="run: rollout spectra",
+                                     path=tmp_path / "rs.png")
+    assert [line.get_label() for line in fig.axes[0].lines] == ["step 1, true", "step 1, predicted", "step 4, true",
+                                                                 "step 4, predicted"]
+    assert Image.open(tmp_path / "rs.png").text["Title"] == "run: rollout spectra"
+    with pytest.raises(ValueError, match=r"steps: expected rollout steps in 1\.\.4, found \[5\]"):
+        plots.plot_rollout_spectra(np.ones((4, 8, 8)), np.ones((4, 8, 8)), [5])

@@ -89,5 +89,9 @@ def test_windowed_training_and_rollout_evaluation(tmp_path):
     folder = tmp_path / "run" / "evaluations" / f"{path.name}-test"
     assert (folder / "rollout.csv").read_text().count("\n") == 7
     assert (folder / "rollout.png").is_file() and (folder / "metrics.json").is_file()
+    from PIL import Image
+
+    title = Image.open(folder / "rollout_spectra.png").text["Title"]  # the spectra at the first, middle, last step
+    assert title.endswith("at rollout steps 1, 3, 6") and "power spectra of u, sample " in title
     with pytest.raises(ValueError, match="steps: expected 1..10 rollout steps"):
         evaluate_run(tmp_path / "run", path, steps=11, write=False)

@@ -179,8 +179,9 @@ def _rollout_csv(out: Path, per_step: list[float]) -> Path:
 
 
 def _plots(out: Path, run: str, result: dict, pred: xr.Dataset, true: xr.Dataset, *, sample: int) -> list[Path]:
-    """``fields.png`` (the first scored sample's first variable at the last rollout step), ``rollout.png`` and
-    ``spectra.png``; each title names ``run`` (the run and the data), what is shown, the variable, the source's
+    """``fields.png`` (the first scored sample's first variable at the last rollout step), ``rollout.png``,
+    ``rollout_spectra.png`` (the spectra at the first, middle and last rollout steps) and ``spectra.png``; each
+    title names ``run`` (the run and the data), what is shown, the variable, the source's
     sample index and the step."""
     from evaluation import plots  # matplotlib only when plotting
 
@@ -192,6 +193,14 @@ def _plots(out: Path, run: str, result: dict, pred: xr.Dataset, true: xr.Dataset
     written = []
     if TIME in p.dims:
         steps = result["rollout"]["steps"]
+        shown = sorted({1, (steps + 1) // 2, steps})
+        rollout = slice(p.sizes[TIME] - steps, None)  # the predicted frames, after the given ones
+        if p.ndim in (2, 3):  # (time, x) or (time, x, y)
+            plt.close(plots.plot_rollout_spectra(p.isel({TIME: rollout}).values, t.isel({TIME: rollout}).values,
+                                                 shown, path=out / "rollout_spectra.png",
+                                                 title=f"{run}: power spectra of {what} at rollout steps "
+                                                       f"{', '.join(map(str, shown))}"))
+            written.append(out / "rollout_spectra.png")
         p, t = p.isel({TIME: -1}), t.isel({TIME: -1})
         what += f", rollout step {steps} of {steps} (the last)"
         plt.close(plots.plot_rollout({run: result["rollout"]["per_step_rel_l2"]}, path=out / "rollout.png",
