@@ -270,7 +270,7 @@ def _check_sharded_store(out: Path | str) -> Path | str:
     """``out`` as a sharded Zarr store: a URL as it is (the library refuses what is there but no store); a local
     path whose folder is writable."""
     if not remote.is_url(out):
-        check_out(out.with_name(f".{out.name}.probe"), overwrite=True)
+        check_out(out.with_name(f".{out.name}.probe"), overwrite=True)  # writable (nothing is left there)
     return out
 
 
@@ -283,9 +283,7 @@ def _check_store(out: Path | str, *, overwrite: bool) -> Path | str:
                          "Zarr store; it is left as it is")
     if found == "store" and not overwrite:
         raise ValueError(f"--out: expected a new Zarr store, found the store {shown}; pass --overwrite to replace it")
-    if not remote.is_url(out):
-        check_out(out.with_name(f".{out.name}.probe"), overwrite=True)  # writable (nothing is left there)
-    return out
+    return _check_sharded_store(out)
 
 
 class _EstimatingBar(tqdm):

@@ -145,10 +145,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.window:
         raise ValueError("--window applies to --pred/--true; a run's given frames are the run's own --window")
-    say(choose_threads(args.threads))
-    values = run_values(args)
     (run,) = args.run
-    verify_data(args.data if args.data is not None else _trained_path(run, args.checkpoint), skip=args.no_verify)
+    values = _started(args)
     result = evaluate_run(run, args.data, samples=args.samples, checkpoint=args.checkpoint, out=args.out,
                           overwrite=args.overwrite, inputs=args.input, targets=args.target, device=args.device,
                           bootstrap=args.bootstrap, seed=args.seed, **values)
@@ -165,6 +163,16 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _started(args: argparse.Namespace) -> dict:
+    """What every ``--run`` evaluation does first: the threads chosen and said, ``--steps``/``--batch-size`` checked
+    (:func:`run_values`), and the data (``--data``, or the first run's own) verified against its manifest."""
+    say(choose_threads(args.threads))
+    values = run_values(args)
+    verify_data(args.data if args.data is not None else _trained_path(args.run[0], args.checkpoint),
+                skip=args.no_verify)
+    return values
+
+
 def _run_ensemble(args: argparse.Namespace) -> int:
     """``--run A --run B ...``: the runs scored together (:func:`operators.training.ensemble.evaluate_ensemble`)."""
     from operators.training.ensemble import evaluate_ensemble
@@ -173,10 +181,7 @@ def _run_ensemble(args: argparse.Namespace) -> int:
         if getattr(args, option):
             raise ValueError(f"--{option}: expected with one --run (an ensemble's members read their own "
                              f"variables), found it with {len(args.run)} runs")
-    say(choose_threads(args.threads))
-    values = run_values(args)
-    verify_data(args.data if args.data is not None else _trained_path(args.run[0], args.checkpoint),
-                skip=args.no_verify)
+    values = _started(args)
     result = evaluate_ensemble(args.run, args.data, samples=args.samples, checkpoint=args.checkpoint, out=args.out,
                                overwrite=args.overwrite, device=args.device, bootstrap=args.bootstrap,
                                seed=args.seed, **values)
@@ -208,10 +213,7 @@ def _run_resolutions(args: argparse.Namespace) -> int:
     if len(args.run) != 1 or args.input or args.target:
         raise ValueError(f"--resolutions: expected one --run without --input/--target, found {len(args.run)} runs"
                          + (" and variables named" if args.input or args.target else ""))
-    say(choose_threads(args.threads))
-    values = run_values(args)
-    verify_data(args.data if args.data is not None else _trained_path(args.run[0], args.checkpoint),
-                skip=args.no_verify)
+    values = _started(args)
     result = evaluate_resolutions(args.run[0], args.resolutions, args.data, samples=args.samples,
                                   checkpoint=args.checkpoint, out=args.out, overwrite=args.overwrite,
                                   device=args.device, bootstrap=args.bootstrap, seed=args.seed,

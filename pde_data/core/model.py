@@ -35,7 +35,7 @@ import xarray as xr
 
 __all__ = ["SAMPLE", "TIME", "X", "Y", "Z", "S", "FEATURE", "SPATIAL_DIMS", "spatial_dims", "field_order", "family_of",
            "check_dims", "describe_time", "to_tensor", "from_tensor", "time_steps", "LENGTH", "ROLE", "TARGET",
-           "PARAMETER", "parameters_of", "parameter_table", "valid_mask", "padded_time"]
+           "PARAMETER", "parameters_of", "parameter_table", "valid_mask", "padded_time", "sample_variables"]
 
 SAMPLE = "sample"
 TIME = "time"
@@ -59,6 +59,11 @@ XrObj = xr.Dataset | xr.DataArray
 def spatial_dims(obj: XrObj) -> tuple[str, ...]:
     """The spatial dims of ``obj`` in canonical order, e.g. ``("x", "y")``."""
     return tuple(d for d in SPATIAL_DIMS if d in obj.dims)
+
+
+def sample_variables(ds: xr.Dataset) -> list[str]:
+    """The data variables of ``ds`` with a ``sample`` dim (what a writer of samples writes), in its order."""
+    return [str(k) for k, v in ds.data_vars.items() if SAMPLE in v.dims]
 
 
 def parameters_of(ds: xr.Dataset) -> tuple[str, ...]:

@@ -288,10 +288,15 @@ def _chain(exc: BaseException) -> list[BaseException]:
 def _transient(exc: BaseException) -> bool:
     """A timeout or a connection lost on the way (worth another try), not a refusal or an answer."""
     chain = _chain(exc)
-    if any(isinstance(e, ConnectionRefusedError) for e in chain) or "ConnectorError" in _names(chain):
+    if _refused(chain):
         return False
     return any(isinstance(e, (TimeoutError, ConnectionResetError, ConnectionAbortedError)) for e in chain) or any(
         n in _names(chain) for n in ("Timeout", "ServerDisconnected", "ClientPayloadError", "ClientOSError"))
+
+
+def _refused(chain: list[BaseException]) -> bool:
+    """Whether the connection was refused (aiohttp says so as a ``ClientConnectorError``)."""
+    return any(isinstance(e, ConnectionRefusedError) for e in chain) or "ConnectorError" in _names(chain)
 
 
 def _names(chain: list[BaseException]) -> str:
@@ -305,7 +310,7 @@ def _failure(url: str, exc: BaseException, tries: int = 1) -> OSError:
     status = next((getattr(e, "status", None) or getattr(e, "code", None) for e in chain
                    if isinstance(getattr(e, "status", None) or getattr(e, "code", None), int)), None)
     names = _names(chain)
-    if "ConnectorError" in names or any(isinstance(e, ConnectionRefusedError) for e in chain):
+    if _refused(chain):
         found = "no server answering (connection refused)"
     elif "Timeout" in names or any(isinstance(e, TimeoutError) for e in chain):
         found = f"no answer in time (timed out, {_tries(tries)})"

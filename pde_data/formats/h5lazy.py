@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import itertools
 import math
 import os
 import threading
@@ -317,8 +318,6 @@ def _file_box(source: H5Source, dset: h5py.Dataset, i: int, rest: tuple[slice, .
 def _byte_ranges(dset: h5py.Dataset, box: list[tuple[int, int]], limit: int) -> list[tuple[int, int]] | None:
     """The byte ranges in the file of the chunks of ``dset`` that ``box`` touches (a contiguous dataset: of the
     rows of its last axes the box spans); None where there are more than ``limit`` or HDF5 cannot say."""
-    import itertools
-
     if dset.chunks is None:
         offset = dset.id.get_offset()
         if offset is None:

@@ -26,15 +26,16 @@ import hashlib
 import os
 import re
 import warnings
+from typing import Sequence
 
 import numpy as np
 import xarray as xr
 
 from pde_data.core import remote
-from pde_data.core.model import SAMPLE, TIME
+from pde_data.core.model import SAMPLE, TIME, sample_variables
 
-__all__ = ["ZarrWriter", "CODEC", "CHUNK_BYTES", "INCOMPLETE", "MANIFEST_ATTR", "create", "write_region", "finish", "remove",
-           "state", "root_attrs", "digest", "filesystem"]
+__all__ = ["ZarrWriter", "CODEC", "CHUNK_BYTES", "INCOMPLETE", "MANIFEST_ATTR", "create", "write_region", "finish",
+           "remove", "state", "root_attrs", "digest", "region_digests", "filesystem"]
 
 #: the compressor of every array: Blosc with LZ4 (level 5) over byte-shuffled values, fast to decompress
 CODEC = {"name": "blosc", "cname": "lz4", "clevel": 5, "shuffle": "shuffle"}
@@ -83,7 +84,7 @@ def create(path: str, like: xr.Dataset, n_samples: int, *, attrs: dict) -> list[
     import dask.array as da
     import zarr
 
-    per_sample = [str(k) for k, v in like.data_vars.items() if SAMPLE in v.dims]
+    per_sample = sample_variables(like)
     template = like.drop_vars([str(k) for k, v in like.variables.items() if SAMPLE in v.dims])
     encoding = {}
     for name in per_sample:
@@ -147,11 +148,25 @@ def remove(path: str) -> None:
 def digest(path: str, samples: range | None = None) -> tuple[int, str]:
     """``(bytes, sha256)`` of the store's files in name order (each name and content hashed), or with ``samples``
     of the chunk files of those samples only (what one writer of a region wrote)."""
+    if samples is None:
+        fs, root = filesystem(path)
+        return _hashed(fs, root, _listed(fs, root))
+    return region_digests(path, [samples])[0]
+
+
+def region_digests(path: str, regions: Sequence[range]) -> list[tuple[int, str]]:
+    """:func:`digest` of the chunk files of each sample range of ``regions``, the store listed once."""
     fs, root = filesystem(path)
-    names = sorted(name[len(root) + 1:] for name in fs.find(root))
-    if samples is not None:
-        chunk = re.compile(r"[^/]+/c/(\d+)(/|$)")
-        names = [n for n in names if (m := chunk.match(n)) and int(m.group(1)) in samples]
+    names, chunk = _listed(fs, root), re.compile(r"[^/]+/c/(\d+)(/|$)")
+    samples = [(n, int(m.group(1))) for n in names if (m := chunk.match(n))]
+    return [_hashed(fs, root, [n for n, i in samples if i in region]) for region in regions]
+
+
+def _listed(fs, root: str) -> list[str]:
+    return sorted(name[len(root) + 1:] for name in fs.find(root))
+
+
+def _hashed(fs, root: str, names: list[str]) -> tuple[int, str]:
     sha, total = hashlib.sha256(), 0
     for name in names:
         sha.update(name.encode())

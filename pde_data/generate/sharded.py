@@ -39,14 +39,15 @@ from pde_data.core.params import ExistsError, ParameterError
 from pde_data.core.versions import package_versions
 from pde_data.formats.manifest import (MANIFEST, Manifest, ShardRecord, moments_json, moments_of, read_manifest,
                                       sha256_of, shard_name, write_manifest)
-from pde_data.core.model import SAMPLE, parameters_of
+from pde_data.core.model import SAMPLE, parameters_of, sample_variables
 from pde_data.formats.verification import STAMP
 from pde_data.core.moments import Moments
 from pde_data.formats.pdebench_write import PdebenchGroupWriter
 from pde_data.formats.prediction_writer import PredictionWriter
 from pde_data.formats import zarr_store
 
-__all__ = ["Written", "write_samples", "plan_shards", "generate_sharded", "run_tasks", "reporter", "PROGRESS_TOPIC"]
+__all__ = ["Written", "write_samples", "plan_shards", "generate_sharded", "run_tasks", "reporter", "generator_attrs",
+           "GENERATOR_ATTR", "PROGRESS_TOPIC"]
 
 #: the Dask event topic on which shard tasks report progress
 PROGRESS_TOPIC = "circuitop-generate"
@@ -102,15 +103,23 @@ def write_samples(spec: GenerationSpec, samples: range, path: str | os.PathLike,
     return Written(size, sha256, moments, parameters)
 
 
+#: the attribute of a generated file or store holding its generator and parameters (the spec's JSON)
+GENERATOR_ATTR = "circuitop_generator"
+
+
+def generator_attrs(spec: GenerationSpec, like: xr.Dataset) -> dict:
+    """The global attributes of a file or store of ``spec``'s samples: ``like``'s, and :data:`GENERATOR_ATTR`."""
+    return {**like.attrs, GENERATOR_ATTR: json.dumps(spec.complete().to_json())}
+
+
 def _writer(spec: GenerationSpec, like: xr.Dataset, path, n: int, layout: str | None, variables: list[str] | None,
             zarr: bool):
     if layout is not None:
         return PdebenchGroupWriter(path, layout=layout, variables=variables)
-    attrs = {**like.attrs, "circuitop_generator": json.dumps(spec.complete().to_json())}
+    attrs = generator_attrs(spec, like)
     if zarr:
         return zarr_store.ZarrWriter(path, like, n, attrs=attrs)
-    variables = [str(k) for k, v in like.data_vars.items() if SAMPLE in v.dims]
-    return PredictionWriter(path, like.isel({SAMPLE: [0]}), variables, n, attrs=attrs)
+    return PredictionWriter(path, like.isel({SAMPLE: [0]}), sample_variables(like), n, attrs=attrs)
 
 
 class _Region:
@@ -118,7 +127,7 @@ class _Region:
 
     def __init__(self, path: str, start: int, like: xr.Dataset):
         self.path, self.start = path, start
-        self.variables = [str(k) for k, v in like.data_vars.items() if SAMPLE in v.dims]
+        self.variables = sample_variables(like)
 
     def write(self, row: int, ds: xr.Dataset) -> None:
         zarr_store.write_region(self.path, self.start + row, ds, self.variables)

@@ -32,13 +32,13 @@ from pde_data.core.versions import package_versions
 from pde_data.formats import zarr_store
 from pde_data.formats.manifest import Manifest, ShardRecord, shard_name
 from pde_data.generate.registry import GenerationSpec, make_samples
-from pde_data.generate.sharded import plan_shards, reporter, run_tasks, write_samples
+from pde_data.generate.sharded import GENERATOR_ATTR, generator_attrs, plan_shards, reporter, run_tasks, write_samples
 
 __all__ = ["generate_zarr_sharded", "RECORDS", "SHARDS_ATTR"]
 
 #: the folder, inside the store, of the records of the ranges written so far (removed when the store is complete)
 RECORDS = ".circuitop-shards"
-#: the root attribute naming the shard count of a sharded store (with ``circuitop_generator``, what made it)
+#: the root attribute naming the shard count of a sharded store (with the generator's, what made it)
 SHARDS_ATTR = "circuitop_shards"
 
 
@@ -56,14 +56,15 @@ def generate_zarr_sharded(spec: GenerationSpec, store: str | os.PathLike, *, sha
     """
     store = str(store) if remote.is_url(str(store)) else os.path.abspath(store)
     ranges = plan_shards(spec, shards)
-    done = _resumable(spec, store, shards, overwrite)
-    if done is None:
+    attrs = _existing(spec, store, shards, overwrite)
+    if attrs is not None and zarr_store.INCOMPLETE not in attrs:  # made by this call before, complete
+        return Manifest.from_json(attrs[zarr_store.MANIFEST_ATTR])
+    if attrs is None:
         done = {}
         like = make_samples(spec, range(0, 1), device=device)
-        attrs = {**like.attrs, "circuitop_generator": json.dumps(spec.complete().to_json()), SHARDS_ATTR: shards}
-        zarr_store.create(store, like, spec.n, attrs=attrs)
-    elif zarr_store.INCOMPLETE not in zarr_store.root_attrs(store):
-        return Manifest.from_json(zarr_store.root_attrs(store)[zarr_store.MANIFEST_ATTR])
+        zarr_store.create(store, like, spec.n, attrs={**generator_attrs(spec, like), SHARDS_ATTR: shards})
+    else:
+        done = _written(store, shards)
     todo = [i for i in range(shards) if i not in done]
     if todo:
         task = functools.partial(_region_task, options=remote.options_of(store) if remote.is_url(store) else None)
@@ -77,8 +78,8 @@ def generate_zarr_sharded(spec: GenerationSpec, store: str | os.PathLike, *, sha
     return manifest
 
 
-def _resumable(spec: GenerationSpec, store: str, shards: int, overwrite: bool) -> dict[int, ShardRecord] | None:
-    """The ranges of the store at ``store`` already written by this call (a complete store: all), or ``None`` where
+def _existing(spec: GenerationSpec, store: str, shards: int, overwrite: bool) -> dict | None:
+    """The root attributes of the store at ``store`` made by this call before (complete or not), or ``None`` where
     the store is to be made (nothing there, or ``overwrite``); refuses anything else."""
     found = zarr_store.state(store)
     if found == "other":
@@ -86,34 +87,32 @@ def _resumable(spec: GenerationSpec, store: str, shards: int, overwrite: bool) -
                                  "or folder that is no store; it is left as it is")
     if found == "none":
         return None
-    attrs = zarr_store.root_attrs(store)
-    made = json.loads(attrs.get("circuitop_generator", "null") or "null")
-    diffs = (["no generator recorded"] if made is None else spec.differences(GenerationSpec.from_json(made))
-             + ([f"shards: {shards} here, {attrs.get(SHARDS_ATTR)} there"] if attrs.get(SHARDS_ATTR) != shards else []))
     if overwrite:
         zarr_store.remove(store)
         return None
+    attrs = zarr_store.root_attrs(store)
+    made = json.loads(attrs.get(GENERATOR_ATTR, "null") or "null")
+    diffs = (["no generator recorded"] if made is None else spec.differences(GenerationSpec.from_json(made))
+             + ([f"shards: {shards} here, {attrs.get(SHARDS_ATTR)} there"] if attrs.get(SHARDS_ATTR) != shards else []))
     if diffs:
         raise ExistsError("out", f"{remote.display(store)}: expected a store of this generate call or a new one, "
-                                 f"found one made otherwise ({'; '.join(diffs)}); pass {{overwrite=True}} to replace it",
-                          mentions=["overwrite"])
-    return _written(store, shards)
+                                 f"found one made otherwise ({'; '.join(diffs)}); pass {{overwrite=True}} to replace "
+                                 "it", mentions=["overwrite"])
+    return attrs
 
 
 def _written(store: str, shards: int) -> dict[int, ShardRecord]:
     """The records in the store whose ranges' chunks still match their sha256 (a record cut short by a kill is
-    ignored: its range is made again)."""
+    ignored: its range is made again); the store is listed once for all of them."""
     fs, root = zarr_store.filesystem(store)
     records = {}
     for index in range(shards):
-        path = f"{root}/{_record_name(index, shards)}"
         try:
-            record = ShardRecord.from_json(json.loads(fs.cat_file(path)))
+            records[index] = ShardRecord.from_json(json.loads(fs.cat_file(f"{root}/{_record_name(index, shards)}")))
         except (FileNotFoundError, ValueError, KeyError):
             continue
-        if zarr_store.digest(store, range(record.start, record.stop)) == (record.bytes, record.sha256):
-            records[index] = record
-    return records
+    found = zarr_store.region_digests(store, [range(r.start, r.stop) for r in records.values()])
+    return {i: r for (i, r), made in zip(records.items(), found) if made == (r.bytes, r.sha256)}
 
 
 def _record_name(index: int, count: int) -> str:
