@@ -32,10 +32,10 @@ __all__ = ["is_url", "absolute", "register", "set_default", "options_of", "neste
 #: bytes a read asks the server for at least (the block cache's block): 64 frames of 128² float32; 1 MiB blocks
 #: streamed bench_data's shuffled windows slower (0.17x local against 0.24x: the requests' own cost dominates)
 BLOCK_BYTES = 4 << 20
-#: blocks the cache of one open file keeps (a window's blocks, of each variable: up to 32 MiB per open file). 32
+#: blocks the cache of one open file keeps (HDF5 metadata mostly: a read's data comes by its prefetch; 16 MiB). 32
 #: blocks streamed bench_data's windows about as fast and took the training process past the streaming bound
 #: (tests/test_memory.py): the process that fits the normalizers keeps its open file's cache while it trains
-CACHED_BLOCKS = 8
+CACHED_BLOCKS = 4
 #: seconds between two asks whether a file read at a URL changed (:meth:`pde_data.Source.verify` after its reads)
 RECHECK_SECONDS = 10.0
 #: bytes between two ranges a prefetch fetches as one (a request costs more than fetching this gap)
