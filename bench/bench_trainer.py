@@ -111,7 +111,8 @@ def _timed(command: list[str]) -> tuple[float, float, str]:
 
 def _ours(data: Path, out: Path, epochs: int, extra: list[str], device: str) -> _Result:
     split = ",".join(map(str, _SPLIT))
-    options = ["--model", "fno", "--config", f"width={_WIDTH}", f"n_modes={_MODES}", "--split", split,
+    # padding=0: neuraloperator's side builds its FNO without domain padding (the same model on both sides)
+    options = ["--model", "fno", "--config", f"width={_WIDTH}", f"n_modes={_MODES}", "padding=0", "--split", split,
                "--epochs", str(epochs), "--batch-size", str(_BATCH), "--lr", str(_LR), "--optimizer", "adam",
                "--weight-decay", "0", "--normalize", "gaussian", "--threads", "1", "--device", device, "--out", str(out),
                "--overwrite"]

@@ -14,11 +14,13 @@ from _bench_tables import commit_text
 from _claims import NOT_REPRODUCED, REPRODUCED, Equivalence, compare, lowest_beyond, lowest_line, no_difference, stat_of
 from _conditioning_tables import conditioned_sweep  # noqa: F401 - a renderer (RENDERERS)
 from _online_tables import online_vs_file  # noqa: F401 - a renderer (RENDERERS)
+from _review_tables import darcy_resolutions, stable_rollouts  # noqa: F401 - renderers (RENDERERS)
 
 __all__ = ["render", "RENDERERS", "SCRIPTS", "SAME_CLEAN", "NOISE_NO_GAIN", "TRAINED"]
 
 SCRIPTS = ("order_benchmark", "darcy", "poisson_order_ablation", "navier_stokes_rollout", "shallow_water",
-           "nac_sequences", "vision", "gapped_sequences", "darcy16_equal_time", "online_vs_file", "conditioned_sweep")
+           "nac_sequences", "vision", "gapped_sequences", "darcy16_equal_time", "online_vs_file", "conditioned_sweep",
+           "darcy_resolutions", "stable_rollouts")
 TRAINED = 0.5  # "clearly trained": every model's error at most this fraction of the baseline's
 #: the claims of no difference, each with its margin stated here, before the verdict (examples/_claims.py)
 SAME_CLEAN = Equivalence("the clean accuracy the same for every variant", 1.0, "pp")

@@ -76,7 +76,7 @@ def train(cfg: DemoConfig, data: Path, out: Path) -> dict[str, float]:
     earlier demo in the same folder are replaced (``overwrite``: only the files a run writes)."""
     n_test = max(2, cfg.n_samples // 8)
     spec = RunSpec(data=DataSpec(str(data), split=(cfg.n_samples - 2 * n_test, n_test, n_test), split_seed=cfg.seed),
-                   task=TaskSpec(window=cfg.window),
+                   task=TaskSpec(window=cfg.window, periodic=True),
                    optim=OptimSpec(epochs=cfg.epochs, batch_size=10, lr=3e-3, step_size=max(1, cfg.epochs // 2),
                                    seed=cfg.seed))
     seconds = {}

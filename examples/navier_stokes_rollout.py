@@ -89,7 +89,7 @@ def one_seed(seed: int, specs: dict, cfg: dict, files: dict, splits, args, out) 
                       weight_decay=1e-4, step_size=100, gamma=0.5, seed=seed)
     rows, curves, models = {}, {}, {}
     for window, data in files.items():
-        spec = RunSpec(data=DataSpec(splits=splits), task=TaskSpec(window=window, horizon=cfg["steps"]),
+        spec = RunSpec(data=DataSpec(splits=splits), task=TaskSpec(window=window, horizon=cfg["steps"], periodic=True),
                        optim=optim)
         trained = _common.train_models(specs, data, runs / f"m{window}", spec=spec, device=args.device)
         for label, run in trained.items():

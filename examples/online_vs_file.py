@@ -51,7 +51,7 @@ TEST_SEED = 1000
 
 
 def _base(seed: int) -> RunSpec:
-    return RunSpec().override({"task.window": 1, "model.name": "fno", "model.config": MODEL, "optim.epochs": 1,
+    return RunSpec().override({"task.window": 1, "task.periodic": True, "model.name": "fno", "model.config": MODEL, "optim.epochs": 1,
                                "optim.batch_size": 16, "optim.scheduler": "none", "optim.seed": seed})
 
 

@@ -32,12 +32,13 @@ SCRIPTS = {
     "vision.py": ["accuracy.png"],
     "gapped_sequences.py": ["gaps.png"],
     "stable_rollouts.py": ["rollout.png"],
+    "darcy_resolutions.py": [],
 }
 
 
 #: scripts whose medium results go into RESULTS.md through examples/results_tables.py
 TABLED = {"darcy.py", "poisson_order_ablation.py", "navier_stokes_rollout.py", "shallow_water.py", "order_benchmark.py",
-          "nac_sequences.py", "vision.py", "gapped_sequences.py"}
+          "nac_sequences.py", "vision.py", "gapped_sequences.py", "darcy_resolutions.py", "stable_rollouts.py"}
 #: the bar a tabled script's models must clear: chance for the classifiers, the mean predictor (the training
 #: mean) for nac_sequences, else the mean-field predictor
 CHANCE = {"vision.py", "gapped_sequences.py"}

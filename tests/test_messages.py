@@ -125,7 +125,8 @@ def test_fourier_modes_the_grid_cannot_hold_are_refused_and_the_default_fits_the
     assert "--config n_modes: expected at most 4 Fourier modes per axis on the training grid 8x8" in err
     assert "--force keeps them" in err and "found 100" in err
     fitted = json.loads((trained / "run" / "run.json").read_text())["model"]  # trained with the default config
-    assert fitted["derived"]["n_modes"] == 4 and "n_modes" not in fitted["config"]
+    assert fitted["derived"]["n_modes"] == 2 and "n_modes" not in fitted["config"]  # 8 // 3: the 2/3 rule
+    assert fitted["derived"]["padding"] == 0.25  # a grid not said to be periodic: the latent field padded
     assert main(["train", "--data", str(data), "--model", "fno", "--epochs", "1", "--config", "n_modes=6",
                  "width=4", "--force", "--out", str(trained / "forced")]) == 0
     assert json.loads((trained / "forced" / "run.json").read_text())["model"]["config"]["n_modes"] == 6
@@ -155,7 +156,7 @@ def test_a_generated_run_says_what_an_epoch_of_samples_costs(tmp_path, capsys):
 
 def test_a_model_far_larger_than_its_data_is_warned_before_training(trained, capsys):
     """More than 100 parameters per training target value: one warning line before the first epoch; a model
-    within that bound (the fixture's width 4: 2,349 parameters for 10 × 64 values) gets none."""
+    within that bound (the fixture's width 4: 813 parameters for 10 × 64 values) gets none."""
     def warnings(width: int, out: str) -> list[str]:
         assert main(["train", "--data", str(trained / "darcy.nc"), "--model", "fno", "--epochs", "1", "--split",
                      "10,1,1", "--config", f"width={width}", "--threads", "1", "--out", str(trained / out)]) == 0
@@ -164,5 +165,5 @@ def test_a_model_far_larger_than_its_data_is_warned_before_training(trained, cap
         return [line for line in err[:first_epoch] if line.startswith("warning: model:")]
 
     assert warnings(4, "fits") == []
-    (line,) = warnings(32, "too_large")
-    assert line.startswith("warning: model: 144,225 parameters for 640 training target values (225 per value")
+    (line,) = warnings(48, "too_large")
+    assert line.startswith("warning: model: 102,673 parameters for 640 training target values (160 per value")

@@ -56,3 +56,24 @@ def test_a_run_trained_at_16_scored_at_16_32_and_64(tmp_path):
     assert (tmp_path / "res" / "resolutions.png").stat().st_size > 0 and "(trained)" in done.stdout
     finer = run_cli("evaluate", "--run", tmp_path / "run", "--data", train, "--samples", "all", "--resolutions", "32")
     assert finer.returncode == 1 and "resolutions: expected at most the file's grid" in finer.stderr
+
+
+@pytest.mark.parametrize("name, extra", [("fno", {}), ("chonn_fno", {"order": 2, "d_state": 2, "expand": 1})])
+def test_padding_pads_the_field_the_fourier_layers_see_by_a_fraction_of_each_axis(name, extra):
+    import torch
+
+    from operators.models import build
+
+    plain = build(name, 1, 1, n_modes=4, width=4, **extra)
+    padded = build(name, 1, 1, n_modes=4, width=4, padding=0.25, **extra)
+    padded.load_state_dict(plain.state_dict())  # padding has no weights
+    seen = []
+    layer = next(m for m in padded.modules() if type(m).__name__ == "SpectralConv")
+    layer.register_forward_pre_hook(lambda module, args: seen.append(tuple(args[0].shape[2:])))
+    for n in (16, 32):
+        x = torch.randn(2, 1, n, n, generator=torch.Generator().manual_seed(n))
+        out = padded(x)
+        assert out.shape == x.shape and not torch.allclose(out, plain(x))
+    assert seen == [(24, 24), (48, 48)]  # 4 and 8 zero cells on each side: the same fraction at every grid
+    with pytest.raises(ValueError, match=r"padding: expected a fraction of each axis in \[0, 1\), found 1.0"):
+        build(name, 1, 1, n_modes=4, width=4, padding=1.0, **extra)

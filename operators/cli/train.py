@@ -100,8 +100,9 @@ OPTIONS: dict[str, tuple[str, dict, str]] = {
     "--loss": ("task.loss", _choices("task.loss"),
                "auto: the task's own (rel_l2 for fields, cross_entropy for labels, mse for sequences); "
                "h1: fields' relative H1 error (values and gradients)"),
-    "--periodic": ("task.periodic", _FLAG, "--loss h1: the grid wraps around (spectral gradients; "
-                   "default: finite differences)"),
+    "--periodic": ("task.periodic", _FLAG, "the grid wraps around (Navier-Stokes on a torus): --loss h1 takes "
+                   "spectral gradients (default: finite differences), a Fourier model's field is not padded "
+                   "(default: padded, a quarter of each axis per side; --config padding=F sets it)"),
     "--label-smoothing": ("task.label_smoothing", dict(type=float), "classification: cross-entropy label smoothing"),
     "--shift": ("task.shift", dict(type=int, metavar="PIXELS"), "classification: random shifts of training images"),
     "--model": ("model.name", {}, "fields: fno, chonn_fno, nac_fno, unet, chonn_unet, nac_unet, ckb_chain, depth_stack, ckb_stack; "

@@ -16,12 +16,15 @@ from neuralop.layers.spectral_convolution import SpectralConv
 from neuralop.models import FNO
 from torch import nn
 
-__all__ = ["FNOConfig", "build_fno", "neuralop_modes", "expand_modes", "spectral_in_float32"]
+__all__ = ["FNOConfig", "build_fno", "neuralop_modes", "expand_modes", "check_padding", "spectral_in_float32"]
 
 
 @dataclass(frozen=True)
 class FNOConfig:
-    """Baseline FNO: ``n_modes`` modes kept per dimension (FNO-paper meaning), ``width`` channels."""
+    """Baseline FNO: ``n_modes`` modes kept per dimension (FNO-paper meaning), ``width`` channels; ``padding``: the
+    fraction of each axis zero-padded on both sides of the lifted field before the Fourier layers and cut off before
+    the projection (neuraloperator's ``domain_padding``; 0: none), so a grid that is not periodic is not wrapped
+    edge onto edge by the FFT (the FNO paper pads its Darcy grids)."""
 
     n_modes: int | tuple[int, ...] = 12
     width: int = 20
@@ -29,6 +32,7 @@ class FNOConfig:
     n_dim: int = 2
     lifting_ratio: float = 2.0
     projection_ratio: float = 2.0
+    padding: float = 0.0
 
 
 def expand_modes(n_modes: int | tuple[int, ...], n_dim: int) -> tuple[int, ...]:
@@ -65,7 +69,19 @@ def build_fno(in_channels: int, out_channels: int, config: FNOConfig) -> nn.Modu
         n_layers=config.n_layers,
         lifting_channel_ratio=config.lifting_ratio,
         projection_channel_ratio=config.projection_ratio,
+        domain_padding=check_padding(config.padding) or None,
     )
+
+
+def check_padding(padding: float) -> float:
+    """``padding`` when it is a fraction in [0, 1).
+
+    Raises:
+        ValueError: otherwise.
+    """
+    if not 0 <= padding < 1:
+        raise ValueError(f"padding: expected a fraction of each axis in [0, 1), found {padding}")
+    return padding
 
 
 def spectral_in_float32(model: nn.Module) -> nn.Module:

@@ -20,11 +20,12 @@ from typing import Callable
 
 import torch
 from neuralop.layers.embeddings import GridEmbeddingND
+from neuralop.layers.padding import DomainPadding
 from neuralop.layers.spectral_convolution import SpectralConv
 from torch import nn
 from torch.nn import functional as F
 
-from operators.models.fno import expand_modes, neuralop_modes
+from operators.models.fno import check_padding, expand_modes, neuralop_modes
 from operators.models.resample import pool2x, upsample2x
 
 __all__ = ["SpectralFNOConfig", "SpectralFNO", "Coarsened", "coarsened", "conv_nd", "BlockFactory"]
@@ -35,7 +36,8 @@ BlockFactory = Callable[[int], nn.Module]
 
 @dataclass(frozen=True)
 class SpectralFNOConfig:
-    """Host FNO: ``n_modes`` kept per dimension (FNO-paper meaning), ``width`` latent channels."""
+    """Host FNO: ``n_modes`` kept per dimension (FNO-paper meaning), ``width`` latent channels, ``padding`` as
+    :class:`~operators.models.fno.FNOConfig`'s (the hosted blocks run on the padded field too)."""
 
     n_modes: int | tuple[int, ...] = 12
     width: int = 20
@@ -43,6 +45,7 @@ class SpectralFNOConfig:
     n_dim: int = 2
     projection_ratio: float = 2.0
     grid: bool = True
+    padding: float = 0.0
 
 
 def conv_nd(n_dim: int, in_channels: int, out_channels: int, kernel_size: int = 1, **kwargs) -> nn.Module:
@@ -73,6 +76,7 @@ class SpectralFNO(nn.Module):
         modes = neuralop_modes(expand_modes(config.n_modes, n_dim))
         self.grid = GridEmbeddingND(in_channels, dim=n_dim, grid_boundaries=[[0.0, 1.0]] * n_dim) if config.grid else None
         self.lift = conv_nd(n_dim, in_channels + (n_dim if config.grid else 0), width)
+        self.padding = DomainPadding(config.padding) if check_padding(config.padding) else None
         self.spectral = nn.ModuleList(SpectralConv(width, width, modes) for _ in range(config.n_layers))
         replaced = replace_local and make_block is not None
         self.skips = nn.ModuleList((nn.Identity() if replaced else conv_nd(n_dim, width, width))
@@ -92,12 +96,16 @@ class SpectralFNO(nn.Module):
         if self.grid is not None:
             x = self.grid(x)
         v = self.lift(x)
+        if self.padding is not None:
+            v = self.padding.pad(v)
         last = len(self.spectral) - 1
         layers = zip(self.spectral, self.skips, self.blocks, self.layer_outputs)
         for i, (spectral, skip, block, out) in enumerate(layers):
             v = out(spectral(v) + skip(block(v)))
             if i < last:
                 v = F.gelu(v)
+        if self.padding is not None:
+            v = self.padding.unpad(v)
         return self.project(v)
 
 

@@ -146,8 +146,9 @@ def _model_line(spec: RunSpec, net: torch.nn.Module) -> str:
     Fourier modes fitted to the training grid); the trainer's first line counts the parameters."""
     size = sum(p.numel() * p.element_size() for p in net.parameters())
     derived = ", ".join(f"{k}={v}" for k, v in spec.model.derived.items())
-    return f"model: {spec.model.name}, {format_bytes(size)} of weights" + (f"; set by the data: {derived}" if derived
-                                                                            else "")
+    padded = " (a grid that is not periodic: --periodic if it is)" if "padding" in spec.model.derived else ""
+    return f"model: {spec.model.name}, {format_bytes(size)} of weights" + (f"; set by the data: {derived}{padded}"
+                                                                            if derived else "")
 
 
 def _step_probe(net: torch.nn.Module, task: Task, train, device: torch.device):

@@ -100,7 +100,8 @@ class DataSpec(Typed, prefix="data"):
 class TaskSpec(Typed, prefix="task"):
     """The problem: ``kind`` (None: from the data), ``window`` given frames → ``horizon`` frames (window
     runs), the loss (``auto``: the task's own) and whether the grid is ``periodic`` (the ``h1`` loss
-    differentiates spectrally there, by finite differences otherwise; the data carry no such flag),
+    differentiates spectrally there, by finite differences otherwise; a Fourier model's latent field is zero-padded
+    on a grid that is not: ``model.derived["padding"]``; the data carry no such flag),
     ``label_smoothing``/``shift`` (classification), and once resolved the number of ``classes``."""
 
     kind: str | None = param(None, choices=("steady", "window", "classify", "sequence", None))

@@ -45,9 +45,6 @@ def check(spec) -> None:
     used = [p for p in ("data.generator", "data.samples_per_epoch") if spec.get(p)]
     if used and spec.data.generate is None:
         raise SpecError(used[0], "only with {data.generate} (a run on generated data)", "it without", ["data.generate"])
-    if spec.task.periodic and spec.task.loss != "h1":
-        raise SpecError("task.periodic", "only with {task.loss='h1'} (the loss that differentiates)",
-                        f"{{task.loss={spec.task.loss!r}}}", ["task.loss"])
     if spec.optim.scheduler == "plateau" and spec.optim.gamma == 1:
         raise SpecError("optim.gamma", "a factor in (0, 1) for the plateau schedule (which multiplies the learning "
                         "rate by it)", "1.0")

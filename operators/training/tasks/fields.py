@@ -32,38 +32,49 @@ FIELD_METRICS = {"rel_l2": evaluation.rel_l2, "rel_l1": evaluation.rel_l1,
                  "rel_l2_spectral": evaluation.rel_l2_spectral, "nrmse_range": evaluation.nrmse_range}
 
 
+#: the fraction of each axis a Fourier model's latent field is zero-padded by on a grid that is not periodic
+#: (``task.periodic`` false; ``model.config.padding`` overrides): measured against none, and against N/2 modes, by
+#: ``examples/darcy_resolutions.py`` (RESULTS.md)
+PADDING = 0.25
+
+
 def _model_fields(spec: RunSpec, ds: xr.Dataset, inputs: list[str], in_channels: int, out_channels: int,
                   **auto) -> dict:
-    """The model's channels, and the config values the data decide (``n_dim``; ``frames``) unless given."""
+    """The model's channels, and the config values the data decide unless given (``n_dim``; ``frames``; Fourier
+    ``n_modes`` and, on a grid that is not periodic, ``padding``)."""
     from operators.models import MODELS
 
     entry = MODELS.get(spec.model.name)
     names = {f.name for f in dataclasses.fields(entry.config)} if entry else set()
     grid = tuple(ds.sizes[d] for d in spatial_dims(ds[inputs[0]]))
-    values = {"n_dim": len(grid), **auto, **(_fitted_modes(spec, entry.config, grid) if "n_modes" in names else {})}
+    values = {"n_dim": len(grid), **auto, **(_fitted_modes(spec, entry.config, grid) if "n_modes" in names else {}),
+              **({"padding": PADDING} if "padding" in names and not spec.task.periodic else {})}
     derived = {k: v for k, v in values.items() if k in names and k not in spec.model.config}
     return {"model.in_channels": in_channels, "model.out_channels": out_channels, "model.derived": derived}
 
 
 def _fitted_modes(spec: RunSpec, config: type, grid: tuple[int, ...]) -> dict:
-    """``{"n_modes": ...}`` the training ``grid`` resolves when the config's default keeps more: at most ``N // 2``
-    per axis (the FNO paper's count: wavenumbers ``-k..k-1``; a grid of N points holds ``-N/2..N/2-1``); none when
-    the default fits. Fourier modes given above that are refused (never trained, at any resolution the model runs
-    at later they act as untrained weights), unless ``model.force``."""
+    """``{"n_modes": ...}`` the training ``grid`` resolves without aliasing when the config's default keeps more: at
+    most ``N // 3`` per axis (the FNO paper's count: wavenumbers ``-k..k-1``), the 2/3 rule of spectral methods
+    (Orszag 1971): a pointwise nonlinearity on ``N`` points folds the products of modes above ``N/3`` back onto kept
+    modes, so weights trained there learn the training grid's aliasing and act otherwise on a finer grid (measured
+    against ``N // 2`` by ``examples/darcy_resolutions.py``, in RESULTS.md); none when the default fits. Modes given above ``N // 2`` (the grid holds
+    ``-N/2..N/2-1``) are refused (never trained, at any resolution the model runs at later they act as untrained
+    weights), unless ``model.force``."""
     from operators.models.fno import expand_modes
 
-    useful = tuple(max(1, n // 2) for n in grid)
+    held = tuple(max(1, n // 2) for n in grid)
     given = spec.model.config.get("n_modes")
     if given is not None:
         modes = expand_modes(given, len(grid))
-        if any(m > u for m, u in zip(modes, useful)) and not spec.model.force:
-            largest = useful[0] if len(set(useful)) == 1 else useful
+        if any(m > h for m, h in zip(modes, held)) and not spec.model.force:
+            largest = held[0] if len(set(held)) == 1 else held
             raise SpecError("model.config.n_modes", f"at most {largest} Fourier modes per axis on the training "
                             f"grid {'x'.join(map(str, grid))} (N/2: more are never trained; {{model.force}} keeps "
                             "them)", str(given), ["model.force"])
         return {}
     default = expand_modes(config().n_modes, len(grid))
-    fitted = tuple(min(m, u) for m, u in zip(default, useful))
+    fitted = tuple(min(m, max(1, n // 3)) for m, n in zip(default, grid))
     return {} if fitted == default else {"n_modes": fitted[0] if len(set(fitted)) == 1 else fitted}
 
 
