@@ -95,7 +95,8 @@ def resolution_note(run: LoadedRun, source: pde_data.Source) -> str | None:
     if all(trained.get(d, n) == n for d, n in found.items()):
         return None
     return (f"{source.name} has the grid {found}, the run was trained on "
-            f"{ {d: trained[d] for d in found if d in trained} }; the model runs at the file's resolution")
+            f"{ {d: trained[d] for d in found if d in trained} }; the model runs at the file's resolution, on its "
+            "inputs as stored (not resampled, as evaluate_resolutions does)")
 
 
 def evaluation_folder(run_dir: str | os.PathLike, data: str | os.PathLike, samples: str, checkpoint: str) -> Path:

@@ -146,7 +146,7 @@ def _model_line(spec: RunSpec, net: torch.nn.Module) -> str:
     Fourier modes fitted to the training grid); the trainer's first line counts the parameters."""
     size = sum(p.numel() * p.element_size() for p in net.parameters())
     derived = ", ".join(f"{k}={v}" for k, v in spec.model.derived.items())
-    padded = " (a grid that is not periodic: --periodic if it is)" if "padding" in spec.model.derived else ""
+    padded = " (a grid that is not periodic: task.periodic=True if it is)" if "padding" in spec.model.derived else ""
     return f"model: {spec.model.name}, {format_bytes(size)} of weights" + (f"; set by the data: {derived}{padded}"
                                                                             if derived else "")
 
