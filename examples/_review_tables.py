@@ -4,7 +4,10 @@ training on long rollouts), from their results JSON, worded by the rules of :mod
 
 from __future__ import annotations
 
-from _claims import NOT_REPRODUCED, REPRODUCED, compare
+import numpy as np
+from _claims import NOT_REPRODUCED, REPRODUCED, compare, stat_of
+
+from evaluation.long_rollout import window_means
 
 __all__ = ["darcy_resolutions", "stable_rollouts"]
 
@@ -74,6 +77,8 @@ def stable_rollouts(results: dict) -> list[str]:
                      "correlation time (steps)", "training time (s)"], rows), "",
              trained_line({label: m["mean_rel_l2"]["mean"] for label, m in summary.items()}, bar,
                           "mean rel. L2 over the rollout"), ""]
+    lines += [f"Rel. L2 averaged over The Well's rollout windows (steps; per seed from the per-step mean over test "
+              "trajectories):", "", *_window_table(r), ""]
     models = sorted({label.split(" ", 1)[0] for label in summary})
     for variant in r["variants"]:
         if variant == "plain":
@@ -85,3 +90,16 @@ def stable_rollouts(results: dict) -> list[str]:
                      f"2022 / pdearena): **{REPRODUCED if held else NOT_REPRODUCED}** ("
                      + "; ".join(f"{model}: {v}" for model, v in said.items()) + ").")
     return lines
+
+
+def _window_table(r: dict) -> list[str]:
+    """Every model and variant's rel. L2 over each rollout window (mean ± std over seeds)."""
+    from _medium_tables import pm, table
+
+    seeds = list(r["per_seed"].values())
+    labels = list(seeds[0]["curves"])
+    windows = {label: [window_means(np.asarray([seed["curves"][label]])) for seed in seeds] for label in labels}
+    names = list(windows[labels[0]][0])
+    rows = [[*label.split(" ", 1), *(pm(stat_of([w[name][0] for w in windows[label]])) for name in names)]
+            for label in labels]
+    return table(["model", "variant", *names], rows)
