@@ -272,7 +272,7 @@ def _cli_epoch(path: Path, sizes: Sizes, run_dir: Path) -> dict:
     """One epoch of a small FNO through the CLI, its process tree sampled every 0.1 s."""
     split = ",".join(map(str, _split(sizes.n)))
     cmd = [sys.executable, "-m", "operators.cli", "train", "--data", str(path), "--model", "fno",
-           "--window", str(WINDOW), "--epochs", "1", "--out", str(run_dir), "--split", split,
+           "--window", str(WINDOW), "--periodic", "--epochs", "1", "--out", str(run_dir), "--split", split,
            "--batch-size", str(BATCH), "--cache", "stream", "--config", *FNO_CONFIG, "--threads", "1",
            "--no-progress"]
     log = run_dir.with_suffix(".log")

@@ -92,7 +92,8 @@ def _online_args(quick: bool) -> list[str]:
     """``train`` options of the online rows: Navier–Stokes made as it trains (16 samples an epoch, blocks of 4), a
     small FNO, 3 epochs."""
     sim = ["n_sim=32", "n_out=16", "t_final=1"] if quick else ["n_sim=64", "n_out=32", "t_final=5"]
-    return ["--generate", "ns", "--gen", *sim, "n_records=4", "batch_size=4", "--window", "1", "--samples-per-epoch",
+    return ["--generate", "ns", "--gen", *sim, "n_records=4", "batch_size=4", "--window", "1", "--periodic",
+            "--samples-per-epoch",
             "16", "--model", "fno", "--config", "width=8", "n_modes=4", "n_layers=2", "--epochs", "3", "--workers", "0",
             "--device", "cpu", "--threads", "1", "--no-progress"]
 

@@ -32,7 +32,9 @@ def darcy_resolutions(results: dict) -> list[str]:
              f"the test samples scored by `evaluate --resolutions {','.join(map(str, grids))}` (cell averages of the "
              f"{cfg['n_fine']}² truth, the model run at each grid). `fno` has its default config: Fourier modes "
              "fitted to the training grid by the 2/3 rule (N/3 per axis), the latent field padded by a quarter of each "
-             "axis per side; each other row differs from it only in its modes or padding. " + header(results), "",
+             "axis per side; each other row differs from it only in its modes or padding (with padding the modes "
+             "count over the padded axis, 1.5× the grid: the same number keeps a lower bandwidth of the field). "
+             + header(results), "",
              *table(["model", "Fourier modes", "padding", *(f"rel. L2 at {n}²" for n in grids),
                      *(f"{n}² / {n0}²" for n in finer)], rows), "",
              trained_line({label: m[f"rel_l2@{n0}"]["mean"] for label, m in metrics.items()}, bar,

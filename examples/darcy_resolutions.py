@@ -1,13 +1,14 @@
 """Darcy flow trained at one grid, scored at finer ones (neuraloperator's ``test_resolutions``): ``fno`` with its
 default config, whose Fourier modes are fitted to the training grid by the 2/3 rule (N/3 per axis) and whose latent
 field is zero-padded by a quarter of each axis on both sides (the grid is not periodic), against the same ``fno``
-without the padding, with N/2 modes (every mode the grid holds), and with neither (the defaults before issue #46),
-each differing from the default only there.
+without the padding, with all N/2 modes the grid holds, and with neither (the defaults before issue #46), each
+differing from the default only there. With padding the modes count over the padded axis (1.5× the grid), so the
+same number of modes keeps a lower bandwidth of the field: "unpadded" changes both.
 
 Data (``pde_data.generate_darcy``): solved at ``n_fine``² cells; the training set and the test set's first grid
 are its cell averages at ``n_train``² (what a coarse file of the same problem holds), and the test samples are
-scored by ``evaluate --resolutions`` at each of ``resolutions`` (cell averages of the ``n_fine``² truth; the model
-run at that grid). The target (issue #46): the default model's rel. L2 at twice the training grid within 1.25× of
+scored by ``evaluate --resolutions`` at each of ``resolutions`` (cell averages of the ``n_fine``² truth where the
+grid divides it, else Fourier resampling, as at full scale; the model run at that grid). The target (issue #46): the default model's rel. L2 at twice the training grid within 1.25× of
 its error at the training grid.
 
 Scales:
@@ -62,14 +63,14 @@ def write_data(cfg: dict, seed: int, out) -> tuple:
 
 
 def models(cfg: dict) -> dict[str, tuple[str, dict]]:
-    """The default ``fno``, the same without padding, with N/2 modes, and with neither."""
+    """The default ``fno``, the same without padding, with all N/2 modes the grid holds, and with neither."""
     half = cfg["n_train"] // 2
-    return {"fno": ("fno", {}), "fno unpadded": ("fno", {"padding": 0.0}), "fno N/2 modes": ("fno", {"n_modes": half}),
-            "fno N/2 unpadded": ("fno", {"n_modes": half, "padding": 0.0})}
+    return {"fno": ("fno", {}), "fno unpadded": ("fno", {"padding": 0.0}), "fno all modes": ("fno", {"n_modes": half}),
+            "fno all modes unpadded": ("fno", {"n_modes": half, "padding": 0.0})}
 
 
 def one_seed(seed: int, cfg: dict, data, splits, fine, args, out) -> dict[str, dict[str, float]]:
-    """Both models trained with seed ``seed``: ``{label: {"rel_l2@N": ..., "ratio@N": ..., "train_s": ...}}``."""
+    """Every model trained with seed ``seed``: ``{label: {"rel_l2@N": ..., "ratio@N": ..., "train_s": ...}}``."""
     optim = OptimSpec(epochs=cfg["epochs"], batch_size=cfg["batch_size"], seed=seed)
     spec = RunSpec(data=DataSpec(splits=splits), optim=optim)
     trained = _common.train_models(models(cfg), data, out / "runs" / f"seed{seed}", spec=spec, device=args.device)

@@ -16,6 +16,8 @@ from neuralop.layers.spectral_convolution import SpectralConv
 from neuralop.models import FNO
 from torch import nn
 
+from pde_data.core.params import ParameterError
+
 __all__ = ["FNOConfig", "build_fno", "neuralop_modes", "expand_modes", "check_padding", "spectral_in_float32"]
 
 
@@ -73,14 +75,14 @@ def build_fno(in_channels: int, out_channels: int, config: FNOConfig) -> nn.Modu
     )
 
 
-def check_padding(padding: float) -> float:
+def check_padding(padding: float, name: str = "padding") -> float:
     """``padding`` when it is a fraction in [0, 1).
 
     Raises:
-        ValueError: otherwise.
+        ParameterError: otherwise, naming ``name``.
     """
     if not 0 <= padding < 1:
-        raise ValueError(f"padding: expected a fraction of each axis in [0, 1), found {padding}")
+        raise ParameterError(name, "a fraction of each axis in [0, 1)", repr(padding))
     return padding
 
 

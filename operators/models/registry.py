@@ -15,7 +15,7 @@ from torch import nn
 
 from operators.models import chonn, nac, order_models, sequence, vision
 from operators.models.conditioning import Conditioned
-from operators.models.fno import FNOConfig, build_fno, spectral_in_float32
+from operators.models.fno import FNOConfig, build_fno, check_padding, spectral_in_float32
 from operators.models.unet import UNet, UNetConfig
 from pde_data.core.params import ParameterError, typed
 
@@ -93,6 +93,8 @@ def config_values(name: str, config: dict) -> dict:
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
     for key, value in values.items():
         _check_size(key, value, defaults[key])
+        if key == "padding":
+            check_padding(value, "model.config.padding")
     return values
 
 
