@@ -50,14 +50,14 @@ COMMANDS = {
     "circuitop generate degradation --out seq.nc --n 512": ["--n", "24", "--min-length", "4", "--max-length", "8"],
     "circuitop generate digits --out seq_digits.nc --gap 0.3": [],
     "circuitop info runs/darcy": [],
-    "circuitop train --data ns.h5 --model fno --window 10 --out runs/ns": [*FAST, "--config", *SMALL_MODEL],
+    "circuitop train --data ns.h5 --model fno --window 10 --periodic --out runs/ns": [*FAST, "--config", *SMALL_MODEL],
     "circuitop train --config-file runs/ns/config.yaml --out runs/ns2": ["--no-progress"],
     "circuitop generate darcy --out sweep.nc --gen beta=0.5..2": ["--n", "12", "--n-grid", "16"],
     "circuitop train --data sweep.nc --condition beta --model fno --out runs/beta": [*FAST, "--config", *SMALL_MODEL],
-    "circuitop train --generate ns --gen n_sim=64 t_final=5 --samples-per-epoch 64 --window 1 --model fno --out runs/ns_gen":
+    "circuitop train --generate ns --gen n_sim=64 t_final=5 --samples-per-epoch 64 --window 1 --periodic --model fno --out runs/ns_gen":
         ["--gen", "n_sim=16", "n_out=16", "t_final=0.5", "n_records=2", "batch_size=4", "--samples-per-epoch", "4",
          *FAST, "--config", *SMALL_MODEL],
-    "circuitop train --data ns.h5 --model nac_fno --window 10 --config tokens=time --out runs/ns_nac":
+    "circuitop train --data ns.h5 --model nac_fno --window 10 --periodic --config tokens=time --out runs/ns_nac":
         [*FAST, "--config", "tokens=time", *SMALL_MODEL],
     "circuitop train --data digits.nc --model chonn_vision --config size=cpu --target label --out runs/digits":
         [*FAST, "--config", "size=cpu", "d_state=2"],
