@@ -51,6 +51,8 @@ __all__ = ["parser", "setup", "settings", "start", "training_seeds", "seed_summa
 
 SCALES = ("smoke", "quick", "medium", "full")
 _START = time.perf_counter()  # the script's start (this module is imported first): wall_s in results.json
+#: the code the script runs, taken at its start: a commit made while a long run goes is not the code it ran
+_CODE = code_version()
 SPLITS = ("train", "val", "test")
 
 
@@ -278,7 +280,7 @@ def write_results(out: Path, script: str, args: argparse.Namespace, results: dic
         "script": script, "scale": args.scale,
         "args": vars(args),
         "environment": {"python": platform.python_version(), "torch": torch.__version__,
-                        "device": args.device, "threads": torch.get_num_threads(), **code_version()},
+                        "device": args.device, "threads": torch.get_num_threads(), **_CODE},
         "wall_s": time.perf_counter() - _START,
         "results": results,
     }
