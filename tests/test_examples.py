@@ -142,6 +142,20 @@ def test_seed_summary_is_the_mean_and_sample_std() -> None:
     assert common.summary_means(summary) == {"a": {"x": pytest.approx(3.0), "y": 4.0}}
 
 
+def test_results_record_the_code_the_script_started_on(tmp_path: Path, monkeypatch) -> None:
+    """A commit made while a long run goes is not the code it ran: results.json takes the commit and sources taken
+    when the script started, not when it writes."""
+    import argparse
+
+    common = _common_module()
+    started = common._CODE
+    monkeypatch.setattr(common, "code_version", lambda: {"commit": "later", "dirty": False, "sources": {}})
+    args = argparse.Namespace(scale="smoke", device="cpu", seed=0)
+    written = json.loads(common.write_results(tmp_path, "probe", args, {"x": 1}).read_text())
+    assert written["environment"]["commit"] == started["commit"] != "later"
+    assert written["environment"]["sources"] == started["sources"]
+
+
 def test_mean_field_predictor_scores_the_training_mean_field_on_the_test_split(tmp_path: Path) -> None:
     import xarray as xr
 
