@@ -72,7 +72,9 @@ def stable_rollouts(results: dict) -> list[str]:
              f"L2 of the horizon's frames), {cfg['epochs']} epochs, batch {cfg['batch_size']}, Adam {cfg['lr']:g}; "
              f"{steps}-step rollouts of the test trajectories. Each variant changes one setting of its model's plain "
              f"run: `ema` the weights' moving average (decay {cfg['ema']:g}), `noise` input noise (σ = "
-             f"{cfg['noise']:g}), `pushforward` the last step of the horizon back-propagated. Correlation time: the "
+             f"{cfg['noise']:g}), `pushforward` the last step of the horizon back-propagated (ours always pushes forward: "
+             "Brandstetter et al. unroll a random number of steps, none included, so their one-step map from the "
+             "data is trained too; ours is not). Correlation time: the "
              f"median over test trajectories of the first step whose correlation with the truth drops below "
              f"{threshold:g} ({steps + 1}: never within the rollout). " + header(results), "",
              *table(["model", "variant", f"rel. L2 at step {steps}", "mean rel. L2 over the rollout",
