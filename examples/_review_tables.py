@@ -42,8 +42,8 @@ def darcy_resolutions(results: dict) -> list[str]:
     first, ours = finer[0], metrics["fno"]
     ratio = ours[f"ratio@{first}"]
     met = ratio["mean"] + ratio["std"] <= r["target"]
-    lines.append(f"- Target (the default `fno` at {first}² within {r['target']:g}× of its {n0}² error, mean + std over "
-                 f"seeds): **{'met' if met else 'not met'}** (ratio {pm(ratio)}; per seed "
+    lines.append(f"- Claim (issue #46: the default `fno` at {first}² within {r['target']:g}× of its {n0}² error, mean + "
+                 f"std over seeds): **{'met' if met else 'not met'}** (ratio {pm(ratio)}; per seed "
                  f"{', '.join(f'{v:.3g}' for v in ratio['values'])}).")
     for label, other in metrics.items():
         if label != "fno":
