@@ -254,3 +254,12 @@ def test_cli_patience_stops_early_and_a_resumed_run_stays_stopped(tmp_path):
     more = run_cli(*args, "--resume", "--epochs", "3", "--patience", "5")
     assert more.returncode == 0 and "resuming after epoch 2 of 3" in more.stderr, more.stderr
     assert len(json.loads((out / "history.json").read_text())) == 3
+
+
+def test_periodic_is_refused_outside_field_runs(tmp_path, capsys):
+    seq = pde_data.save(pde_data.generate_degradation(12, min_length=4, max_length=8, seed=0), tmp_path / "seq.nc")
+    assert main(["train", "--data", str(seq), "--model", "cfc", "--target", "rul", "--periodic", "--out",
+                 str(tmp_path / "run")]) == 1
+    assert ("--periodic: expected only in field runs (a grid that wraps around), found it in a sequence run"
+            in capsys.readouterr().err)
+    assert not (tmp_path / "run").exists()

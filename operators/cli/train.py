@@ -100,8 +100,8 @@ OPTIONS: dict[str, tuple[str, dict, str]] = {
     "--loss": ("task.loss", _choices("task.loss"),
                "auto: the task's own (rel_l2 for fields, cross_entropy for labels, mse for sequences); "
                "h1: fields' relative H1 error (values and gradients)"),
-    "--periodic": ("task.periodic", _FLAG, "the grid wraps around (Navier-Stokes on a torus): --loss h1 takes "
-                   "spectral gradients (default: finite differences), a Fourier model's field is not padded "
+    "--periodic": ("task.periodic", _FLAG, "field runs: the grid wraps around (Navier-Stokes on a torus): --loss h1 "
+                   "takes spectral gradients (default: finite differences), a Fourier model's field is not padded "
                    "(default: padded, a quarter of each axis per side; --config padding=F sets it)"),
     "--label-smoothing": ("task.label_smoothing", dict(type=float), "classification: cross-entropy label smoothing"),
     "--shift": ("task.shift", dict(type=int, metavar="PIXELS"), "classification: random shifts of training images"),

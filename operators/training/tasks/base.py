@@ -220,6 +220,9 @@ class Task:
         used = [p for p in cls.refused if spec.get(p)]
         if used:
             raise SpecError(used[0], f"expected only in classification runs, found it in a {cls.kind} run")
+        if spec.task.periodic and cls.domain != "fields":
+            raise SpecError("task.periodic", "only in field runs (a grid that wraps around)",
+                            f"it in a {cls.kind} run")
 
     @classmethod
     def for_spec(cls, spec: RunSpec) -> type["Task"]:
