@@ -42,8 +42,8 @@ def darcy_resolutions(results: dict) -> list[str]:
     first, ours = finer[0], metrics["fno"]
     ratio = ours[f"ratio@{first}"]
     met = ratio["mean"] + ratio["std"] <= r["target"]
-    lines.append(f"- Claim (issue #46: the default `fno` at {first}² within {r['target']:g}× of its {n0}² error, mean + "
-                 f"std over seeds): **{'met' if met else 'not met'}** (ratio {pm(ratio)}; per seed "
+    lines.append(f"- Claim (issue #46: the default `fno` at {first}² within {r['target']:g}× of its {n0}² error, "
+                 f"mean + std over seeds): **{'met' if met else 'not met'}** (ratio {pm(ratio)}; per seed "
                  f"{', '.join(f'{v:.3g}' for v in ratio['values'])}).")
     for label, other in metrics.items():
         if label != "fno":
@@ -72,8 +72,8 @@ def stable_rollouts(results: dict) -> list[str]:
              f"L2 of the horizon's frames), {cfg['epochs']} epochs, batch {cfg['batch_size']}, Adam {cfg['lr']:g}; "
              f"{steps}-step rollouts of the test trajectories. Each variant changes one setting of its model's plain "
              f"run: `ema` the weights' moving average (decay {cfg['ema']:g}), `noise` input noise (σ = "
-             f"{cfg['noise']:g}), `pushforward` the last step of the horizon back-propagated (ours always pushes forward: "
-             "Brandstetter et al. unroll a random number of steps, none included, so their one-step map from the "
+             f"{cfg['noise']:g}), `pushforward` the last step of the horizon back-propagated (ours always pushes "
+             "forward: Brandstetter et al. unroll a random number of steps, none included, so their one-step map from the "
              "data is trained too; ours is not). Correlation time: the "
              f"median over test trajectories of the first step whose correlation with the truth drops below "
              f"{threshold:g} ({steps + 1}: never within the rollout). " + header(results), "",

@@ -8,8 +8,8 @@ same number of modes keeps a lower bandwidth of the field: "unpadded" changes bo
 Data (``pde_data.generate_darcy``): solved at ``n_fine``² cells; the training set and the test set's first grid
 are its cell averages at ``n_train``² (what a coarse file of the same problem holds), and the test samples are
 scored by ``evaluate --resolutions`` at each of ``resolutions`` (cell averages of the ``n_fine``² truth where the
-grid divides it, else Fourier resampling, as at full scale; the model run at that grid). The target (issue #46): the default model's rel. L2 at twice the training grid within 1.25× of
-its error at the training grid.
+grid divides it, else Fourier resampling, as at full scale; the model run at that grid). The target (issue #46):
+the default model's rel. L2 at twice the training grid within 1.25× of its error at the training grid.
 
 Scales:
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import _common
 import pde_data
-from operators.training import DataSpec, OptimSpec, RunSpec
+from operators.training import DataSpec, OptimSpec, RunSpec, load_run
 from operators.training.resolutions import evaluate_resolutions
 from pde_data.core.model import SAMPLE, spatial_dims
 from pde_data.core.resample import resample
@@ -89,8 +89,6 @@ def one_seed(seed: int, cfg: dict, data, splits, fine, args, out) -> dict[str, d
 
 def _built(run_dir) -> dict[str, float]:
     """The Fourier modes and padding a run was built with (its config, or what the training grid decided)."""
-    from operators.training import load_run
-
     settings = load_run(run_dir, checkpoint="last").spec.model.settings
     return {"n_modes": float(settings.get("n_modes", 12)), "padding": float(settings.get("padding", 0.0))}
 

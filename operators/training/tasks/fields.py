@@ -58,9 +58,9 @@ def _fitted_modes(spec: RunSpec, config: type, grid: tuple[int, ...]) -> dict:
     most ``N // 3`` per axis (the FNO paper's count: wavenumbers ``-k..k-1``), the 2/3 rule of spectral methods
     (Orszag 1971): a pointwise nonlinearity on ``N`` points folds the products of modes above ``N/3`` back onto kept
     modes, so weights trained there learn the training grid's aliasing and act otherwise on a finer grid (measured
-    against ``N // 2`` by ``examples/darcy_resolutions.py``, in RESULTS.md); none when the default fits. Modes given above ``N // 2`` (the grid holds
-    ``-N/2..N/2-1``) are refused (never trained, at any resolution the model runs at later they act as untrained
-    weights), unless ``model.force``."""
+    against ``N // 2`` by ``examples/darcy_resolutions.py``, in RESULTS.md); none when the default fits. Modes given
+    above ``N // 2`` (the grid holds ``-N/2..N/2-1``) are refused (never trained, at any resolution the model runs
+    at later they act as untrained weights), unless ``model.force``."""
     from operators.models.fno import expand_modes
 
     held = tuple(max(1, n // 2) for n in grid)
